@@ -1,0 +1,77 @@
+"""The one decoder: code bytes -> Instructions, shared by the verifier, the VM loader and the disassembler."""
+
+from __future__ import annotations
+
+from typing import Iterator, NamedTuple
+
+from .opcodes import OPS, Op, Operand
+
+
+class Instruction(NamedTuple):
+    offset: int          # byte offset of the opcode
+    op: Op
+    args: tuple          # decoded operands, in the row's order
+    size: int            # bytes, opcode included
+
+    @property
+    def next_offset(self) -> int:
+        return self.offset + self.size
+
+
+class DecodeError(Exception):
+    """Bytes that are not an instruction stream; ``offset`` is where decoding failed."""
+
+    def __init__(self, offset: int, message: str):
+        super().__init__(message)
+        self.offset = offset
+        self.message = message
+
+
+MAX_VARINT_BYTES = 5     # operands are < 2**35; more bytes than that is malformed
+
+
+def decode(code: bytes) -> Iterator[Instruction]:
+    pos, end = 0, len(code)
+    while pos < end:
+        start = pos
+        op = OPS.get(code[pos])
+        if op is None:
+            raise DecodeError(start, f"unknown opcode 0x{code[pos]:02x}")
+        pos += 1
+        args = []
+        for kind in op.operands:
+            if kind is Operand.TARGET:
+                if pos + 4 > end:
+                    raise DecodeError(start, f"{op.name}: truncated jump target")
+                args.append(int.from_bytes(code[pos:pos + 4], "little"))
+                pos += 4
+            else:
+                value, shift, count = 0, 0, 0
+                while True:
+                    if pos >= end:
+                        raise DecodeError(start, f"{op.name}: truncated operand")
+                    byte = code[pos]
+                    pos += 1
+                    count += 1
+                    if count > MAX_VARINT_BYTES:
+                        raise DecodeError(start, f"{op.name}: operand varint too long")
+                    value |= (byte & 0x7F) << shift
+                    shift += 7
+                    if not byte & 0x80:
+                        break
+                args.append(value)
+        yield Instruction(start, op, tuple(args), pos - start)
+
+
+def encode(op: Op, args) -> bytes:
+    """The inverse of ``decode`` for one instruction (used by the assembler and tests)."""
+    from .program import write_uvarint
+    out = bytearray([op.value])
+    if len(args) != len(op.operands):
+        raise ValueError(f"{op.name} takes {len(op.operands)} operand(s), got {len(args)}")
+    for kind, value in zip(op.operands, args):
+        if kind is Operand.TARGET:
+            out += int(value).to_bytes(4, "little")
+        else:
+            write_uvarint(out, value)
+    return bytes(out)

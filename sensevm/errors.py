@@ -1,0 +1,128 @@
+"""The error hierarchy of the language and the toolchain; every error carries a position."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Pos:
+    """A source position: 1-based line and column. Line 0 means "no location" (synthetic code)."""
+
+    line: int
+    col: int
+
+    def __str__(self) -> str:
+        return f"{self.line}:{self.col}"
+
+
+NO_POS = Pos(0, 0)
+
+
+class SenseError(Exception):
+    """Base of every language-level error.
+
+    ``message`` is the bare text. ``located`` says whether the reference interpreter shows the
+    error as ``[line L] message``: errors raised by a builtin's own body do not (spec 9.1), errors
+    detected by the evaluator do. ``pos`` is where the error was detected, filled in by the
+    boundary that knows it (lexer, parser, the VM's dispatch loop); it is used for our own
+    ``FILE:LINE:COL`` rendering even when the reference would show no line.
+    """
+
+    kind = "SenseError"
+
+    def __init__(self, message: str, pos: Pos | None = None, *, located: bool = True,
+                 path: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.pos = pos
+        self.located = located
+        self.path = path
+
+    def with_pos(self, pos: Pos, path: str | None = None) -> "SenseError":
+        """Fill in the position (and file) if nobody nearer to the problem did."""
+        if self.pos is None:
+            self.pos = pos
+        if self.path is None and path is not None:
+            self.path = path
+        return self
+
+    @property
+    def text(self) -> str:
+        """The reference's rendering: ``[line L] message`` when located, else the message."""
+        if self.located and self.pos is not None and self.pos.line > 0:
+            return f"[line {self.pos.line}] {self.message}"
+        return self.message
+
+    def __str__(self) -> str:
+        return self.text
+
+
+class SenseSyntaxError(SenseError):
+    kind = "SenseSyntaxError"
+
+
+class SenseNameError(SenseError):
+    kind = "SenseNameError"
+
+
+class SenseTypeError(SenseError):
+    kind = "SenseTypeError"
+
+
+class SenseRuntimeError(SenseError):
+    kind = "SenseRuntimeError"
+
+
+class SenseImportError(SenseError):
+    kind = "SenseImportError"
+
+
+class SensePolicyError(SenseError):
+    kind = "SensePolicyError"
+
+
+class SenseApprovalError(SenseError):
+    kind = "SenseApprovalError"
+
+
+class SenseRecursionError(SenseRuntimeError):
+    """Too many nested Sense calls; the reference prints it without a line."""
+
+    kind = "SenseRuntimeError"
+
+    def __init__(self, pos: Pos | None = None):
+        super().__init__("maximum recursion depth exceeded", pos, located=False)
+
+
+class CompileErrors(SenseSyntaxError):
+    """Several syntax errors found in one compile (``sensec check`` reports them all)."""
+
+    def __init__(self, errors: list[SenseError]):
+        first = errors[0]
+        super().__init__(first.message, first.pos, path=first.path)
+        self.errors = errors
+
+
+# ---------------------------------------------------------------------------------------------
+# Toolchain errors: about files and bytecode, not about Sense programs.
+
+class SnbFormatError(Exception):
+    """A malformed .snb file. ``offset`` is the byte offset where reading failed."""
+
+    def __init__(self, offset: int, message: str):
+        super().__init__(f"offset {offset}: {message}")
+        self.offset = offset
+        self.message = message
+
+
+class VerifyError(Exception):
+    """Bytecode that the verifier rejects: names the code object, byte offset and opcode."""
+
+    def __init__(self, code_name: str, offset: int, opname: str | None, message: str):
+        where = f"{code_name}+{offset}" + (f" ({opname})" if opname else "")
+        super().__init__(f"{where}: {message}")
+        self.code_name = code_name
+        self.offset = offset
+        self.opname = opname
+        self.message = message

@@ -1,0 +1,185 @@
+"""The instruction set: one row per opcode; the compiler, VM, decoder, verifier and disassembler derive from it.
+
+Instruction format
+------------------
+An instruction is one opcode byte followed by its operands, in the order of the row's operand
+kinds. Every operand is an unsigned LEB128 varint, except a jump TARGET, which is a fixed
+4-byte little-endian absolute byte offset within the same code object (fixed width, so the
+assembler resolves labels in one pass and the verifier can demand that a target is the start of
+an instruction)::
+
+    +--------+---------------+---------------+
+    | opcode | operand 1 ... | operand 2 ... |      operands: varint, or u32 LE for TARGET
+    +--------+---------------+---------------+
+
+Operand kinds
+-------------
+    CONST   index into Program.constants       NAME    index into Program.strings (a name)
+    TYPE    index into Program.strings (an annotation as written, e.g. "Array<Int>")
+    CODE    index into Program.codes           MODULE  index into Program.modules
+    COUNT   a small count                      TARGET  absolute byte offset of an instruction
+
+Stack effects
+-------------
+``pops`` and ``pushes`` are ints or formulas over the operands ``a`` (first) and ``b``
+(second). Ops that branch also give ``branch``: (pops, pushes) when the jump is taken; the
+fall-through path uses ``pops``/``pushes``. The verifier derives every code object's stack
+depth from these rows and nothing else.
+
+Changing a row changes ``FINGERPRINT``; the .snb header carries it and a golden test fails until
+``FORMAT_MAJOR`` is bumped (CPython's MAGIC rule, enforced instead of commented).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from enum import IntEnum, IntFlag
+
+FORMAT_MAJOR = 1
+FORMAT_MINOR = 0
+
+
+class Operand(IntEnum):
+    CONST = 1
+    NAME = 2
+    TYPE = 3
+    CODE = 4
+    MODULE = 5
+    COUNT = 6
+    TARGET = 7
+
+
+class F(IntFlag):
+    """Properties of an opcode."""
+    NONE = 0
+    JUMP = 1          # has a TARGET operand
+    TERMINATOR = 2    # control never falls through to the next instruction
+    CALLS = 4         # may push a new frame (calls Sense code)
+    SCOPE = 8         # changes the current scope
+
+
+C, N, T, K, M, U, J = (Operand.CONST, Operand.NAME, Operand.TYPE, Operand.CODE,
+                       Operand.MODULE, Operand.COUNT, Operand.TARGET)
+
+
+class Op(IntEnum):
+    """Each member: value, operand kinds, pops, pushes, flags, branch effect, doc."""
+
+    def __new__(cls, code, operands, pops, pushes, flags, branch, doc):
+        obj = int.__new__(cls, code)
+        obj._value_ = code
+        obj.operands = operands
+        obj.pops = pops
+        obj.pushes = pushes
+        obj.flags = flags
+        obj.branch = branch
+        obj.doc = doc
+        return obj
+
+    #                 code  operands pops  pushes flags                branch   doc
+    NOP            = (0x00, (),      0,    0,     F.NONE,              None,    "do nothing")
+    LOAD_CONST     = (0x01, (C,),    0,    1,     F.NONE,              None,    "push constants[a]")
+    LOAD_NIL       = (0x02, (),      0,    1,     F.NONE,              None,    "push nil")
+    LOAD_TRUE      = (0x03, (),      0,    1,     F.NONE,              None,    "push true")
+    LOAD_FALSE     = (0x04, (),      0,    1,     F.NONE,              None,    "push false")
+    POP            = (0x05, (),      1,    0,     F.NONE,              None,    "discard the top")
+    DUP            = (0x06, (),      1,    2,     F.NONE,              None,    "push the top again")
+
+    LOAD_NAME      = (0x10, (N,),    0,    1,     F.NONE,              None,
+                      "push the nearest binding of strings[a] along the scope chain")
+    STORE_NAME     = (0x11, (N,),    1,    0,     F.NONE,              None,
+                      "pop into the nearest existing binding of strings[a], else bind it in the innermost scope")
+    STORE_LOCAL    = (0x12, (N,),    1,    0,     F.NONE,              None,
+                      "pop into a binding of strings[a] in the innermost scope (local)")
+    CHECK_DECL     = (0x13, (N, T),  1,    1,     F.NONE,              None,
+                      "check the top against annotation strings[b] for the declaration of strings[a]")
+    PUSH_SCOPE     = (0x14, (),      0,    0,     F.SCOPE,             None,
+                      "enter a new block scope whose parent is the current one")
+    POP_SCOPE      = (0x15, (U,),    0,    0,     F.SCOPE,             None,
+                      "leave a (the operand) block scopes")
+
+    ADD            = (0x20, (),      2,    1,     F.NONE,              None,    "a + b")
+    SUB            = (0x21, (),      2,    1,     F.NONE,              None,    "a - b")
+    MUL            = (0x22, (),      2,    1,     F.NONE,              None,    "a * b")
+    DIV            = (0x23, (),      2,    1,     F.NONE,              None,    "a / b (always Float)")
+    MOD            = (0x24, (),      2,    1,     F.NONE,              None,    "a % b (sign of the divisor)")
+    EQ             = (0x25, (),      2,    1,     F.NONE,              None,    "a == b")
+    NE             = (0x26, (),      2,    1,     F.NONE,              None,    "a != b")
+    LT             = (0x27, (),      2,    1,     F.NONE,              None,    "a < b")
+    LE             = (0x28, (),      2,    1,     F.NONE,              None,    "a <= b")
+    GT             = (0x29, (),      2,    1,     F.NONE,              None,    "a > b")
+    GE             = (0x2A, (),      2,    1,     F.NONE,              None,    "a >= b")
+    NEG            = (0x2B, (),      1,    1,     F.NONE,              None,    "-a")
+    NOT            = (0x2C, (),      1,    1,     F.NONE,              None,    "not a (truthiness)")
+
+    JUMP           = (0x30, (J,),    0,    0,     F.JUMP | F.TERMINATOR, (0, 0), "continue at a")
+    POP_JUMP_IF_FALSE = (0x31, (J,), 1,    0,     F.JUMP,              (1, 0),  "pop; if falsy continue at a")
+    POP_JUMP_IF_TRUE  = (0x32, (J,), 1,    0,     F.JUMP,              (1, 0),  "pop; if truthy continue at a")
+    JUMP_IF_FALSE_OR_POP = (0x33, (J,), 1, 0,     F.JUMP,              (1, 1),
+                      "if the top is falsy continue at a keeping it, else pop it ('and')")
+    JUMP_IF_TRUE_OR_POP  = (0x34, (J,), 1, 0,     F.JUMP,              (1, 1),
+                      "if the top is truthy continue at a keeping it, else pop it ('or')")
+
+    BUILD_ARRAY    = (0x40, (U,),    "a",  1,     F.NONE,              None,    "pop a values into a new Array")
+    INDEX          = (0x41, (),      2,    1,     F.NONE,              None,    "obj[index]")
+    STORE_INDEX    = (0x42, (),      3,    1,     F.NONE,              None,
+                      "obj[index] = value; leaves value (assignment is an expression)")
+    GET_MEMBER     = (0x43, (N,),    1,    1,     F.NONE,              None,    "obj.strings[a]")
+    GET_ITER       = (0x44, (),      1,    1,     F.NONE,              None,
+                      "replace an Array or String by an iterator over it")
+    FOR_ITER       = (0x45, (J,),    1,    2,     F.JUMP,              (1, 0),
+                      "push the iterator's next item; when exhausted pop it and continue at a")
+
+    MAKE_FUNCTION  = (0x50, (K,),    0,    1,     F.NONE,              None,
+                      "push a closure of codes[a] over the current scope")
+    CALL           = (0x51, (U,),    "a+1", 1,    F.CALLS,             None,
+                      "call the callee below a positional arguments")
+    CALL_LABELED   = (0x52, (U, U),  "a+2*b+1", 1, F.CALLS,            None,
+                      "call with a positional arguments then b (name, value) pairs")
+    RETURN         = (0x53, (),      1,    0,     F.TERMINATOR,        None,
+                      "return the top to the caller")
+
+    TEST_BEGIN     = (0x60, (C, J),  0,    0,     F.JUMP | F.SCOPE,    (0, 0),
+                      "start test constants[a] in a new scope; an error in it is recorded and resumes at b")
+    TEST_END       = (0x61, (),      0,    0,     F.SCOPE,             None,
+                      "record the innermost running test as passed and leave its scope")
+    TEST_ABANDON   = (0x62, (),      0,    0,     F.SCOPE,             None,
+                      "leave the innermost running test without recording it (break/continue)")
+
+    IMPORT         = (0x70, (M,),    0,    1,     F.CALLS,             None,
+                      "push module modules[a], running it first if this is its first import")
+    IMPORT_FROM    = (0x71, (N,),    1,    1,     F.NONE,              None,
+                      "replace a module by its top-level binding strings[a]")
+
+
+# ----------------------------------------------------------------------------- derived tables
+
+OPS: dict[int, Op] = {op.value: op for op in Op}
+OPNAMES: dict[int, str] = {op.value: op.name for op in Op}
+JUMPS = frozenset(op for op in Op if op.flags & F.JUMP)
+TERMINATORS = frozenset(op for op in Op if op.flags & F.TERMINATOR)
+
+
+def _effect(formula):
+    if isinstance(formula, int):
+        return lambda a=0, b=0: formula
+    return eval(f"lambda a=0, b=0: {formula}", {})  # formulas are literals of this module
+
+
+POPS = {op: _effect(op.pops) for op in Op}
+PUSHES = {op: _effect(op.pushes) for op in Op}
+
+
+# The operand encoding is part of the instruction set too: changing it must change the fingerprint.
+ENCODING = "opcode:u8; operands:uleb128; TARGET:u32le absolute byte offset"
+
+
+def _fingerprint() -> bytes:
+    rows = [ENCODING]
+    for op in Op:
+        rows.append(f"{op.value}|{op.name}|{','.join(o.name for o in op.operands)}|"
+                    f"{op.pops}|{op.pushes}|{int(op.flags)}|{op.branch}")
+    return hashlib.sha256("\n".join(rows).encode()).digest()[:8]
+
+
+FINGERPRINT: bytes = _fingerprint()

@@ -1,0 +1,106 @@
+"""The in-memory program: CodeObject, Program, module and source tables, and the line table codec."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Optional
+
+from .errors import Pos, NO_POS
+
+
+class CodeKind(IntEnum):
+    MODULE = 0      # a file's top level
+    FUNCTION = 1    # a def
+
+
+@dataclass(frozen=True)
+class CodeObject:
+    """One compiled body. ``positions`` holds ``(offset, line, col)`` for every instruction start."""
+
+    name: str
+    kind: CodeKind
+    source: int                                  # index into Program.sources
+    params: tuple[str, ...] = ()
+    param_types: tuple[Optional[str], ...] = ()  # annotation text per parameter, or None
+    return_type: Optional[str] = None
+    max_stack: int = 0
+    code: bytes = b""
+    positions: tuple[tuple[int, int, int], ...] = ()
+
+    def position_at(self, offset: int) -> Pos:
+        """The source position of the instruction starting at (or covering) ``offset``."""
+        best = NO_POS
+        for off, line, col in self.positions:
+            if off > offset:
+                break
+            best = Pos(line, col)
+        return best
+
+
+@dataclass(frozen=True)
+class Source:
+    """A source file the program was compiled from (kept for error carets)."""
+    path: str
+    text: str
+
+
+@dataclass(frozen=True)
+class ModuleEntry:
+    """A module that an ``import`` names, resolved at compile time.
+
+    ``code`` is -1 when the file did not exist: the import then fails with
+    ``module not found`` when (and only if) it runs, as in the reference.
+    """
+    name: str        # binding name: the file name without extension
+    rel: str         # the path as the import wrote it, resolved to a relative file path
+    path: str        # absolute path
+    code: int = -1
+
+
+@dataclass(frozen=True)
+class Program:
+    strings: tuple[str, ...] = ()
+    constants: tuple = ()                # None, bool, int, float or str
+    codes: tuple[CodeObject, ...] = ()
+    modules: tuple[ModuleEntry, ...] = ()
+    sources: tuple[Source, ...] = ()
+    entry: int = 0                       # index of the main module's code object
+    source_hash: bytes = bytes(32)       # SHA-256 of the main source file
+    flags: int = 0
+
+
+# ----------------------------------------------------------------------------- varints and line tables
+
+def write_uvarint(out: bytearray, n: int) -> None:
+    if n < 0:
+        raise ValueError("negative value for an unsigned varint")
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return
+
+
+def zigzag(n: int) -> int:
+    return n * 2 if n >= 0 else -n * 2 - 1
+
+
+def unzigzag(n: int) -> int:
+    return n >> 1 if not n & 1 else -((n + 1) >> 1)
+
+
+def encode_positions(positions) -> bytes:
+    """Delta-encode ``(offset, line, col)`` triples: offset delta, zigzag line delta, column."""
+    out = bytearray()
+    write_uvarint(out, len(positions))
+    prev_off, prev_line = 0, 0
+    for off, line, col in positions:
+        write_uvarint(out, off - prev_off)
+        write_uvarint(out, zigzag(line - prev_line))
+        write_uvarint(out, col)
+        prev_off, prev_line = off, line
+    return bytes(out)

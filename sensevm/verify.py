@@ -1,0 +1,338 @@
+"""The load-time verifier: checks a Program's tables and bytecode, and is the only producer of VerifiedProgram.
+
+The checks follow the WebAssembly validation algorithm: one table-driven case per operand kind,
+then an abstract interpretation that walks the control-flow graph with a worklist (our jumps are
+unstructured, as in the JVM) and tracks, per instruction, three depths:
+
+* the operand stack depth, from the ``pops``/``pushes``/``branch`` columns of opcodes.py;
+* the scope depth (PUSH_SCOPE, POP_SCOPE, TEST_BEGIN, TEST_END, TEST_ABANDON);
+* the test depth (TEST_BEGIN on fall-through, TEST_END, TEST_ABANDON).
+
+Each must be the same along every path into an instruction and never negative; the stack depth
+never exceeds the code object's ``max_stack``. Every path ends in a terminator (control cannot
+fall off the end). The first problem found is reported as VerifyError(code, offset, op, message).
+"""
+
+from __future__ import annotations
+
+import heapq
+import re
+from dataclasses import dataclass
+
+from .decode import DecodeError, Instruction, decode
+from .errors import VerifyError
+from .opcodes import OPS, POPS, PUSHES, F, Op, Operand
+from .program import CodeKind, CodeObject, Program
+
+__all__ = ["VerifiedCode", "VerifiedProgram", "verify", "load_verified"]
+
+PROGRAM = "<program>"       # the code_name of errors in the program's own tables
+
+# Handed only by verify() to VerifiedProgram.__init__: a VerifiedProgram cannot be made by
+# accident, so the VM's isinstance check means "this passed the verifier".
+_TOKEN = object()
+
+_CONSTANT_TYPES = (type(None), bool, int, float, str)
+
+
+@dataclass(frozen=True, eq=False)
+class VerifiedCode:
+    """A code object that passed the verifier, with its decoded instructions."""
+    code: CodeObject
+    instructions: tuple[Instruction, ...]
+    index_of: dict[int, int]        # byte offset of an instruction -> its index in instructions
+    max_depth: int                  # the deepest operand stack on any path (<= code.max_stack)
+
+
+class VerifiedProgram:
+    """A Program that passed verify(); the VM runs nothing else."""
+
+    __slots__ = ("program", "codes")
+
+    def __init__(self, program: Program, codes: tuple[VerifiedCode, ...], *, _token=None):
+        if _token is not _TOKEN:
+            raise TypeError("a VerifiedProgram is made only by sensevm.verify.verify()")
+        object.__setattr__(self, "program", program)
+        object.__setattr__(self, "codes", codes)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("VerifiedProgram is immutable")
+
+    @property
+    def entry(self) -> VerifiedCode:
+        return self.codes[self.program.entry]
+
+    def __repr__(self) -> str:
+        return f"<VerifiedProgram: {len(self.codes)} code objects, entry {self.program.entry}>"
+
+
+def verify(program: Program) -> VerifiedProgram:
+    """Check everything the VM relies on; return a VerifiedProgram or raise the first VerifyError."""
+    _check_tables(program)
+    codes = tuple(_CodeVerifier(program, code).run() for code in program.codes)
+    return VerifiedProgram(program, codes, _token=_TOKEN)
+
+
+def load_verified(data: bytes) -> VerifiedProgram:
+    """Parse a .snb file and verify it (SnbFormatError or VerifyError on failure)."""
+    from . import snb
+    return verify(snb.load(data))
+
+
+# ----------------------------------------------------------------------------- annotations
+
+_ANNOTATION_TOKEN = re.compile(r"[^\W\d]\w*|[<>,]|\s+")
+
+
+def annotation_ok(text) -> bool:
+    """``NAME`` or ``NAME<T, U, ...>`` recursively, NAME an identifier; spaces between tokens."""
+    if not isinstance(text, str) or not text or text != text.strip():
+        return False
+    # A state machine rather than recursive descent, so that absurd nesting in a forged file
+    # cannot hit Python's recursion limit.
+    depth, pos, want_name, after_name = 0, 0, True, False
+    for m in _ANNOTATION_TOKEN.finditer(text):
+        if m.start() != pos:
+            return False                # a character that is no token
+        pos = m.end()
+        tok = m.group()
+        if tok.isspace():
+            continue
+        if want_name:
+            if tok in "<>,":
+                return False
+            want_name, after_name = False, True
+        elif tok == "<" and after_name:
+            depth, want_name = depth + 1, True
+        elif tok == "," and depth:
+            want_name = True
+        elif tok == ">" and depth:
+            depth, after_name = depth - 1, False
+        else:
+            return False
+    return pos == len(text) and depth == 0 and not want_name
+
+
+# ----------------------------------------------------------------------------- program tables
+
+def _check_tables(program: Program) -> None:
+    def fail(message: str):
+        raise VerifyError(PROGRAM, 0, None, message)
+
+    codes = program.codes
+    if not 0 <= program.entry < len(codes):
+        fail(f"entry code index {program.entry} out of range ({len(codes)} code objects)")
+    entry = codes[program.entry]
+    if entry.kind != CodeKind.MODULE:
+        fail(f"entry code {program.entry} ({entry.name}) is not a module")
+    for i, m in enumerate(program.modules):
+        if m.code == -1:
+            continue
+        if not 0 <= m.code < len(codes):
+            fail(f"module {i} ({m.name}) has code index {m.code}, out of range "
+                 f"({len(codes)} code objects)")
+        if codes[m.code].kind != CodeKind.MODULE:
+            fail(f"module {i} ({m.name}) has code {m.code} ({codes[m.code].name}), "
+                 f"which is not a module")
+    for i, c in enumerate(program.constants):
+        if not isinstance(c, _CONSTANT_TYPES):
+            fail(f"constant {i} has unsupported type {type(c).__name__}")
+    for i, s in enumerate(program.strings):
+        if not isinstance(s, str):
+            fail(f"string {i} is not a str")
+
+
+# ----------------------------------------------------------------------------- code objects
+
+class _CodeVerifier:
+    """Verifies one code object; ``fail`` reports at an instruction, like wasm's error_if."""
+
+    def __init__(self, program: Program, code: CodeObject):
+        self.program = program
+        self.code = code
+        self.instructions: tuple[Instruction, ...] = ()
+        self.index_of: dict[int, int] = {}
+        self.states: list = []          # (stack, scope, test) on entry to each instruction
+        self.work: list[int] = []       # instruction indices still to visit, as a heap
+
+    def fail(self, offset: int, opname, message: str):
+        raise VerifyError(self.code.name, offset, opname, message)
+
+    def fail_at(self, ins: Instruction, message: str):
+        self.fail(ins.offset, ins.op.name, message)
+
+    def run(self) -> VerifiedCode:
+        self.check_header()
+        decode_error = self.decode()
+        self.check_operands()
+        if decode_error is not None:
+            op = OPS.get(self.code.code[decode_error.offset])
+            opname = op.name if op is not None else None
+            message = decode_error.message
+            if opname and message.startswith(opname + ": "):
+                message = message[len(opname) + 2:]
+            self.fail(decode_error.offset, opname, message)
+        self.check_positions()
+        max_depth = self.check_flow()
+        return VerifiedCode(self.code, self.instructions, self.index_of, max_depth)
+
+    # -- the code object's own fields
+
+    def check_header(self) -> None:
+        code, program = self.code, self.program
+
+        def fail(message: str):
+            self.fail(0, None, message)
+
+        if code.kind not in (CodeKind.MODULE, CodeKind.FUNCTION):
+            fail(f"unknown code kind {code.kind!r}")
+        if not 0 <= code.source < len(program.sources):
+            fail(f"source index {code.source} out of range ({len(program.sources)} sources)")
+        if len(code.params) != len(code.param_types):
+            fail(f"{len(code.params)} params but {len(code.param_types)} param_types")
+        for p, t in zip(code.params, code.param_types):
+            if t is not None and not annotation_ok(t):
+                fail(f"malformed type annotation {t!r} for parameter {p!r}")
+        if code.return_type is not None and not annotation_ok(code.return_type):
+            fail(f"malformed return type annotation {code.return_type!r}")
+        if code.max_stack < 0:
+            fail(f"negative max_stack {code.max_stack}")
+        if not code.code:
+            fail("empty code")
+
+    # -- static checks, instruction by instruction
+
+    def decode(self):
+        """Decode as far as possible; the error (if any) is reported after earlier instructions' checks."""
+        out = []
+        error = None
+        try:
+            for ins in decode(self.code.code):
+                out.append(ins)
+        except DecodeError as e:
+            error = e
+        self.instructions = tuple(out)
+        self.index_of = {ins.offset: i for i, ins in enumerate(out)}
+        return error
+
+    def check_operands(self) -> None:
+        program = self.program
+        n_strings = len(program.strings)
+        for ins in self.instructions:
+            for kind, value in zip(ins.op.operands, ins.args):
+                if kind is Operand.CONST:
+                    if value >= len(program.constants):
+                        self.fail_at(ins, f"constant index {value} out of range "
+                                          f"({len(program.constants)} constants)")
+                    if ins.op is Op.TEST_BEGIN and not isinstance(program.constants[value], str):
+                        self.fail_at(ins, f"test name constant {value} is not a string")
+                elif kind is Operand.NAME:
+                    if value >= n_strings:
+                        self.fail_at(ins, f"name index {value} out of range ({n_strings} strings)")
+                elif kind is Operand.TYPE:
+                    if value >= n_strings:
+                        self.fail_at(ins, f"type index {value} out of range ({n_strings} strings)")
+                    if not annotation_ok(program.strings[value]):
+                        self.fail_at(ins, f"malformed type annotation {program.strings[value]!r}")
+                elif kind is Operand.CODE:
+                    if value >= len(program.codes):
+                        self.fail_at(ins, f"code index {value} out of range "
+                                          f"({len(program.codes)} code objects)")
+                    target = program.codes[value]
+                    if target.kind != CodeKind.FUNCTION:
+                        self.fail_at(ins, f"code {value} ({target.name}) is a module body, "
+                                          f"not a function")
+                elif kind is Operand.MODULE:
+                    if value >= len(program.modules):
+                        self.fail_at(ins, f"module index {value} out of range "
+                                          f"({len(program.modules)} modules)")
+                elif kind is Operand.TARGET:
+                    if value not in self.index_of:
+                        self.fail_at(ins, f"jump target {value} is not the start of an instruction")
+                elif kind is Operand.COUNT:
+                    pass                # any count is well-formed; the stack check bounds it
+
+    def check_positions(self) -> None:
+        prev = None
+        for entry in self.code.positions:
+            offset = entry[0]
+            ins = self.instructions[self.index_of[offset]] if offset in self.index_of else None
+            opname = ins.op.name if ins else None
+            if prev is not None and offset <= prev:
+                self.fail(offset, opname, f"position offsets not strictly increasing "
+                                          f"({offset} after {prev})")
+            if ins is None:
+                self.fail(offset, None, f"position for offset {offset} is not at the start "
+                                        f"of an instruction")
+            prev = offset
+
+    # -- abstract interpretation over the control-flow graph
+
+    def check_flow(self) -> int:
+        """Propagate (stack, scope, test) depths to a fixed point; return the maximum stack depth."""
+        instructions, code = self.instructions, self.code
+        end = len(code.code)
+        self.states = [None] * len(instructions)
+        # Lowest offset first, so that the problem reported is the earliest one on the walk.
+        self.work = []
+        self.flow(None, 0, (0, 0, 0))
+        max_depth = 0
+
+        while self.work:
+            i = heapq.heappop(self.work)
+            ins = instructions[i]
+            op, args = ins.op, ins.args
+            stack, scope, tests = self.states[i]
+
+            pops, pushes = POPS[op](*args), PUSHES[op](*args)
+            branch = op.branch
+            needed = max(pops, branch[0]) if branch else pops
+            if stack < needed:
+                self.fail_at(ins, f"stack underflow (needs {needed}, depth {stack})")
+
+            # Scope and test effects apply to the fall-through edge; a branch (TEST_BEGIN's
+            # handler included) keeps the entry state.
+            f_scope, f_tests = scope, tests
+            if op is Op.PUSH_SCOPE:
+                f_scope = scope + 1
+            elif op is Op.POP_SCOPE:
+                f_scope = scope - args[0]
+                if f_scope < 0:
+                    self.fail_at(ins, f"POP_SCOPE {args[0]} leaves more scopes than are open "
+                                      f"(scope depth {scope})")
+            elif op is Op.TEST_BEGIN:
+                f_scope, f_tests = scope + 1, tests + 1
+            elif op is Op.TEST_END or op is Op.TEST_ABANDON:
+                if tests == 0:
+                    self.fail_at(ins, f"{op.name} without a running test")
+                if scope == 0:
+                    self.fail_at(ins, f"{op.name} with no open scope")
+                f_scope, f_tests = scope - 1, tests - 1
+
+            edges = []
+            if branch is not None:
+                target = args[op.operands.index(Operand.TARGET)]
+                edges.append((self.index_of[target], (stack - branch[0] + branch[1], scope, tests)))
+            if not op.flags & F.TERMINATOR:
+                if ins.next_offset >= end:
+                    self.fail_at(ins, "control falls off the end of the code")
+                edges.append((i + 1, (stack - pops + pushes, f_scope, f_tests)))
+
+            for j, state in edges:
+                if state[0] > code.max_stack:
+                    self.fail_at(ins, f"stack depth {state[0]} exceeds max_stack {code.max_stack}")
+                max_depth = max(max_depth, state[0])
+                self.flow(ins, j, state)
+        return max_depth
+
+    def flow(self, ins, j: int, state: tuple) -> None:
+        """Record ``state`` on entry to instruction j, or check it against the one recorded."""
+        old = self.states[j]
+        if old is None:
+            self.states[j] = state
+            heapq.heappush(self.work, j)
+            return
+        for what, new, was in zip(("stack depth", "scope depth", "test depth"), state, old):
+            if new != was:
+                self.fail_at(ins, f"inconsistent {what} at offset {self.instructions[j].offset}: "
+                                  f"{new} on this path, {was} on another")

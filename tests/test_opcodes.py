@@ -1,0 +1,83 @@
+"""The instruction set table: every row well-formed, and the fingerprint pinned to the format major."""
+
+from __future__ import annotations
+
+import pytest
+
+from sensevm import opcodes
+from sensevm.opcodes import FINGERPRINT, FORMAT_MAJOR, F, Op, Operand, POPS, PUSHES
+
+# One fingerprint per format major. Changing any opcode row (number, name, operands, stack
+# effect, flags, branch) changes FINGERPRINT: old .snb files can then no longer be read, so the
+# change must come with a new FORMAT_MAJOR and a new entry here (CPython's MAGIC rule).
+PINNED_FINGERPRINTS = {
+    1: "8dbbfcccc99ab423",
+}
+
+
+def test_fingerprint_is_pinned_for_this_format_major():
+    pinned = PINNED_FINGERPRINTS.get(FORMAT_MAJOR)
+    assert pinned == FINGERPRINT.hex(), (
+        f"the opcode table changed (FINGERPRINT is now {FINGERPRINT.hex()}, format major "
+        f"{FORMAT_MAJOR} pins {pinned}): bump FORMAT_MAJOR and update the pinned fingerprint "
+        f"in tests/test_opcodes.py (add {FORMAT_MAJOR + 1 if pinned else FORMAT_MAJOR}: "
+        f"'{FINGERPRINT.hex()}')")
+
+
+def test_fingerprint_is_eight_bytes():
+    assert isinstance(FINGERPRINT, bytes) and len(FINGERPRINT) == 8
+
+
+def test_codes_are_unique_bytes():
+    # An IntEnum silently turns a repeated value into an alias, so compare against __members__.
+    assert len(Op.__members__) == len(list(Op)), "two opcodes share a number"
+    assert all(0 <= op.value <= 0xFF for op in Op)
+    assert len(opcodes.OPS) == len(Op) and len(opcodes.OPNAMES) == len(Op)
+
+
+def _formula_names(formula) -> set[str]:
+    if isinstance(formula, int):
+        return set()
+    return set(compile(formula, "<effect>", "eval").co_names)
+
+
+@pytest.mark.parametrize("op", list(Op), ids=lambda op: op.name)
+def test_row_is_well_formed(op: Op):
+    assert isinstance(op.operands, tuple)
+    assert all(isinstance(k, Operand) for k in op.operands)
+    # Stack formulas name at most operands a and b.
+    assert len(op.operands) <= 2
+    assert isinstance(op.flags, F)
+    assert isinstance(op.doc, str) and op.doc.strip()
+
+    has_target = Operand.TARGET in op.operands
+    assert bool(op.flags & F.JUMP) == has_target, "JUMP flag iff a TARGET operand"
+    assert (op.branch is not None) == bool(op.flags & F.JUMP), "branch effect iff JUMP"
+    assert op.operands.count(Operand.TARGET) <= 1
+
+    if op.branch is not None:
+        assert isinstance(op.branch, tuple) and len(op.branch) == 2
+        assert all(isinstance(n, int) and n >= 0 for n in op.branch)
+
+    for formula in (op.pops, op.pushes):
+        assert isinstance(formula, (int, str))
+        names = _formula_names(formula)
+        allowed = {"a", "b"}
+        assert names <= allowed, f"{op.name}: formula {formula!r} names {names - allowed}"
+        for name in names:
+            index = "ab".index(name)
+            assert index < len(op.operands), f"{op.name}: {name} is not an operand"
+            # A stack effect may depend on a count, never on an index or a target.
+            assert op.operands[index] is Operand.COUNT
+
+    for args in [(0, 0), (1, 0), (3, 2), (2 ** 35 - 1, 7)]:
+        args = args[:len(op.operands)]
+        pops, pushes = POPS[op](*args), PUSHES[op](*args)
+        assert isinstance(pops, int) and pops >= 0
+        assert isinstance(pushes, int) and pushes >= 0
+
+
+def test_terminators():
+    assert opcodes.TERMINATORS == {op for op in Op if op.flags & F.TERMINATOR}
+    assert {Op.JUMP, Op.RETURN} <= opcodes.TERMINATORS
+    assert opcodes.JUMPS == {op for op in Op if Operand.TARGET in op.operands}
