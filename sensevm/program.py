@@ -49,13 +49,18 @@ class Source:
 class ModuleEntry:
     """A module that an ``import`` names, resolved at compile time.
 
-    ``code`` is -1 when the file did not exist: the import then fails with
-    ``module not found`` when (and only if) it runs, as in the reference.
+    ``code`` is -1 when the file did not exist (or did not compile): the import then fails
+    with ``module not found`` (or the compile error) when, and only if, it runs.
     """
     name: str        # binding name: the file name without extension
     rel: str         # the path as the import wrote it, resolved to a relative file path
     path: str        # absolute path
     code: int = -1
+    # A module that exists but does not compile: as in the reference, the error surfaces when
+    # the import runs (``sensevm run``); ``sensec build`` refuses such a program instead.
+    error: Optional[str] = None
+    error_line: int = 0
+    error_col: int = 0
 
 
 @dataclass(frozen=True)

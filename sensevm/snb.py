@@ -178,6 +178,9 @@ def _dump_modules(program: Program, pool: _StringPool) -> bytes:
         for s in (m.name, m.rel, m.path):
             write_uvarint(out, pool(s))
         write_uvarint(out, zigzag(m.code))
+        _write_optional(out, pool, m.error)
+        write_uvarint(out, m.error_line)
+        write_uvarint(out, m.error_col)
     return bytes(out)
 
 
@@ -419,7 +422,11 @@ def _load_modules(r: _Reader, out: dict) -> None:
         name = r.string("module name")
         rel = r.string("module relative path")
         path = r.string("module path")
-        modules.append(ModuleEntry(name, rel, path, unzigzag(r.uvarint("module code index"))))
+        code = unzigzag(r.uvarint("module code index"))
+        error = r.optional_string("module compile error")
+        line = r.uvarint("module error line")
+        col = r.uvarint("module error column")
+        modules.append(ModuleEntry(name, rel, path, code, error, line, col))
     out["modules"] = tuple(modules)
 
 

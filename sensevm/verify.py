@@ -126,6 +126,8 @@ def _check_tables(program: Program) -> None:
     if entry.kind != CodeKind.MODULE:
         fail(f"entry code {program.entry} ({entry.name}) is not a module")
     for i, m in enumerate(program.modules):
+        if m.error is not None and m.code != -1:
+            fail(f"module {i} ({m.name}) has both code and a compile error")
         if m.code == -1:
             continue
         if not 0 <= m.code < len(codes):

@@ -1,0 +1,4 @@
+"""``python -m sensevm``."""
+from .cli import entry
+
+entry()

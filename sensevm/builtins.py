@@ -1,0 +1,154 @@
+"""The core builtin functions of spec section 9, bound in the outermost scope shared by all modules."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import SenseRuntimeError
+from .values import Builtin, Scope, to_str, type_name
+
+
+def host_repr(v: Any) -> str:
+    """Python's repr of the host value, which the reference shows in int()/float() errors."""
+    t = type(v)
+    if v is None:
+        return "None"
+    if t is bool:
+        return "True" if v else "False"
+    if t is list:
+        return "[" + ", ".join(host_repr(x) for x in v) + "]"
+    if t in (int, float, str):
+        return repr(v)
+    return to_str(v)
+
+
+def _error(message: str) -> SenseRuntimeError:
+    # Errors raised by a builtin's own body carry no line (spec 9.1).
+    return SenseRuntimeError(message, located=False)
+
+
+def b_print(vm, args):
+    vm.write(" ".join([to_str(a) for a in args]) + "\n")
+    return None
+
+
+def b_len(vm, args):
+    x = args[0]
+    if type(x) is str or type(x) is list:
+        return len(x)
+    raise _error(f"len() not supported for type {type_name(x)}")
+
+
+def b_range(vm, args):
+    if not 1 <= len(args) <= 3:
+        raise _error("range() expects 1 to 3 arguments")
+    for a in args:
+        # Bool passes, as in the reference (its host treats True as 1).
+        if not isinstance(a, int):
+            raise _error(f"range() arguments must be Int, got {type_name(a)}")
+    if len(args) == 3 and args[2] == 0:
+        raise _error("range() step must not be zero")
+    r = range(*args)
+    if len(r) > vm.max_array:
+        raise _error(f"range() would create {len(r)} elements (limit {vm.max_array})")
+    return list(r)
+
+
+def b_str(vm, args):
+    return to_str(args[0])
+
+
+def b_int(vm, args):
+    x = args[0]
+    t = type(x)
+    try:
+        if t is int:
+            return x
+        if t is bool or t is float or t is str:
+            return int(x)
+    except (ValueError, OverflowError):
+        pass
+    raise _error(f"cannot convert {host_repr(x)} to Int")
+
+
+def b_float(vm, args):
+    x = args[0]
+    t = type(x)
+    try:
+        if t is float:
+            return x
+        if t is int or t is bool or t is str:
+            return float(x)
+    except OverflowError:
+        raise _error("Int too large to convert to Float") from None
+    except ValueError:
+        pass
+    raise _error(f"cannot convert {host_repr(x)} to Float")
+
+
+def b_type_of(vm, args):
+    return type_name(args[0])
+
+
+def b_push(vm, args):
+    arr, value = args
+    if type(arr) is not list:
+        raise _error("push() expects an Array as its first argument")
+    if len(arr) >= vm.max_array:
+        raise _error(f"array would exceed {vm.max_array} elements")
+    arr.append(value)
+    return arr
+
+
+def b_assert(vm, args):
+    if not 1 <= len(args) <= 2:
+        raise _error("assert() expects 1 or 2 arguments")
+    if not args[0]:
+        raise _error(to_str(args[1]) if len(args) == 2 else "assertion failed")
+    return None
+
+
+def b_audit_log(vm, args):
+    return vm.audit.lines()
+
+
+def b_await(vm, args):
+    x = args[0]
+    awaitable = getattr(x, "sense_await", None)
+    if awaitable is None:
+        raise SenseRuntimeError(f"await() expects an Agent or a Future, got {type_name(x)}")
+    return awaitable(vm)
+
+
+def _retired(message: str):
+    def fn(vm, args):
+        raise _error(message)
+    return fn
+
+
+CORE = [
+    Builtin("print", b_print),
+    Builtin("len", b_len, 1),
+    Builtin("range", b_range),
+    Builtin("str", b_str, 1),
+    Builtin("int", b_int, 1),
+    Builtin("float", b_float, 1),
+    Builtin("type_of", b_type_of, 1),
+    Builtin("push", b_push, 2),
+    Builtin("assert", b_assert),
+    Builtin("audit_log", b_audit_log, 0),
+    Builtin("await", b_await, 1),
+    Builtin("mock_model", _retired(
+        'mock_model(...) has been replaced -- use inference("mock", ...) instead '
+        '(e.g. inference("mock", "demo", response_template: "..."))')),
+    Builtin("verify", _retired("verify(action) has been replaced -- use action.verify() instead")),
+    Builtin("approve", _retired("approve(action) has been replaced -- use action.approve() instead")),
+    Builtin("rollback", _retired("rollback(action) has been replaced -- use action.rollback() instead")),
+]
+
+
+def builtin_scope() -> Scope:
+    scope = Scope(None, tag="builtins")
+    for b in CORE:
+        scope.vars[b.name] = b
+    return scope

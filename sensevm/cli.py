@@ -1,0 +1,91 @@
+"""The ``sensevm`` command: run a .snb (or .sns) program."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from .errors import SenseError, SnbFormatError, VerifyError
+
+DRY_RUN_BANNER = "DRY RUN — no actions will actually commit\n\n"
+
+
+def _fail_toolchain(path: str, exc: Exception) -> None:
+    """A file that is not a valid program: say what and where, exit 1."""
+    kind = type(exc).__name__
+    click.echo(f"{path}: {kind}: {exc}", err=True)
+    sys.exit(1)
+
+
+def run_file(path: str, *, dry_run: bool = False, stdout=None, stderr=None) -> int:
+    """Run ``path`` as ``sensevm run`` does; return the exit status."""
+    from .diagnostics import report
+    from .loader import load_path
+    from .vm import VM
+    stdout = stdout if stdout is not None else sys.stdout
+    stderr = stderr if stderr is not None else sys.stderr
+    sources: dict[str, str] = {}
+    try:
+        verified, sources = load_path(path)
+    except SenseError as err:
+        if err.path and err.path not in sources:
+            try:
+                with open(err.path, encoding="utf-8", errors="replace") as fh:
+                    sources[err.path] = fh.read()
+            except OSError:
+                pass
+        report(err, sources, stderr)
+        return 1
+    except (SnbFormatError, VerifyError) as exc:
+        stderr.write(f"{path}: {type(exc).__name__}: {exc}\n")
+        return 1
+    vm = VM(verified, stdout=stdout, dry_run=dry_run)
+    if dry_run:
+        stdout.write(DRY_RUN_BANNER)
+    try:
+        vm.run()
+    except SenseError as err:
+        stdout.flush()
+        report(err, sources, stderr)
+        return 1
+    if dry_run:
+        stdout.write("\n--- dry run summary ---\n")
+        lines = vm.audit.lines()
+        stdout.write("\n".join(lines) + "\n" if lines else "(no actions were prepared)\n")
+    stdout.flush()
+    return 0
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="sense-compiled", prog_name="sensevm")
+def main():
+    """Run Sense programs: .snb bytecode built by sensec, or .sns source compiled in memory."""
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--dry-run", is_flag=True, help="Skip action bodies and rollbacks; print a summary.")
+def run(file, dry_run):
+    """Verify and run FILE (.snb, or .sns compiled in memory)."""
+    sys.exit(run_file(file, dry_run=dry_run))
+
+
+def entry() -> None:
+    """Console-script entry: no Python traceback ever reaches the user."""
+    try:
+        main(prog_name="sensevm")
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        sys.exit(130)
+    except Exception as exc:  # a bug in sensevm itself: say so plainly, exit 70 (EX_SOFTWARE)
+        internal_error("sensevm", exc)
+
+
+def internal_error(prog: str, exc: BaseException) -> None:
+    import os
+    if os.environ.get("SENSE_DEBUG"):
+        raise exc
+    sys.stderr.write(f"{prog}: internal error: {type(exc).__name__}: {exc}\n"
+                     f"(this is a bug in {prog}; set SENSE_DEBUG=1 to see where)\n")
+    sys.exit(70)

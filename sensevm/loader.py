@@ -1,0 +1,35 @@
+"""Loads a program to run: a .snb file through the loader and verifier, or a .sns file compiled in memory first."""
+
+from __future__ import annotations
+
+from .errors import SenseError
+from .snb import MAGIC
+
+
+def is_snb(data: bytes) -> bool:
+    return data.startswith(MAGIC)
+
+
+def load_path(path: str):
+    """Return ``(VerifiedProgram, sources)`` for a .snb or .sns file.
+
+    A source file is compiled in memory (the compiler is imported only here, lazily) and then
+    goes through exactly the same dump, load and verify as a file built by ``sensec build``.
+    """
+    from .verify import load_verified
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except FileNotFoundError:
+        raise SenseError(f"no such file or directory: {path}", path=path) from None
+    except IsADirectoryError:
+        raise SenseError(f"is a directory: {path}", path=path) from None
+    except OSError as exc:
+        raise SenseError(f"cannot read {path}: {exc.strerror}", path=path) from None
+    if not is_snb(data):
+        from sensec.driver import compile_file
+        from .snb import dump
+        data = dump(compile_file(path, defer_import_errors=True))
+    verified = load_verified(data)
+    sources = {s.path: s.text for s in verified.program.sources}
+    return verified, sources

@@ -1,0 +1,338 @@
+"""Run-time values: scopes, functions, modules, iterators; printing, equality, arithmetic and type checks.
+
+Sense values map onto Python values where the semantics agree, so the hot paths stay cheap:
+Int is ``int``, Float ``float``, String ``str``, Bool ``bool``, nil ``None`` and Array ``list``
+(shared by reference, as in the language). Python's truthiness already matches spec 4.2 for
+all of these. ``bool`` is a subclass of ``int`` in Python, so every type test here uses
+``type(x) is ...`` rather than ``isinstance``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable, Optional
+
+from .errors import SenseRuntimeError, SenseTypeError
+
+
+class Scope:
+    """One lexical scope: its bindings, its parent, and (for the actions issue) its policy table."""
+
+    __slots__ = ("vars", "parent", "policy", "tag")
+
+    def __init__(self, parent: Optional["Scope"], tag: Optional[str] = None):
+        self.vars: dict[str, Any] = {}
+        self.parent = parent
+        self.policy: Optional[dict[str, str]] = None
+        self.tag = tag
+
+    def find(self, name: str) -> Optional["Scope"]:
+        """The nearest scope that binds ``name``, or None."""
+        scope = self
+        while scope is not None:
+            if name in scope.vars:
+                return scope
+            scope = scope.parent
+        return None
+
+
+class Closure:
+    """A ``def`` function: a code object closed over the scope it was declared in."""
+
+    __slots__ = ("code", "scope", "name")
+
+    def __init__(self, code: int, scope: Scope, name: str):
+        self.code = code          # index into the program's code objects
+        self.scope = scope
+        self.name = name
+
+
+class Builtin:
+    """A host function. ``arity`` is an exact argument count checked by the VM, or None."""
+
+    __slots__ = ("name", "fn", "arity", "labels")
+
+    def __init__(self, name: str, fn: Callable, arity: Optional[int] = None, labels: bool = False):
+        self.name = name
+        self.fn = fn
+        self.arity = arity
+        self.labels = labels
+
+
+class ModuleValue:
+    """An imported module: its top-level scope."""
+
+    __slots__ = ("name", "path", "scope")
+
+    def __init__(self, name: str, path: str, scope: Scope):
+        self.name = name
+        self.path = path
+        self.scope = scope
+
+
+class ArrayIterator:
+    """Iterates the live array: pushing during a ``for`` extends the loop (spec 4.6)."""
+
+    __slots__ = ("items", "i")
+
+    def __init__(self, items: list):
+        self.items = items
+        self.i = 0
+
+
+# ----------------------------------------------------------------------------- types
+
+def type_name(v: Any) -> str:
+    t = type(v)
+    if t is int:
+        return "Int"
+    if t is float:
+        return "Float"
+    if t is str:
+        return "String"
+    if t is bool:
+        return "Bool"
+    if v is None:
+        return "Nil"
+    if t is list:
+        return "Array"
+    if t is Closure or t is Builtin:
+        return "Function"
+    if t is ModuleValue:
+        return "Module"
+    return getattr(v, "type_name", "Any")
+
+
+def is_number(v: Any) -> bool:
+    t = type(v)
+    return t is int or t is float
+
+
+# ----------------------------------------------------------------------------- printing
+
+def format_float(v: float) -> str:
+    if v != v or v in (float("inf"), float("-inf")):
+        raise SenseRuntimeError(f"cannot format non-finite Float: {v!r}", located=False)
+    if v == int(v) and abs(v) < 1e15:
+        return f"{v:.1f}"
+    return repr(v)
+
+
+def to_str(v: Any, _seen: Optional[set] = None) -> str:
+    """The printed form of a value (spec 4.1)."""
+    t = type(v)
+    if t is str:
+        return v
+    if t is int:
+        return str(v)
+    if t is bool:
+        return "true" if v else "false"
+    if v is None:
+        return "nil"
+    if t is float:
+        return format_float(v)
+    if t is list:
+        seen = _seen if _seen is not None else set()
+        if id(v) in seen:
+            # An array that contains itself: the reference recurses until its host stack
+            # overflows, which it reports as this error.
+            raise SenseRuntimeError("maximum recursion depth exceeded", located=False)
+        seen.add(id(v))
+        try:
+            return "[" + ", ".join(to_str(x, seen) for x in v) + "]"
+        finally:
+            seen.discard(id(v))
+    if t is Closure:
+        return f"<fn {v.name}>"
+    if t is Builtin:
+        return f"<builtin {v.name}>"
+    if t is ModuleValue:
+        return f"<module {v.name}>"
+    return str(v)
+
+
+# ----------------------------------------------------------------------------- equality
+
+def equal(a: Any, b: Any) -> bool:
+    """``==``: Bool never equals a number, at any depth (spec 21.4); arrays element-wise."""
+    ta, tb = type(a), type(b)
+    if ta is bool or tb is bool:
+        return ta is tb and a == b
+    if ta is list:
+        if tb is not list or len(a) != len(b):
+            return False
+        if a is b:
+            return True
+        for x, y in zip(a, b):
+            if not equal(x, y):
+                return False
+        return True
+    if tb is list:
+        return False
+    if (ta is int or ta is float) and (tb is int or tb is float):
+        return a == b
+    if ta is str and tb is str:
+        return a == b
+    if a is None or b is None:
+        return a is b
+    if ta is tb and hasattr(a, "sense_equal"):
+        return a.sense_equal(b)
+    return a is b
+
+
+# ----------------------------------------------------------------------------- arithmetic
+
+def _numeric_error(op: str, a: Any, b: Any) -> SenseRuntimeError:
+    return SenseRuntimeError(f"'{op}' requires numeric operands, got {type_name(a)} and {type_name(b)}")
+
+
+def _overflow(exc: OverflowError) -> SenseRuntimeError:
+    return SenseRuntimeError(f"numeric result out of range ({exc})")
+
+
+def add(a: Any, b: Any) -> Any:
+    ta, tb = type(a), type(b)
+    if ta is str or tb is str:
+        if ta is str and tb is str:
+            return a + b
+        raise SenseRuntimeError(
+            f"'+' requires both operands to be String (got {type_name(a)} and {type_name(b)}); "
+            "use str() to convert")
+    if ta is list and tb is list:
+        return a + b
+    if (ta is int or ta is float) and (tb is int or tb is float):
+        try:
+            return a + b
+        except OverflowError as exc:
+            raise _overflow(exc) from None
+    raise _numeric_error("+", a, b)
+
+
+def arith(op: str, a: Any, b: Any) -> Any:
+    """``- * / %`` on numbers (Bool is not a number)."""
+    ta, tb = type(a), type(b)
+    if not ((ta is int or ta is float) and (tb is int or tb is float)):
+        raise _numeric_error(op, a, b)
+    try:
+        if op == "-":
+            return a - b
+        if op == "*":
+            return a * b
+        if op == "/":
+            if b == 0:
+                raise SenseRuntimeError("division by zero")
+            return a / b
+        if b == 0:
+            raise SenseRuntimeError("modulo by zero")
+        return a % b
+    except OverflowError as exc:
+        raise _overflow(exc) from None
+
+
+def compare(op: str, a: Any, b: Any) -> bool:
+    ta, tb = type(a), type(b)
+    if not (((ta is int or ta is float) and (tb is int or tb is float)) or (ta is str and tb is str)):
+        raise _numeric_error(op, a, b)
+    if op == "<":
+        return a < b
+    if op == "<=":
+        return a <= b
+    if op == ">":
+        return a > b
+    return a >= b
+
+
+def negate(a: Any) -> Any:
+    if type(a) is int or type(a) is float:
+        return -a
+    raise SenseRuntimeError(f"unary '-' requires a number, got {type_name(a)}")
+
+
+# ----------------------------------------------------------------------------- annotations
+
+_RUNTIME_TYPES = frozenset({"Model", "Agent", "Action", "Tool", "Memory", "Skill", "McpServer",
+                            "Future", "Python"})
+_TYPE_TOKEN = re.compile(r"\s*([A-Za-z_][A-Za-z_0-9]*|<|>|,)")
+
+
+def parse_annotation(text: str):
+    """Parse ``Name`` / ``Name<T, ...>`` into (name, args); None if malformed."""
+    tokens = []
+    pos = 0
+    while pos < len(text):
+        m = _TYPE_TOKEN.match(text, pos)
+        if not m:
+            if text[pos:].strip() == "":
+                break
+            return None
+        tokens.append(m.group(1))
+        pos = m.end()
+
+    def parse(i):
+        if i >= len(tokens) or not (tokens[i][0].isalpha() or tokens[i][0] == "_"):
+            return None, i
+        name = tokens[i]
+        i += 1
+        args = []
+        if i < len(tokens) and tokens[i] == "<":
+            i += 1
+            while True:
+                arg, i = parse(i)
+                if arg is None:
+                    return None, i
+                args.append(arg)
+                if i < len(tokens) and tokens[i] == ",":
+                    i += 1
+                    continue
+                if i < len(tokens) and tokens[i] == ">":
+                    i += 1
+                    break
+                return None, i
+        return (name, tuple(args)), i
+
+    result, end = parse(0)
+    if result is None or end != len(tokens):
+        return None
+    return result
+
+
+def make_checker(text: str) -> Callable[[Any], bool]:
+    """A predicate for the annotation ``text`` (spec 4.7); unknown names accept anything."""
+    parsed = parse_annotation(text)
+    if parsed is None:
+        return lambda v: True
+    return _checker(parsed)
+
+
+def _checker(parsed) -> Callable[[Any], bool]:
+    name, args = parsed
+    if name == "Int":
+        return lambda v: type(v) is int
+    if name == "Float":
+        return lambda v: type(v) is float or type(v) is int
+    if name == "String":
+        return lambda v: type(v) is str
+    if name == "Bool":
+        return lambda v: type(v) is bool
+    if name == "Nil":
+        return lambda v: v is None
+    if name == "Array":
+        if not args:
+            return lambda v: type(v) is list
+        inner = _checker(args[0])
+        return lambda v: type(v) is list and all(inner(x) for x in v)
+    if name == "Function":
+        return lambda v: type(v) is Closure or type(v) is Builtin or getattr(v, "is_function", False)
+    if name.lower() == "answer":
+        if not args:
+            return lambda v: type_name(v) == "Answer"
+        inner = _checker(args[0])
+        return lambda v: type_name(v) == "Answer" and inner(v.value)
+    if name in _RUNTIME_TYPES:
+        return lambda v: type_name(v) == name
+    return lambda v: True
+
+
+def check_arg(checker, value, param: str, fname: str, annotation: str) -> None:
+    if not checker(value):
+        raise SenseTypeError(f"argument '{param}' of '{fname}' expects {annotation}, got {type_name(value)}")

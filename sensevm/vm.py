@@ -1,0 +1,585 @@
+"""Frames and the dispatch loop: runs a VerifiedProgram, one handler per opcode.
+
+Sense calls never recurse in Python: a call pushes a ``Frame`` on the VM's own frame chain and
+the loop continues with it, so the depth of Sense recursion is bounded by ``max_depth`` (an
+ordinary, catchable Sense error) and never by the host's stack.
+
+Each code object is prepared once into a list of ``(opcode, a, b)`` triples whose operands are
+already resolved (constants, names, annotation checkers, jump targets as instruction indices),
+plus a parallel list of source positions used only when an error needs one.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Optional
+
+from . import values as V
+from .audit import AuditLog
+from .builtins import builtin_scope
+from .errors import (Pos, SenseError, SenseImportError, SenseNameError, SenseRecursionError,
+                     SenseRuntimeError, SenseSyntaxError, SenseTypeError)
+from .opcodes import Op, Operand
+from .program import CodeKind
+from .values import ArrayIterator, Closure, Builtin, ModuleValue, Scope, type_name
+
+DEFAULT_MAX_DEPTH = 20_000
+DEFAULT_MAX_ARRAY = 50_000_000
+
+
+class PreparedCode:
+    """A verified code object in the shape the dispatch loop wants."""
+
+    __slots__ = ("code", "instrs", "positions", "path", "param_checks", "return_check")
+
+    def __init__(self, code, instrs, positions, path, param_checks, return_check):
+        self.code = code
+        self.instrs = instrs
+        self.positions = positions
+        self.path = path
+        self.param_checks = param_checks
+        self.return_check = return_check
+
+
+class TestHandler:
+    """A running ``test`` block: where to resume, and the stack and scope to restore, on error."""
+
+    __slots__ = ("name", "target", "depth", "scope", "pos")
+
+    def __init__(self, name, target, depth, scope, pos):
+        self.name = name
+        self.target = target
+        self.depth = depth
+        self.scope = scope
+        self.pos = pos
+
+
+class TestResult:
+    __slots__ = ("name", "passed", "error", "path", "pos")
+
+    def __init__(self, name, passed, error, path, pos):
+        self.name = name
+        self.passed = passed
+        self.error = error
+        self.path = path
+        self.pos = pos
+
+
+class Frame:
+    __slots__ = ("prepared", "instrs", "ip", "stack", "scope", "closure", "tests", "module",
+                 "caller")
+
+    def __init__(self, prepared: PreparedCode, scope: Scope, caller: Optional["Frame"],
+                 closure: Optional[Closure] = None, module: Optional[ModuleValue] = None):
+        self.prepared = prepared
+        self.instrs = prepared.instrs
+        self.ip = 0
+        self.stack: list = []
+        self.scope = scope
+        self.closure = closure
+        self.tests: list[TestHandler] = []
+        self.module = module
+        self.caller = caller
+
+    @property
+    def pos(self) -> Pos:
+        """The position of the instruction being executed."""
+        return self.prepared.positions[max(self.ip - 1, 0)]
+
+
+class VM:
+    """One interpreter: a program, its builtins, its modules, its audit log and test results."""
+
+    def __init__(self, verified, *, stdout=None, max_depth: int = DEFAULT_MAX_DEPTH,
+                 max_array: int = DEFAULT_MAX_ARRAY, dry_run: bool = False):
+        from .verify import VerifiedProgram
+        if not isinstance(verified, VerifiedProgram):
+            raise TypeError("the VM runs only a VerifiedProgram (see sensevm.verify)")
+        # Int is unbounded (spec 4.1), including its decimal form.
+        sys.set_int_max_str_digits(0)
+        self.verified = verified
+        self.program = verified.program
+        self.out = stdout if stdout is not None else sys.stdout
+        self.max_depth = max_depth
+        self.max_array = max_array
+        self.dry_run = dry_run
+        self.audit = AuditLog()
+        self.tests: list[TestResult] = []
+        self.builtins = builtin_scope()
+        self.prepared = [self._prepare(i, vc) for i, vc in enumerate(verified.codes)]
+        self.modules: dict[int, ModuleValue] = {}
+        self.loading: set[ModuleValue] = set()
+        self.frame: Optional[Frame] = None
+        self.depth = 0
+        self.result: Any = None
+        self.handlers = self._handler_table()
+
+    # ------------------------------------------------------------------ preparation
+
+    def _prepare(self, index: int, vcode) -> PreparedCode:
+        program = self.program
+        code = vcode.code
+        checkers: dict[str, Any] = {}
+
+        def checker(text):
+            if text not in checkers:
+                checkers[text] = V.make_checker(text)
+            return checkers[text]
+
+        instrs, positions = [], []
+        for ins in vcode.instructions:
+            resolved = []
+            for kind, value in zip(ins.op.operands, ins.args):
+                if kind is Operand.CONST:
+                    resolved.append(program.constants[value])
+                elif kind is Operand.NAME:
+                    resolved.append(program.strings[value])
+                elif kind is Operand.TYPE:
+                    text = program.strings[value]
+                    resolved.append((text, checker(text)))
+                elif kind is Operand.TARGET:
+                    resolved.append(vcode.index_of[value])
+                else:
+                    resolved.append(value)
+            while len(resolved) < 2:
+                resolved.append(None)
+            instrs.append((ins.op.value, resolved[0], resolved[1]))
+            positions.append(code.position_at(ins.offset))
+        path = program.sources[code.source].path if program.sources else "<input>"
+        param_checks = tuple(
+            (name, text, checker(text)) if text is not None else None
+            for name, text in zip(code.params, code.param_types))
+        return_check = (code.return_type, checker(code.return_type)) if code.return_type else None
+        return PreparedCode(code, instrs, positions, path, param_checks, return_check)
+
+    # ------------------------------------------------------------------ running
+
+    def write(self, text: str) -> None:
+        self.out.write(text)
+
+    def run(self) -> Any:
+        """Run the program's main module to completion; a Sense error propagates to the caller."""
+        entry = self.program.entry
+        scope = Scope(self.builtins, tag="module")
+        main = ModuleValue("__main__", self.prepared[entry].path, scope)
+        self.frame = Frame(self.prepared[entry], scope, None, module=main)
+        self.depth = 1
+        self._loop()
+        return self.result
+
+    def _loop(self) -> None:
+        handlers = self.handlers
+        while self.frame is not None:
+            frame = self.frame
+            try:
+                instrs = frame.instrs
+                while True:
+                    op, a, b = instrs[frame.ip]
+                    frame.ip += 1
+                    if handlers[op](frame, a, b):
+                        break
+            except SenseError as err:
+                self._unwind(err)
+            except RecursionError:
+                # Only deeply nested values (printing or comparing arrays nested thousands deep)
+                # can exhaust the host stack; calls never do.
+                self._unwind(SenseRecursionError())
+            except MemoryError:
+                self._unwind(SenseRuntimeError("out of memory", located=False))
+
+    def _unwind(self, err: SenseError) -> None:
+        """Find the innermost running test block (in this frame or a caller) or re-raise."""
+        frame = self.frame
+        if frame is not None:
+            err.with_pos(frame.pos, frame.prepared.path)
+        while frame is not None:
+            if frame.tests:
+                handler = frame.tests.pop()
+                self.tests.append(TestResult(handler.name, False, err, frame.prepared.path,
+                                             handler.pos))
+                del frame.stack[handler.depth:]
+                frame.scope = handler.scope
+                frame.ip = handler.target
+                self.frame = frame
+                return
+            if frame.module is not None:
+                # A module that failed half-way may be imported again later (a test block
+                # caught the error): it is no longer "loading".
+                self._forget_loading(frame)
+            frame = frame.caller
+            self.depth -= 1
+        self.frame = None
+        raise err
+
+    def _forget_loading(self, frame: Frame) -> None:
+        if frame.module in self.loading:
+            self.loading.discard(frame.module)
+            for index, module in list(self.modules.items()):
+                if module is frame.module:
+                    del self.modules[index]
+
+    # ------------------------------------------------------------------ calls
+
+    def _call(self, frame: Frame, callee, args: list) -> bool:
+        """Call ``callee``; returns True when a new frame was pushed."""
+        t = type(callee)
+        if t is Closure:
+            prepared = self.prepared_for(callee)
+            code = prepared.code
+            params = code.params
+            if len(args) != len(params):
+                raise SenseRuntimeError(
+                    f"'{callee.name}' expects {len(params)} argument(s), got {len(args)}")
+            scope = Scope(callee.scope)
+            bindings = scope.vars
+            for i, check in enumerate(prepared.param_checks):
+                if check is not None and not check[2](args[i]):
+                    raise SenseTypeError(f"argument '{check[0]}' of '{callee.name}' expects "
+                                         f"{check[1]}, got {type_name(args[i])}")
+            for name, value in zip(params, args):
+                bindings[name] = value
+            if self.depth >= self.max_depth:
+                raise SenseRecursionError()
+            self.depth += 1
+            self.frame = Frame(prepared, scope, frame, closure=callee)
+            return True
+        if t is Builtin:
+            if callee.arity is not None and len(args) != callee.arity:
+                raise SenseRuntimeError(
+                    f"'{callee.name}' expects {callee.arity} argument(s), got {len(args)}")
+            frame.stack.append(callee.fn(self, args))
+            return False
+        sense_call = getattr(callee, "sense_call", None)
+        if sense_call is not None:
+            return sense_call(self, frame, args)
+        raise SenseRuntimeError(f"value of type {type_name(callee)} is not callable")
+
+    def prepared_for(self, closure: Closure) -> PreparedCode:
+        return self.prepared[closure.code]
+
+    # ------------------------------------------------------------------ the handlers
+
+    def _handler_table(self):
+        table = [None] * 256
+        for op in Op:
+            handler = getattr(self, "op_" + op.name, None)
+            if handler is None:
+                raise NotImplementedError(f"the VM has no handler for {op.name}")
+            table[op.value] = handler
+        return table
+
+    def op_NOP(self, f, a, b):
+        pass
+
+    def op_LOAD_CONST(self, f, a, b):
+        f.stack.append(a)
+
+    def op_LOAD_NIL(self, f, a, b):
+        f.stack.append(None)
+
+    def op_LOAD_TRUE(self, f, a, b):
+        f.stack.append(True)
+
+    def op_LOAD_FALSE(self, f, a, b):
+        f.stack.append(False)
+
+    def op_POP(self, f, a, b):
+        f.stack.pop()
+
+    def op_DUP(self, f, a, b):
+        f.stack.append(f.stack[-1])
+
+    def op_LOAD_NAME(self, f, a, b):
+        scope = f.scope
+        while scope is not None:
+            bindings = scope.vars
+            if a in bindings:
+                f.stack.append(bindings[a])
+                return
+            scope = scope.parent
+        raise SenseNameError(f"undefined variable '{a}'")
+
+    def op_STORE_NAME(self, f, a, b):
+        value = f.stack.pop()
+        scope = f.scope
+        while scope is not None:
+            bindings = scope.vars
+            if a in bindings:
+                bindings[a] = value
+                return
+            scope = scope.parent
+        f.scope.vars[a] = value
+
+    def op_STORE_LOCAL(self, f, a, b):
+        f.scope.vars[a] = f.stack.pop()
+
+    def op_CHECK_DECL(self, f, a, b):
+        text, check = b
+        value = f.stack[-1]
+        if not check(value):
+            raise SenseTypeError(f"cannot assign value of type {type_name(value)} to '{a}: {text}'")
+
+    def op_PUSH_SCOPE(self, f, a, b):
+        f.scope = Scope(f.scope)
+
+    def op_POP_SCOPE(self, f, a, b):
+        scope = f.scope
+        for _ in range(a):
+            scope = scope.parent
+        f.scope = scope
+
+    def op_ADD(self, f, a, b):
+        stack = f.stack
+        right = stack.pop()
+        left = stack[-1]
+        if type(left) is int and type(right) is int:
+            stack[-1] = left + right
+        else:
+            stack[-1] = V.add(left, right)
+
+    def op_SUB(self, f, a, b):
+        stack = f.stack
+        right = stack.pop()
+        stack[-1] = V.arith("-", stack[-1], right)
+
+    def op_MUL(self, f, a, b):
+        stack = f.stack
+        right = stack.pop()
+        stack[-1] = V.arith("*", stack[-1], right)
+
+    def op_DIV(self, f, a, b):
+        stack = f.stack
+        right = stack.pop()
+        stack[-1] = V.arith("/", stack[-1], right)
+
+    def op_MOD(self, f, a, b):
+        stack = f.stack
+        right = stack.pop()
+        stack[-1] = V.arith("%", stack[-1], right)
+
+    def op_EQ(self, f, a, b):
+        stack = f.stack
+        right = stack.pop()
+        stack[-1] = V.equal(stack[-1], right)
+
+    def op_NE(self, f, a, b):
+        stack = f.stack
+        right = stack.pop()
+        stack[-1] = not V.equal(stack[-1], right)
+
+    def op_LT(self, f, a, b):
+        stack = f.stack
+        right = stack.pop()
+        stack[-1] = V.compare("<", stack[-1], right)
+
+    def op_LE(self, f, a, b):
+        stack = f.stack
+        right = stack.pop()
+        stack[-1] = V.compare("<=", stack[-1], right)
+
+    def op_GT(self, f, a, b):
+        stack = f.stack
+        right = stack.pop()
+        stack[-1] = V.compare(">", stack[-1], right)
+
+    def op_GE(self, f, a, b):
+        stack = f.stack
+        right = stack.pop()
+        stack[-1] = V.compare(">=", stack[-1], right)
+
+    def op_NEG(self, f, a, b):
+        f.stack[-1] = V.negate(f.stack[-1])
+
+    def op_NOT(self, f, a, b):
+        f.stack[-1] = not f.stack[-1]
+
+    def op_JUMP(self, f, a, b):
+        f.ip = a
+
+    def op_POP_JUMP_IF_FALSE(self, f, a, b):
+        if not f.stack.pop():
+            f.ip = a
+
+    def op_POP_JUMP_IF_TRUE(self, f, a, b):
+        if f.stack.pop():
+            f.ip = a
+
+    def op_JUMP_IF_FALSE_OR_POP(self, f, a, b):
+        if not f.stack[-1]:
+            f.ip = a
+        else:
+            f.stack.pop()
+
+    def op_JUMP_IF_TRUE_OR_POP(self, f, a, b):
+        if f.stack[-1]:
+            f.ip = a
+        else:
+            f.stack.pop()
+
+    def op_BUILD_ARRAY(self, f, a, b):
+        stack = f.stack
+        if a:
+            items = stack[-a:]
+            del stack[-a:]
+        else:
+            items = []
+        stack.append(items)
+
+    def op_INDEX(self, f, a, b):
+        stack = f.stack
+        index = stack.pop()
+        obj = stack[-1]
+        t = type(obj)
+        if t is list or t is str:
+            if type(index) is not int:
+                raise SenseRuntimeError(f"index must be Int, got {type_name(index)}")
+            if not -len(obj) <= index < len(obj):
+                raise SenseRuntimeError(f"index {index} out of bounds")
+            stack[-1] = obj[index]
+            return
+        getter = getattr(obj, "sense_index", None)
+        if getter is None:
+            raise SenseRuntimeError(f"cannot index into type {type_name(obj)}")
+        stack[-1] = getter(index)
+
+    def op_STORE_INDEX(self, f, a, b):
+        stack = f.stack
+        value = stack.pop()
+        index = stack.pop()
+        obj = stack[-1]
+        if type(obj) is list:
+            if type(index) is not int:
+                raise SenseRuntimeError(f"array index must be Int, got {type_name(index)}")
+            if not -len(obj) <= index < len(obj):
+                raise SenseRuntimeError(f"array index {index} out of bounds")
+            obj[index] = value
+        else:
+            setter = getattr(obj, "sense_store_index", None)
+            if setter is None:
+                raise SenseRuntimeError(f"cannot index-assign into type {type_name(obj)}")
+            setter(index, value)
+        stack[-1] = value
+
+    def op_GET_MEMBER(self, f, a, b):
+        obj = f.stack[-1]
+        if type(obj) is ModuleValue:
+            bindings = obj.scope.vars
+            if a not in bindings:
+                raise SenseRuntimeError(f"module '{obj.name}' has no member '{a}'")
+            f.stack[-1] = bindings[a]
+            return
+        getter = getattr(obj, "sense_member", None)
+        if getter is None:
+            raise SenseRuntimeError(f"cannot access member '{a}' on type {type_name(obj)}")
+        f.stack[-1] = getter(self, a)
+
+    def op_GET_ITER(self, f, a, b):
+        obj = f.stack[-1]
+        if type(obj) is list:
+            f.stack[-1] = ArrayIterator(obj)
+        elif type(obj) is str:
+            f.stack[-1] = ArrayIterator(list(obj))
+        else:
+            raise SenseRuntimeError(f"cannot iterate over value of type {type_name(obj)}")
+
+    def op_FOR_ITER(self, f, a, b):
+        it = f.stack[-1]
+        if it.i < len(it.items):
+            f.stack.append(it.items[it.i])
+            it.i += 1
+        else:
+            f.stack.pop()
+            f.ip = a
+
+    def op_MAKE_FUNCTION(self, f, a, b):
+        f.stack.append(Closure(a, f.scope, self.program.codes[a].name))
+
+    def op_CALL(self, f, a, b):
+        stack = f.stack
+        if a:
+            args = stack[-a:]
+            del stack[-a:]
+        else:
+            args = []
+        return self._call(f, stack.pop(), args)
+
+    def op_CALL_LABELED(self, f, a, b):
+        stack = f.stack
+        pairs = stack[len(stack) - 2 * b:]
+        del stack[len(stack) - 2 * b:]
+        labels = {pairs[i]: pairs[i + 1] for i in range(0, len(pairs), 2)}
+        args = stack[len(stack) - a:] if a else []
+        if a:
+            del stack[-a:]
+        callee = stack.pop()
+        if type(callee) is Builtin:
+            if not callee.labels:
+                raise SenseRuntimeError(
+                    f"'{callee.name}' does not accept labeled arguments ({', '.join(labels)})")
+            stack.append(callee.fn(self, args, labels))
+            return False
+        raise SenseRuntimeError(
+            "labeled arguments are only supported for a handful of builtins "
+            f"(e.g. inference(...)) -- not {type_name(callee)}")
+
+    def op_RETURN(self, f, a, b):
+        value = f.stack.pop()
+        caller = f.caller
+        self.frame = caller
+        self.depth -= 1
+        if f.module is not None:
+            self.loading.discard(f.module)
+            value = f.module
+        elif f.closure is not None:
+            check = f.prepared.return_check
+            if check is not None and not check[1](value):
+                # Reported at the call, as the reference does: the callee's frame is gone.
+                raise SenseTypeError(
+                    f"'{f.closure.name}' declared to return {check[0]}, got {type_name(value)}")
+        if caller is not None:
+            caller.stack.append(value)
+        else:
+            self.result = value
+        return True
+
+    def op_TEST_BEGIN(self, f, a, b):
+        f.tests.append(TestHandler(a, b, len(f.stack), f.scope, f.pos))
+        f.scope = Scope(f.scope)
+
+    def op_TEST_END(self, f, a, b):
+        handler = f.tests.pop()
+        f.scope = handler.scope
+        self.tests.append(TestResult(handler.name, True, None, f.prepared.path, handler.pos))
+
+    def op_TEST_ABANDON(self, f, a, b):
+        f.scope = f.tests.pop().scope
+
+    def op_IMPORT(self, f, a, b):
+        module = self.modules.get(a)
+        entry = self.program.modules[a]
+        if module is not None:
+            if module in self.loading:
+                raise SenseImportError(f"circular import detected: {entry.path}")
+            f.stack.append(module)
+            return False
+        if entry.error is not None:
+            raise SenseSyntaxError(entry.error, Pos(entry.error_line, entry.error_col),
+                                   path=entry.path)
+        if entry.code < 0:
+            raise SenseImportError(f"module not found: '{entry.rel}' (resolved to {entry.path})")
+        if self.depth >= self.max_depth:
+            raise SenseRecursionError()
+        scope = Scope(self.builtins, tag="module")
+        module = ModuleValue(entry.name, entry.path, scope)
+        self.modules[a] = module
+        self.loading.add(module)
+        self.depth += 1
+        self.frame = Frame(self.prepared[entry.code], scope, f, module=module)
+        return True
+
+    def op_IMPORT_FROM(self, f, a, b):
+        module = f.stack[-1]
+        bindings = module.scope.vars
+        if a not in bindings:
+            raise SenseRuntimeError(f"module '{module.name}' has no member '{a}'")
+        f.stack[-1] = bindings[a]
