@@ -1,0 +1,398 @@
+"""The abstract syntax tree: frozen dataclasses, every node with the position of its key token.
+
+Which token a node's ``pos`` names matters, because run-time errors report it (spec 17.1):
+a call's ``(``, a member's name, an index's ``[``, a binary operator, a name's first letter.
+Blocks are tuples of statements. Nothing here knows about bytecode.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Optional
+
+from sensevm.errors import Pos
+
+
+class Node:
+    """Base of all nodes. Subclasses are frozen slotted dataclasses whose first field is ``pos``."""
+
+    __slots__ = ()
+    pos: Pos
+
+    def children(self):
+        """Yield every child node (through tuples too), in field order."""
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, Node):
+                yield value
+            elif isinstance(value, tuple):
+                for item in value:
+                    if isinstance(item, Node):
+                        yield item
+
+
+def node(cls):
+    return dataclass(frozen=True, slots=True)(cls)
+
+
+# ----------------------------------------------------------------------------- types and helpers
+
+@node
+class TypeRef(Node):
+    """An annotation as written: ``Int``, ``Array<String>``, ``Answer<Int>``."""
+    pos: Pos
+    name: str
+    args: tuple["TypeRef", ...] = ()
+
+    @property
+    def text(self) -> str:
+        if not self.args:
+            return self.name
+        return f"{self.name}<{', '.join(a.text for a in self.args)}>"
+
+
+@node
+class Param(Node):
+    pos: Pos
+    name: str
+    type: Optional[TypeRef] = None
+
+
+@node
+class Label(Node):
+    """A labelled call argument ``name: value`` (only ``inference`` accepts them)."""
+    pos: Pos
+    name: str
+    value: "Expr"
+
+
+@node
+class ModRef(Node):
+    """What an import names: a string path (``"lib/util.sns"``) or a dotted name (``lib.util``)."""
+    pos: Pos
+    text: str
+    is_string: bool
+
+
+@node
+class ImportName(Node):
+    pos: Pos
+    name: str
+    alias: Optional[str] = None
+
+
+@node
+class Rule(Node):
+    """One policy rule: ``allow web.search`` / ``deny payment.execute``."""
+    pos: Pos
+    effect: str          # "allow" | "deny"
+    capability: str
+
+
+# ----------------------------------------------------------------------------- expressions
+
+class Expr(Node):
+    __slots__ = ()
+
+
+@node
+class IntLit(Expr):
+    pos: Pos
+    value: int
+
+
+@node
+class FloatLit(Expr):
+    pos: Pos
+    value: float
+
+
+@node
+class StrLit(Expr):
+    pos: Pos
+    value: str
+
+
+@node
+class BoolLit(Expr):
+    pos: Pos
+    value: bool
+
+
+@node
+class NilLit(Expr):
+    pos: Pos
+
+
+@node
+class Name(Expr):
+    pos: Pos
+    name: str
+
+
+@node
+class ArrayLit(Expr):
+    pos: Pos            # the '['
+    items: tuple[Expr, ...]
+
+
+@node
+class Unary(Expr):
+    pos: Pos            # the operator
+    op: str             # "-" | "not"
+    operand: Expr
+
+
+@node
+class Binary(Expr):
+    pos: Pos            # the operator
+    op: str             # + - * / % == != < <= > >=
+    left: Expr
+    right: Expr
+
+
+@node
+class Logical(Expr):
+    pos: Pos            # the operator
+    op: str             # "and" | "or"
+    left: Expr
+    right: Expr
+
+
+@node
+class Call(Expr):
+    pos: Pos            # the '('
+    callee: Expr
+    args: tuple[Expr, ...]
+    labels: tuple[Label, ...] = ()
+
+
+@node
+class Member(Expr):
+    pos: Pos            # the member name after '.'
+    obj: Expr
+    name: str
+
+
+@node
+class Index(Expr):
+    pos: Pos            # the '['
+    obj: Expr
+    index: Expr
+
+
+@node
+class Assign(Expr):
+    """``target = value`` as an expression; target is a Name or an Index (checked by the parser)."""
+    pos: Pos            # the '='
+    target: Expr
+    value: Expr
+
+
+# ----------------------------------------------------------------------------- statements
+
+class Stmt(Node):
+    __slots__ = ()
+
+
+Block = tuple  # tuple[Stmt, ...]
+
+
+@node
+class ExprStmt(Stmt):
+    pos: Pos
+    expr: Expr
+
+
+@node
+class TypedDecl(Stmt):
+    """``name: T = value`` (assignment rule, then one type check)."""
+    pos: Pos
+    name: str
+    type: TypeRef
+    value: Expr
+
+
+@node
+class LocalDecl(Stmt):
+    """``local name (: T)? = value`` (always binds in the innermost scope)."""
+    pos: Pos
+    name: str
+    type: Optional[TypeRef]
+    value: Expr
+
+
+@node
+class If(Stmt):
+    """``else if`` is an ``If`` as the only statement of ``orelse``."""
+    pos: Pos
+    cond: Expr
+    body: Block
+    orelse: Optional[Block] = None
+
+
+@node
+class While(Stmt):
+    pos: Pos
+    cond: Expr
+    body: Block
+
+
+@node
+class For(Stmt):
+    pos: Pos
+    var: str
+    iterable: Expr
+    body: Block
+
+
+@node
+class Return(Stmt):
+    pos: Pos
+    value: Optional[Expr] = None
+
+
+@node
+class Break(Stmt):
+    pos: Pos
+
+
+@node
+class Continue(Stmt):
+    pos: Pos
+
+
+@node
+class FunctionDef(Stmt):
+    pos: Pos            # the 'def'
+    name: str
+    params: tuple[Param, ...]
+    returns: Optional[TypeRef]
+    body: Block
+
+
+@node
+class ActionDef(Stmt):
+    pos: Pos            # 'reversible' / 'irreversible'
+    kind: str           # "reversible" | "irreversible"
+    name: str
+    params: tuple[Param, ...]
+    capability: Optional[str]
+    approval: bool
+    body: Block
+    rollback: Optional[Block] = None
+    rollback_pos: Optional[Pos] = None   # where 'rollback' stands, or the first token after the body
+
+
+@node
+class ToolDef(Stmt):
+    pos: Pos            # 'tool' (or 'async')
+    name: str
+    params: tuple[Param, ...]
+    returns: Optional[TypeRef]
+    capability: Optional[str]
+    description: Optional[str]
+    body: Block
+    is_async: bool = False
+
+
+@node
+class AgentDef(Stmt):
+    pos: Pos
+    name: str
+    body: Block
+    is_async: bool = False
+
+
+@node
+class Policy(Stmt):
+    pos: Pos
+    rules: tuple[Rule, ...]
+
+
+@node
+class Session(Stmt):
+    pos: Pos
+    name: str
+    body: Block
+
+
+@node
+class Test(Stmt):
+    pos: Pos
+    name: str
+    body: Block
+
+
+@node
+class MemoryDecl(Stmt):
+    pos: Pos
+    name: str
+    hint: Optional[str]
+    persistent: bool = False
+
+
+@node
+class ModelDecl(Stmt):
+    pos: Pos
+    name: str
+    value: Expr
+
+
+@node
+class SetStmt(Stmt):
+    """``set NAME = value`` (``set delegation = model``)."""
+    pos: Pos
+    name: str
+    value: Expr
+
+
+@node
+class Import(Stmt):
+    pos: Pos
+    module: ModRef
+    alias: Optional[str] = None
+    python: bool = False
+
+
+@node
+class FromImport(Stmt):
+    pos: Pos
+    module: ModRef
+    names: tuple[ImportName, ...]
+    python: bool = False
+
+
+@node
+class Module(Node):
+    """A whole source file."""
+    pos: Pos
+    body: Block
+
+
+class NodeVisitor:
+    """Dispatch ``visit_<ClassName>``; a subclass naming a node class that does not exist is a bug."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        known = {c.__name__ for c in _all_node_classes()}
+        for attr in vars(cls):
+            if attr.startswith("visit_") and attr[6:] not in known:
+                raise TypeError(f"{cls.__name__}.{attr} names no node class")
+
+    def visit(self, n: Node):
+        return getattr(self, "visit_" + type(n).__name__, self.generic_visit)(n)
+
+    def generic_visit(self, n: Node):
+        for child in n.children():
+            self.visit(child)
+
+
+def _all_node_classes():
+    out, todo = [], [Node]
+    while todo:
+        c = todo.pop()
+        for sub in c.__subclasses__():
+            out.append(sub)
+            todo.append(sub)
+    return out
