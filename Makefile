@@ -1,0 +1,41 @@
+# Set-up, run, test and benchmark targets; everything installs from this repository's own files.
+PYTHON ?= python3
+VENV   ?= .venv
+REFVENV ?= .venv-ref
+PY      = $(VENV)/bin/python
+
+.PHONY: install run test ref bench golden clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+# Installs, then compiles and runs the main example.
+run: install
+	$(VENV)/bin/sensec build examples/hello.sns -o examples/hello.snb
+	$(VENV)/bin/sensevm run examples/hello.snb
+
+# The reference interpreter, in a venv of its own (its console script is also named `sense`).
+# The differential tests skip, saying why, when it could not be installed.
+ref: $(REFVENV)/.installed
+
+$(REFVENV)/.installed:
+	@$(PYTHON) -m venv $(REFVENV) && $(REFVENV)/bin/pip install -q sense-lang==0.20.0 \
+		&& touch $@ || echo "note: reference interpreter not installed; differential tests will skip"
+
+test: install ref
+	SENSE_REF=$(abspath $(REFVENV))/bin/sense $(PY) -m pytest
+
+bench: install ref
+	@echo "the benchmark harness is not written yet (see the benchmark issue)"; exit 1
+
+golden: install
+	$(PY) tests/golden_listing.py
+
+clean:
+	rm -rf $(VENV) $(REFVENV) build *.egg-info
+	find . -name '*.snb' -not -path './tests/*' -delete

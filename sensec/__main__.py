@@ -1,0 +1,4 @@
+"""``python -m sensec``."""
+from .cli import entry
+
+entry()

@@ -1,0 +1,151 @@
+"""The ``sensec`` command: build, disassemble and check Sense programs."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+
+import click
+
+from sensevm.cli import internal_error
+from sensevm.diagnostics import report
+from sensevm.errors import SenseError, SnbFormatError, VerifyError
+
+
+def atomic_write(path: str, data: bytes) -> None:
+    """Write ``data`` to ``path`` so that a crash leaves either the old file or the new one."""
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    try:
+        dir_fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except OSError:
+        pass
+
+
+def _report_and_exit(err: SenseError) -> None:
+    sources = {}
+    for e in getattr(err, "errors", None) or [err]:
+        if e.path and e.path not in sources:
+            try:
+                with open(e.path, encoding="utf-8", errors="replace") as fh:
+                    sources[e.path] = fh.read()
+            except OSError:
+                pass
+    report(err, sources)
+    sys.exit(1)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="sense-compiled", prog_name="sensec")
+def main():
+    """Compile Sense source (.sns) to verified bytecode (.snb)."""
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", type=click.Path(dir_okay=False),
+              help="Where to write the bytecode (default: FILE with .snb).")
+def build(file, output):
+    """Compile FILE.sns (and the modules it imports) to one .snb file."""
+    from sensevm.snb import dump
+    from sensevm.verify import load_verified
+    from .driver import compile_file
+    try:
+        program = compile_file(file)
+    except SenseError as err:
+        _report_and_exit(err)
+    data = dump(program)
+    load_verified(data)          # never write a file the VM would refuse
+    out = output or (file[:-4] if file.endswith(".sns") else file) + ".snb"
+    try:
+        atomic_write(out, data)
+    except OSError as exc:
+        click.echo(f"sensec: cannot write {out}: {exc.strerror}", err=True)
+        sys.exit(1)
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--no-verify", is_flag=True, help="List a .snb file even if the verifier rejects it.")
+def dis(file, no_verify):
+    """Disassemble FILE (.sns source or .snb bytecode)."""
+    from sensevm.disasm import disassemble
+    from sensevm.loader import is_snb
+    from sensevm.snb import load
+    from sensevm.verify import verify
+    try:
+        with open(file, "rb") as fh:
+            data = fh.read()
+    except OSError as exc:
+        click.echo(f"sensec: cannot read {file}: {exc.strerror}", err=True)
+        sys.exit(1)
+    try:
+        if is_snb(data):
+            program = load(data)
+        else:
+            from .driver import compile_file
+            program = compile_file(file)
+    except SenseError as err:
+        _report_and_exit(err)
+    except SnbFormatError as exc:
+        click.echo(f"{file}: SnbFormatError: {exc}", err=True)
+        sys.exit(1)
+    failed = None
+    if not no_verify:
+        try:
+            verify(program)
+        except VerifyError as exc:
+            failed = exc
+    click.echo(disassemble(program, verified=failed is None), nl=False)
+    if failed is not None:
+        click.echo(f"{file}: VerifyError: {failed}", err=True)
+        sys.exit(1)
+
+
+@main.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+def check(files):
+    """Compile FILES without writing anything; report every error found."""
+    from .driver import check_file
+    failed = False
+    for file in files:
+        errors = check_file(file)
+        if errors:
+            failed = True
+            from sensevm.errors import CompileErrors
+            _report(CompileErrors(errors))
+    sys.exit(1 if failed else 0)
+
+
+def _report(err):
+    try:
+        _report_and_exit(err)
+    except SystemExit:
+        pass
+
+
+def entry() -> None:
+    try:
+        main(prog_name="sensec")
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        sys.exit(130)
+    except Exception as exc:
+        internal_error("sensec", exc)

@@ -1,0 +1,374 @@
+"""Code generation: AST -> symbolic instructions (jumps to Labels), one code object per body."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from sensevm.errors import Pos, NO_POS, SenseSyntaxError
+from sensevm.opcodes import Op
+from sensevm.program import ActionDecl, CodeKind, CodeObject
+
+from . import nodes as n
+from .assemble import Instr, Label, assemble
+
+_LIFECYCLE = {"verify": Op.ACTION_VERIFY, "approve": Op.ACTION_APPROVE,
+              "commit": Op.ACTION_COMMIT, "rollback": Op.ACTION_ROLLBACK}
+
+_BINARY = {"+": Op.ADD, "-": Op.SUB, "*": Op.MUL, "/": Op.DIV, "%": Op.MOD, "==": Op.EQ,
+           "!=": Op.NE, "<": Op.LT, "<=": Op.LE, ">": Op.GT, ">=": Op.GE}
+
+
+class ProgramBuilder:
+    """The tables shared by every code object of one program: strings, constants, codes, modules."""
+
+    def __init__(self):
+        self.strings: list[str] = []
+        self._string_index: dict[str, int] = {}
+        self.constants: list = []
+        self._constant_index: dict[tuple, int] = {}
+        self.codes: list[Optional[CodeObject]] = []
+        self.actions: list[ActionDecl] = []
+        self.modules: list = []
+        self.sources: list = []
+
+    def string(self, s: str) -> int:
+        index = self._string_index.get(s)
+        if index is None:
+            index = self._string_index[s] = len(self.strings)
+            self.strings.append(s)
+        return index
+
+    def constant(self, value) -> int:
+        # 1, 1.0, True and -0.0 / 0.0 are different constants.
+        key = (type(value).__name__, repr(value))
+        index = self._constant_index.get(key)
+        if index is None:
+            index = self._constant_index[key] = len(self.constants)
+            self.constants.append(value)
+        return index
+
+    def reserve_code(self) -> int:
+        self.codes.append(None)
+        return len(self.codes) - 1
+
+
+class _Control:
+    """An entry of the block-structure stack that break/continue must unwind through."""
+
+    __slots__ = ("kind", "break_label", "continue_label")
+
+    def __init__(self, kind: str, break_label: Optional[Label] = None,
+                 continue_label: Optional[Label] = None):
+        self.kind = kind            # "scope" | "test" | "loop"
+        self.break_label = break_label
+        self.continue_label = continue_label
+
+
+class FunctionCompiler(n.NodeVisitor):
+    """Compiles one body (a module's top level or a def) into one CodeObject."""
+
+    def __init__(self, builder: ProgramBuilder, source: int, module_slots: dict,
+                 action_names: frozenset = frozenset()):
+        self.b = builder
+        self.source = source
+        self.module_slots = module_slots      # import ModRef -> module table index
+        self.action_names = action_names      # names some action declaration of this file binds
+        self.items: list = []
+        self.control: list[_Control] = []
+
+    # ------------------------------------------------------------------ emitting
+
+    def emit(self, op: Op, *args, pos: Pos = NO_POS) -> None:
+        self.items.append(Instr(op, args, pos))
+
+    def place(self, label: Label) -> None:
+        self.items.append(label)
+
+    def finish(self, name: str, kind: CodeKind, params=(), param_types=(), return_type=None,
+               pos: Pos = NO_POS) -> CodeObject:
+        self.emit(Op.LOAD_NIL, pos=pos)
+        self.emit(Op.RETURN, pos=pos)
+        code, max_stack, positions = assemble(self.items)
+        return CodeObject(name=name, kind=kind, source=self.source, params=tuple(params),
+                          param_types=tuple(param_types), return_type=return_type,
+                          max_stack=max_stack, code=code, positions=positions)
+
+    def block(self, stmts) -> None:
+        for stmt in stmts:
+            self.visit(stmt)
+
+    def scoped_block(self, stmts, pos: Pos) -> None:
+        """A block in a scope of its own (if/else branches, loop iterations, sessions)."""
+        self.emit(Op.PUSH_SCOPE, pos=pos)
+        self.control.append(_Control("scope"))
+        self.block(stmts)
+        self.control.pop()
+        self.emit(Op.POP_SCOPE, 1, pos=pos)
+
+    # ------------------------------------------------------------------ statements
+
+    def visit_ExprStmt(self, s: n.ExprStmt):
+        if isinstance(s.expr, n.Assign):
+            self.assign(s.expr, keep=False)
+        else:
+            self.visit(s.expr)
+            self.emit(Op.POP, pos=s.pos)
+
+    def visit_TypedDecl(self, s: n.TypedDecl):
+        self.visit(s.value)
+        self.emit(Op.CHECK_DECL, self.b.string(s.name), self.b.string(s.type.text), pos=s.pos)
+        self.emit(Op.STORE_NAME, self.b.string(s.name), pos=s.pos)
+
+    def visit_LocalDecl(self, s: n.LocalDecl):
+        self.visit(s.value)
+        if s.type is not None:
+            self.emit(Op.CHECK_DECL, self.b.string(s.name), self.b.string(s.type.text), pos=s.pos)
+        self.emit(Op.STORE_LOCAL, self.b.string(s.name), pos=s.pos)
+
+    def visit_If(self, s: n.If):
+        else_label, end = Label("else"), Label("endif")
+        self.visit(s.cond)
+        self.emit(Op.POP_JUMP_IF_FALSE, else_label if s.orelse else end, pos=s.pos)
+        self.scoped_block(s.body, s.pos)
+        if s.orelse:
+            self.emit(Op.JUMP, end, pos=s.pos)
+            self.place(else_label)
+            if len(s.orelse) == 1 and isinstance(s.orelse[0], n.If):
+                # `else if`: its condition runs in the enclosing scope (as the reference does).
+                self.visit(s.orelse[0])
+            else:
+                self.scoped_block(s.orelse, s.pos)
+        self.place(end)
+
+    def visit_While(self, s: n.While):
+        top, end = Label("while"), Label("endwhile")
+        self.place(top)
+        self.visit(s.cond)
+        self.emit(Op.POP_JUMP_IF_FALSE, end, pos=s.pos)
+        self.control.append(_Control("loop", end, top))
+        self.scoped_block(s.body, s.pos)
+        self.control.pop()
+        self.emit(Op.JUMP, top, pos=s.pos)
+        self.place(end)
+
+    def visit_For(self, s: n.For):
+        top, broken, end = Label("for"), Label("break"), Label("endfor")
+        self.visit(s.iterable)
+        self.emit(Op.GET_ITER, pos=s.iterable.pos)
+        self.place(top)
+        self.emit(Op.FOR_ITER, end, pos=s.pos)
+        self.control.append(_Control("loop", broken, top))
+        self.emit(Op.PUSH_SCOPE, pos=s.pos)
+        self.control.append(_Control("scope"))
+        self.emit(Op.STORE_LOCAL, self.b.string(s.var), pos=s.pos)
+        self.block(s.body)
+        self.control.pop()
+        self.emit(Op.POP_SCOPE, 1, pos=s.pos)
+        self.control.pop()
+        self.emit(Op.JUMP, top, pos=s.pos)
+        self.place(broken)
+        self.emit(Op.POP, pos=s.pos)          # the iterator, still on the stack after a break
+        self.place(end)
+
+    def _leave_to_loop(self, pos: Pos) -> _Control:
+        """Unwind scopes and tests up to the innermost loop of this body; return the loop."""
+        scopes = 0
+        for entry in reversed(self.control):
+            if entry.kind == "loop":
+                if scopes:
+                    self.emit(Op.POP_SCOPE, scopes, pos=pos)
+                return entry
+            if entry.kind == "scope":
+                scopes += 1
+            else:
+                if scopes:
+                    self.emit(Op.POP_SCOPE, scopes, pos=pos)
+                    scopes = 0
+                self.emit(Op.TEST_ABANDON, pos=pos)
+        raise SenseSyntaxError("'break' outside loop", pos)   # the resolver rules this out
+
+    def visit_Break(self, s: n.Break):
+        loop = self._leave_to_loop(s.pos)
+        self.emit(Op.JUMP, loop.break_label, pos=s.pos)
+
+    def visit_Continue(self, s: n.Continue):
+        loop = self._leave_to_loop(s.pos)
+        self.emit(Op.JUMP, loop.continue_label, pos=s.pos)
+
+    def visit_Return(self, s: n.Return):
+        if s.value is None:
+            self.emit(Op.LOAD_NIL, pos=s.pos)
+        else:
+            self.visit(s.value)
+        self.emit(Op.RETURN, pos=s.pos)
+
+    def visit_FunctionDef(self, s: n.FunctionDef):
+        index = self.b.reserve_code()
+        inner = self.nested()
+        inner.block(s.body)
+        self.b.codes[index] = inner.finish(
+            s.name, CodeKind.FUNCTION,
+            params=[p.name for p in s.params],
+            param_types=[p.type.text if p.type else None for p in s.params],
+            return_type=s.returns.text if s.returns else None, pos=s.pos)
+        self.emit(Op.MAKE_FUNCTION, index, pos=s.pos)
+        self.emit(Op.STORE_LOCAL, self.b.string(s.name), pos=s.pos)
+
+    def nested(self) -> "FunctionCompiler":
+        return FunctionCompiler(self.b, self.source, self.module_slots, self.action_names)
+
+    def visit_ActionDef(self, s: n.ActionDef):
+        body_index = self.b.reserve_code()
+        body = self.nested()
+        body.block(s.body)
+        self.b.codes[body_index] = body.finish(
+            s.name, CodeKind.ACTION_BODY,
+            params=[p.name for p in s.params],
+            param_types=[p.type.text if p.type else None for p in s.params], pos=s.pos)
+        rollback_index = -1
+        if s.rollback is not None:
+            rollback_index = self.b.reserve_code()
+            block = self.nested()
+            block.block(s.rollback)
+            self.b.codes[rollback_index] = block.finish(
+                f"{s.name}.rollback", CodeKind.ROLLBACK, pos=s.rollback_pos or s.pos)
+        self.b.actions.append(ActionDecl(s.name, s.kind == "reversible", s.capability,
+                                         s.approval, body_index, rollback_index))
+        self.emit(Op.MAKE_ACTION, len(self.b.actions) - 1, pos=s.pos)
+        self.emit(Op.STORE_LOCAL, self.b.string(s.name), pos=s.pos)
+
+    def visit_Policy(self, s: n.Policy):
+        for rule in s.rules:
+            self.emit(Op.POLICY_ALLOW if rule.effect == "allow" else Op.POLICY_DENY,
+                      self.b.string(rule.capability), pos=rule.pos)
+
+    def visit_Session(self, s: n.Session):
+        self.scoped_block(s.body, s.pos)
+
+    def visit_Test(self, s: n.Test):
+        end = Label("endtest")
+        self.emit(Op.TEST_BEGIN, self.b.constant(s.name), end, pos=s.pos)
+        self.control.append(_Control("test"))
+        self.block(s.body)
+        self.control.pop()
+        self.emit(Op.TEST_END, pos=s.pos)
+        self.place(end)
+
+    def visit_Import(self, s: n.Import):
+        slot = self.module_slots[s.module]
+        self.emit(Op.IMPORT, slot, pos=s.pos)
+        name = s.alias or module_binding_name(s.module)
+        self.emit(Op.STORE_LOCAL, self.b.string(name), pos=s.pos)
+
+    def visit_FromImport(self, s: n.FromImport):
+        self.emit(Op.IMPORT, self.module_slots[s.module], pos=s.pos)
+        for item in s.names:
+            self.emit(Op.DUP, pos=item.pos)
+            self.emit(Op.IMPORT_FROM, self.b.string(item.name), pos=item.pos)
+            self.emit(Op.STORE_LOCAL, self.b.string(item.alias or item.name), pos=item.pos)
+        self.emit(Op.POP, pos=s.pos)
+
+    # ------------------------------------------------------------------ expressions
+
+    def visit_IntLit(self, e: n.IntLit):
+        self.emit(Op.LOAD_CONST, self.b.constant(e.value), pos=e.pos)
+
+    visit_FloatLit = visit_IntLit
+    visit_StrLit = visit_IntLit
+
+    def visit_BoolLit(self, e: n.BoolLit):
+        self.emit(Op.LOAD_TRUE if e.value else Op.LOAD_FALSE, pos=e.pos)
+
+    def visit_NilLit(self, e: n.NilLit):
+        self.emit(Op.LOAD_NIL, pos=e.pos)
+
+    def visit_Name(self, e: n.Name):
+        self.emit(Op.LOAD_NAME, self.b.string(e.name), pos=e.pos)
+
+    def visit_ArrayLit(self, e: n.ArrayLit):
+        for item in e.items:
+            self.visit(item)
+        self.emit(Op.BUILD_ARRAY, len(e.items), pos=e.pos)
+
+    def visit_Unary(self, e: n.Unary):
+        self.visit(e.operand)
+        self.emit(Op.NEG if e.op == "-" else Op.NOT, pos=e.pos)
+
+    def visit_Binary(self, e: n.Binary):
+        self.visit(e.left)
+        self.visit(e.right)
+        self.emit(_BINARY[e.op], pos=e.pos)
+
+    def visit_Logical(self, e: n.Logical):
+        end = Label(e.op)
+        self.visit(e.left)
+        self.emit(Op.JUMP_IF_FALSE_OR_POP if e.op == "and" else Op.JUMP_IF_TRUE_OR_POP, end,
+                  pos=e.pos)
+        self.visit(e.right)
+        self.place(end)
+
+    def visit_Call(self, e: n.Call):
+        callee = e.callee
+        if (isinstance(callee, n.Member) and callee.name in _LIFECYCLE and not e.args
+                and not e.labels):
+            # `x.commit()`: the lifecycle opcode, positioned at the method name (spec 10.4).
+            self.visit(callee.obj)
+            self.emit(_LIFECYCLE[callee.name], pos=callee.pos)
+            return
+        if (isinstance(callee, n.Name) and callee.name in self.action_names and not e.labels):
+            self.visit(callee)
+            for arg in e.args:
+                self.visit(arg)
+            self.emit(Op.ACTION_PREPARE, len(e.args), pos=e.pos)
+            return
+        self.visit(e.callee)
+        for arg in e.args:
+            self.visit(arg)
+        if e.labels:
+            for label in e.labels:
+                self.emit(Op.LOAD_CONST, self.b.constant(label.name), pos=label.pos)
+                self.visit(label.value)
+            self.emit(Op.CALL_LABELED, len(e.args), len(e.labels), pos=e.pos)
+        else:
+            self.emit(Op.CALL, len(e.args), pos=e.pos)
+
+    def visit_Member(self, e: n.Member):
+        self.visit(e.obj)
+        self.emit(Op.GET_MEMBER, self.b.string(e.name), pos=e.pos)
+
+    def visit_Index(self, e: n.Index):
+        self.visit(e.obj)
+        self.visit(e.index)
+        self.emit(Op.INDEX, pos=e.pos)
+
+    def visit_Assign(self, e: n.Assign):
+        self.assign(e, keep=True)
+
+    def assign(self, e: n.Assign, keep: bool) -> None:
+        target = e.target
+        if isinstance(target, n.Name):
+            self.visit(e.value)
+            if keep:
+                self.emit(Op.DUP, pos=e.pos)
+            self.emit(Op.STORE_NAME, self.b.string(target.name), pos=e.pos)
+        else:
+            # Container, then index, then value: the reference's evaluation order.
+            self.visit(target.obj)
+            self.visit(target.index)
+            self.visit(e.value)
+            self.emit(Op.STORE_INDEX, pos=e.pos)     # reported at the '=', as the reference does
+            if not keep:
+                self.emit(Op.POP, pos=e.pos)
+
+
+def module_binding_name(ref: n.ModRef) -> str:
+    """``import "lib/util.sns"`` and ``import lib.util`` both bind ``util``."""
+    text = ref.text
+    if ref.is_string:
+        base = text.replace("\\", "/").rsplit("/", 1)[-1]
+        return base[:-4] if base.endswith(".sns") else base.rsplit(".", 1)[0] if "." in base else base
+    return text.rsplit(".", 1)[-1]
+
+
+def module_relative_path(ref: n.ModRef) -> str:
+    return ref.text if ref.is_string else ref.text.replace(".", "/") + ".sns"

@@ -1,0 +1,150 @@
+"""Compiles a source file and every module it imports into one Program."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+from sensevm.errors import CompileErrors, Pos, SenseError, SenseSyntaxError
+from sensevm.program import CodeKind, ModuleEntry, Program, Source
+
+from . import nodes as n
+from .codegen import FunctionCompiler, ProgramBuilder, module_binding_name, module_relative_path
+from .resolve import check
+
+
+def read_source(path: str) -> str:
+    """Read a .sns file as UTF-8 text; any problem is a positioned SenseSyntaxError."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except FileNotFoundError:
+        raise SenseError(f"no such file or directory: {path}", path=path) from None
+    except IsADirectoryError:
+        raise SenseError(f"is a directory, not a source file: {path}", path=path) from None
+    except OSError as exc:
+        raise SenseError(f"cannot read {path}: {exc.strerror}", path=path) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise SenseSyntaxError(f"source is not valid UTF-8 (byte 0x{data[exc.start]:02x})",
+                               Pos(line, col), path=path) from None
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    return text
+
+
+def parse_source(source: str, path: str) -> n.Module:
+    from .grammar import parse
+    return parse(source, path)
+
+
+def _walk(node: n.Node):
+    yield node
+    for child in node.children():
+        yield from _walk(child)
+
+
+def _imports(node: n.Node):
+    """Every import statement of a module, nested ones included, in source order."""
+    if isinstance(node, (n.Import, n.FromImport)):
+        yield node
+    for child in node.children():
+        yield from _imports(child)
+
+
+class _Build:
+    def __init__(self, defer_import_errors: bool):
+        self.builder = ProgramBuilder()
+        self.slots: dict = {}          # key -> module table index
+        self.defer_import_errors = defer_import_errors
+
+    def module(self, source: str, path: str) -> int:
+        """Compile one file's top level (and its imports, depth first); return its code index."""
+        tree = parse_source(source, path)
+        errors = check(tree, path)
+        if errors:
+            raise CompileErrors(errors)
+        b = self.builder
+        source_index = len(b.sources)
+        b.sources.append(Source(path, source))
+        code_index = b.reserve_code()
+        directory = os.path.dirname(os.path.abspath(path)) if not path.startswith("<") else os.getcwd()
+        module_slots = {}
+        for imp in _imports(tree):
+            if imp.python:
+                continue
+            module_slots[imp.module] = self.import_slot(imp.module, directory)
+        action_names = frozenset(node.name for node in _walk(tree) if isinstance(node, n.ActionDef))
+        compiler = FunctionCompiler(b, source_index, module_slots, action_names)
+        compiler.block(tree.body)
+        b.codes[code_index] = compiler.finish(
+            "<module>", CodeKind.MODULE, pos=tree.body[-1].pos if tree.body else Pos(1, 1))
+        return code_index
+
+    def import_slot(self, ref: n.ModRef, directory: str) -> int:
+        rel = module_relative_path(ref)
+        path = os.path.normpath(os.path.join(directory, rel))
+        key = path if os.path.isfile(path) else (rel, path)
+        slot = self.slots.get(key)
+        if slot is not None:
+            return slot
+        b = self.builder
+        slot = len(b.modules)
+        self.slots[key] = slot
+        b.modules.append(ModuleEntry(module_binding_name(ref), rel, path, -1))
+        if isinstance(key, str):
+            try:
+                code = self.module(read_source(path), path)
+            except SenseError as err:
+                if not self.defer_import_errors:
+                    raise
+                first = (getattr(err, "errors", None) or [err])[0]
+                pos = first.pos or Pos(0, 0)
+                b.modules[slot] = ModuleEntry(module_binding_name(ref), rel, path, -1,
+                                              first.message, pos.line, pos.col)
+            else:
+                b.modules[slot] = ModuleEntry(module_binding_name(ref), rel, path, code)
+        return slot
+
+
+def compile_source(source: str, path: str = "<input>", *,
+                   defer_import_errors: bool = False) -> Program:
+    """Compile ``source`` and its imports into one Program.
+
+    With ``defer_import_errors`` (how ``sensevm run FILE.sns`` compiles), an imported module
+    that does not compile becomes an error raised when its import runs, as in the reference;
+    otherwise (``sensec build``) the whole compile fails.
+    """
+    build = _Build(defer_import_errors)
+    entry = build.module(source, path)
+    b = build.builder
+    return Program(strings=tuple(b.strings), constants=tuple(b.constants), codes=tuple(b.codes),
+                   modules=tuple(b.modules), sources=tuple(b.sources),
+                   actions=tuple(b.actions), entry=entry,
+                   source_hash=hashlib.sha256(source.encode("utf-8")).digest())
+
+
+def compile_file(path: str, *, defer_import_errors: bool = False) -> Program:
+    return compile_source(read_source(path), path, defer_import_errors=defer_import_errors)
+
+
+def check_file(path: str) -> list[SenseError]:
+    """Every error ``sensec check`` can find in ``path``: all syntax errors, else the static ones."""
+    try:
+        source = read_source(path)
+    except SenseError as err:
+        return [err]
+    from .grammar import parse_all_errors
+    errors = parse_all_errors(source, path)
+    if errors:
+        return list(errors)
+    try:
+        compile_source(source, path)
+    except CompileErrors as err:
+        return list(err.errors)
+    except SenseError as err:
+        return [err]
+    return []

@@ -1,0 +1,59 @@
+"""Shared helpers for the test suite: run a Sense program in-process the way `sensevm run` does."""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+from typing import Optional
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TESTS = os.path.join(ROOT, "tests")
+sys.path.insert(0, TESTS)
+
+
+@dataclass
+class Outcome:
+    stdout: str
+    error: Optional[BaseException]
+    exit_code: int
+
+
+def run_program(path: str, *, dry_run: bool = False) -> Outcome:
+    """Compile (in memory), dump, load, verify and run ``path``; capture stdout and the error."""
+    from sensec.driver import compile_file
+    from sensevm.snb import dump
+    from sensevm.verify import load_verified
+    from sensevm.vm import VM
+    from sensevm.errors import SenseError
+    out = io.StringIO()
+    try:
+        verified = load_verified(dump(compile_file(path, defer_import_errors=True)))
+        VM(verified, stdout=out, dry_run=dry_run).run()
+    except SenseError as err:
+        return Outcome(out.getvalue(), err, 1)
+    return Outcome(out.getvalue(), None, 0)
+
+
+def run_source(source: str, tmp_path, name: str = "main.sns") -> Outcome:
+    path = tmp_path / name
+    path.write_text(source, encoding="utf-8")
+    return run_program(str(path))
+
+
+def reference_binary() -> Optional[str]:
+    """The reference interpreter (`sense`, sense-lang 0.20.0), if the Makefile could install it."""
+    candidates = [os.environ.get("SENSE_REF"), os.path.join(ROOT, ".venv-ref", "bin", "sense")]
+    for c in candidates:
+        if c and os.path.isfile(c) and os.access(c, os.X_OK):
+            return c
+    return None
+
+
+@pytest.fixture
+def run(tmp_path):
+    return lambda source, **kw: run_source(source, tmp_path, **kw)

@@ -1,0 +1,25 @@
+"""Every program in examples/ prints exactly its NAME.out (recorded from the reference interpreter)."""
+
+from __future__ import annotations
+
+import glob
+import os
+
+import pytest
+
+from conftest import ROOT, run_program
+
+EXAMPLES = sorted(glob.glob(os.path.join(ROOT, "examples", "*.sns")))
+
+
+def test_there_are_examples():
+    assert any(p.endswith("hello.sns") for p in EXAMPLES)
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=os.path.basename)
+def test_example_output(path):
+    with open(path[:-4] + ".out", encoding="utf-8", newline="") as fh:
+        expected = fh.read()
+    outcome = run_program(path)
+    assert outcome.error is None, outcome.error
+    assert outcome.stdout == expected
