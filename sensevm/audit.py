@@ -17,6 +17,7 @@ class AuditRecord:
     line: Optional[int] = None
     lineage: tuple[str, ...] = ()
     timestamp: float = field(default_factory=time.time)
+    host_only: bool = False      # kept in the host-side trail, not in audit_log()'s lines
 
     def describe(self) -> str:
         """``[line L] SUBJECT -> EVENT (DETAIL) (via F1 > F2)`` as spec section 13 specifies."""
@@ -39,4 +40,4 @@ class AuditLog:
         self.records.append(record)
 
     def lines(self) -> list[str]:
-        return [r.describe() for r in self.records]
+        return [r.describe() for r in self.records if not r.host_only]

@@ -18,6 +18,23 @@ def _fail_toolchain(path: str, exc: Exception) -> None:
     sys.exit(1)
 
 
+def stale_source(path: str, source_hash: bytes):
+    """The sibling .sns of a .snb file if its text no longer matches the hash in the header."""
+    import hashlib
+    import os
+    if not path.endswith(".snb"):
+        return None
+    source = path[:-4] + ".sns"
+    try:
+        with open(source, "rb") as fh:
+            text = fh.read().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    return None if hashlib.sha256(text.encode("utf-8")).digest() == source_hash else source
+
+
 def run_file(path: str, *, dry_run: bool = False, stdout=None, stderr=None) -> int:
     """Run ``path`` as ``sensevm run`` does; return the exit status."""
     from .diagnostics import report
@@ -40,6 +57,10 @@ def run_file(path: str, *, dry_run: bool = False, stdout=None, stderr=None) -> i
     except (SnbFormatError, VerifyError) as exc:
         stderr.write(f"{path}: {type(exc).__name__}: {exc}\n")
         return 1
+    stale = stale_source(path, verified.program.source_hash)
+    if stale:
+        stderr.write(f"warning: {path} is older than {stale}, which has changed since it was "
+                     f"built (rebuild with: sensec build {stale})\n")
     vm = VM(verified, stdout=stdout, dry_run=dry_run)
     if dry_run:
         stdout.write(DRY_RUN_BANNER)

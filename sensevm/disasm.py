@@ -129,6 +129,8 @@ def _resolve(program: Program, kind: Operand, value: int):
         return pick(program.codes, lambda c: c.name)
     if kind is Operand.MODULE:
         return pick(program.modules, lambda m: m.rel)
+    if kind is Operand.ACTION:
+        return pick(program.actions, lambda a: f"{a.kind} action {a.name}")
     if kind is Operand.TARGET:
         return f"to {value}"
     return None

@@ -17,6 +17,7 @@ Operand kinds
     CONST   index into Program.constants       NAME    index into Program.strings (a name)
     TYPE    index into Program.strings (an annotation as written, e.g. "Array<Int>")
     CODE    index into Program.codes           MODULE  index into Program.modules
+    ACTION  index into Program.actions (the manifest of declared actions)
     COUNT   a small count                      TARGET  absolute byte offset of an instruction
 
 Stack effects
@@ -35,7 +36,7 @@ from __future__ import annotations
 import hashlib
 from enum import IntEnum, IntFlag
 
-FORMAT_MAJOR = 1
+FORMAT_MAJOR = 2
 FORMAT_MINOR = 0
 
 
@@ -47,6 +48,7 @@ class Operand(IntEnum):
     MODULE = 5
     COUNT = 6
     TARGET = 7
+    ACTION = 8
 
 
 class F(IntFlag):
@@ -58,8 +60,8 @@ class F(IntFlag):
     SCOPE = 8         # changes the current scope
 
 
-C, N, T, K, M, U, J = (Operand.CONST, Operand.NAME, Operand.TYPE, Operand.CODE,
-                       Operand.MODULE, Operand.COUNT, Operand.TARGET)
+C, N, T, K, M, U, J, A = (Operand.CONST, Operand.NAME, Operand.TYPE, Operand.CODE,
+                          Operand.MODULE, Operand.COUNT, Operand.TARGET, Operand.ACTION)
 
 
 class Op(IntEnum):
@@ -150,6 +152,30 @@ class Op(IntEnum):
                       "push module modules[a], running it first if this is its first import")
     IMPORT_FROM    = (0x71, (N,),    1,    1,     F.NONE,              None,
                       "replace a module by its top-level binding strings[a]")
+
+    # Policy: each rule is written into the current scope's table when it executes (spec 11).
+    POLICY_ALLOW   = (0x80, (N,),    0,    0,     F.NONE,              None,
+                      "allow capability strings[a] in the current scope")
+    POLICY_DENY    = (0x81, (N,),    0,    0,     F.NONE,              None,
+                      "deny capability strings[a] in the current scope")
+
+    # The action lifecycle. Each handler asks policy, records the decision in the audit log, and
+    # moves the state through lifecycle.py's table, in that order. A body runs only inside
+    # ACTION_COMMIT (and a rollback block only inside ACTION_ROLLBACK): the verifier refuses any
+    # other reference to their code objects. A receiver that is not an action at run time gets
+    # the ordinary member call (`x.verify()` on a module, say) instead.
+    MAKE_ACTION    = (0x90, (A,),    0,    1,     F.NONE,              None,
+                      "push the definition of actions[a], closed over the current scope")
+    ACTION_PREPARE = (0x91, (U,),    "a+1", 1,    F.CALLS,             None,
+                      "call with a arguments: an action definition is prepared (its body never runs)")
+    ACTION_VERIFY  = (0x92, (),      1,    1,     F.NONE,              None,
+                      "receiver.verify(): check the capability; prepared -> verified | denied")
+    ACTION_APPROVE = (0x93, (),      1,    1,     F.NONE,              None,
+                      "receiver.approve(): record the approval")
+    ACTION_COMMIT  = (0x94, (),      1,    1,     F.CALLS,             None,
+                      "receiver.commit(): re-check capability and approval, then run the body")
+    ACTION_ROLLBACK = (0x95, (),     1,    1,     F.CALLS,             None,
+                      "receiver.rollback(): re-check capability, then run the rollback block")
 
 
 # ----------------------------------------------------------------------------- derived tables

@@ -12,6 +12,8 @@ from .errors import Pos, NO_POS
 class CodeKind(IntEnum):
     MODULE = 0      # a file's top level
     FUNCTION = 1    # a def
+    ACTION_BODY = 2 # an action's body: entered only by ACTION_COMMIT
+    ROLLBACK = 3    # a reversible action's rollback block: entered only by ACTION_ROLLBACK
 
 
 @dataclass(frozen=True)
@@ -64,12 +66,28 @@ class ModuleEntry:
 
 
 @dataclass(frozen=True)
+class ActionDecl:
+    """A declared action, as the manifest records it (parameters live on the body's code object)."""
+    name: str
+    reversible: bool
+    capability: Optional[str]    # the one capability it requires, if any
+    approval: bool               # `requires approval`
+    body: int                    # code index, kind ACTION_BODY
+    rollback: int = -1           # code index, kind ROLLBACK; -1 for an irreversible action
+
+    @property
+    def kind(self) -> str:
+        return "reversible" if self.reversible else "irreversible"
+
+
+@dataclass(frozen=True)
 class Program:
     strings: tuple[str, ...] = ()
     constants: tuple = ()                # None, bool, int, float or str
     codes: tuple[CodeObject, ...] = ()
     modules: tuple[ModuleEntry, ...] = ()
     sources: tuple[Source, ...] = ()
+    actions: tuple[ActionDecl, ...] = ()  # the manifest
     entry: int = 0                       # index of the main module's code object
     source_hash: bytes = bytes(32)       # SHA-256 of the main source file
     flags: int = 0

@@ -40,7 +40,7 @@ from enum import IntEnum
 
 from .errors import SnbFormatError
 from .opcodes import FINGERPRINT, FORMAT_MAJOR, FORMAT_MINOR
-from .program import (CodeKind, CodeObject, ModuleEntry, Program, Source, encode_positions,
+from .program import (ActionDecl, CodeKind, CodeObject, ModuleEntry, Program, Source, encode_positions,
                       unzigzag, write_uvarint, zigzag)
 
 MAGIC = b"\x89SNB\r\n\x1a\n"
@@ -185,10 +185,15 @@ def _dump_modules(program: Program, pool: _StringPool) -> bytes:
 
 
 def _dump_manifest(program: Program, pool: _StringPool) -> bytes:
-    # Declared actions, tools and capabilities go here; until the actions work defines them the
-    # section is just a zero count, and load() refuses anything else.
+    # The declared actions: what a program can do to the world, readable without running it.
     out = bytearray()
-    write_uvarint(out, 0)
+    write_uvarint(out, len(program.actions))
+    for a in program.actions:
+        write_uvarint(out, pool(a.name))
+        out.append((1 if a.reversible else 0) | (2 if a.approval else 0))
+        _write_optional(out, pool, a.capability)
+        write_uvarint(out, a.body)
+        write_uvarint(out, zigzag(a.rollback))
     return bytes(out)
 
 
@@ -431,12 +436,18 @@ def _load_modules(r: _Reader, out: dict) -> None:
 
 
 def _load_manifest(r: _Reader, out: dict) -> None:
-    # The actions work fills this with declared actions, tools and capabilities; format 1.0
-    # defines no entries, so anything but an empty manifest is refused rather than ignored.
-    at = r.pos
-    n = r.uvarint("manifest entry count")
-    if n:
-        raise SnbFormatError(at, f"manifest entries are not supported yet (count {n})")
+    actions = []
+    for _ in range(r.count("action count")):
+        name = r.string("action name")
+        at = r.pos
+        bits = r.u8("action flags")
+        if bits & ~3:
+            raise SnbFormatError(at, f"unknown action flag bits 0x{bits & ~3:x}")
+        capability = r.optional_string("action capability")
+        body = r.uvarint("action body code index")
+        rollback = unzigzag(r.uvarint("action rollback code index"))
+        actions.append(ActionDecl(name, bool(bits & 1), capability, bool(bits & 2), body, rollback))
+    out["actions"] = tuple(actions)
 
 
 def _load_debug(r: _Reader, out: dict) -> None:

@@ -336,3 +336,92 @@ def _checker(parsed) -> Callable[[Any], bool]:
 def check_arg(checker, value, param: str, fname: str, annotation: str) -> None:
     if not checker(value):
         raise SenseTypeError(f"argument '{param}' of '{fname}' expects {annotation}, got {type_name(value)}")
+
+
+# ----------------------------------------------------------------------------- actions
+
+LIFECYCLE_METHODS = ("verify", "approve", "commit", "rollback")
+
+
+class ActionDefinition:
+    """What an action declaration binds: calling it prepares an action (the body never runs)."""
+
+    __slots__ = ("decl", "index", "scope", "params", "param_checks")
+    type_name = "Action"
+
+    def __init__(self, decl, index: int, scope: Scope, params, param_checks):
+        self.decl = decl
+        self.index = index
+        self.scope = scope            # the declaration scope: the body's closure
+        self.params = params
+        self.param_checks = param_checks
+
+    @property
+    def name(self) -> str:
+        return self.decl.name
+
+    def __str__(self) -> str:
+        return f"<{self.decl.kind} action {self.decl.name}>"
+
+
+class PreparedAction:
+    """One prepared call of an action: bound arguments, a state, and whether it was approved."""
+
+    __slots__ = ("definition", "args", "state", "approved", "body_scope")
+    type_name = "Action"
+
+    def __init__(self, definition: ActionDefinition, args: list):
+        self.definition = definition
+        self.args = args
+        self.state = "prepared"
+        self.approved = False
+        self.body_scope: Optional[Scope] = None   # the scope the commit body ran in
+
+    @property
+    def name(self) -> str:
+        return self.definition.decl.name
+
+    @property
+    def reversible(self) -> bool:
+        return self.definition.decl.reversible
+
+    @property
+    def kind(self) -> str:
+        return self.definition.decl.kind
+
+    def __str__(self) -> str:
+        return f"<action {self.name} ({self.kind}) state={self.state}>"
+
+    def sense_member(self, vm, name: str):
+        if name == "state":
+            return self.state
+        if name == "name":
+            return self.name
+        if name == "kind":
+            return self.kind
+        if name == "approved":
+            return self.approved
+        if name in LIFECYCLE_METHODS:
+            return BoundLifecycleMethod(self, name)
+        raise SenseRuntimeError(f"action '{self.name}' has no member '{name}'")
+
+
+class BoundLifecycleMethod:
+    """``a.commit`` read without calling it: a Function that reaches the same VM handler."""
+
+    __slots__ = ("action", "method")
+    type_name = "Function"
+    is_function = True
+
+    def __init__(self, action: PreparedAction, method: str):
+        self.action = action
+        self.method = method
+
+    def __str__(self) -> str:
+        return f"<builtin {self.action.name}.{self.method}>"
+
+    def sense_call(self, vm, frame, args) -> bool:
+        if args:
+            raise SenseRuntimeError(f"'{self.action.name}.{self.method}' expects 0 argument(s), "
+                                    f"got {len(args)}")
+        return vm.lifecycle(frame, self.action, self.method)

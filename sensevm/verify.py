@@ -136,12 +136,56 @@ def _check_tables(program: Program) -> None:
         if codes[m.code].kind != CodeKind.MODULE:
             fail(f"module {i} ({m.name}) has code {m.code} ({codes[m.code].name}), "
                  f"which is not a module")
+    _check_manifest(program, fail)
     for i, c in enumerate(program.constants):
         if not isinstance(c, _CONSTANT_TYPES):
             fail(f"constant {i} has unsupported type {type(c).__name__}")
     for i, s in enumerate(program.strings):
         if not isinstance(s, str):
             fail(f"string {i} is not a str")
+
+
+_KIND_NAMES = {CodeKind.MODULE: "a module body", CodeKind.FUNCTION: "a function",
+               CodeKind.ACTION_BODY: "an action body", CodeKind.ROLLBACK: "a rollback block"}
+
+
+def _check_manifest(program: Program, fail) -> None:
+    """Action bodies and rollback blocks are reachable only through their manifest entry.
+
+    Each ACTION_BODY code object belongs to exactly one declared action and each ROLLBACK one to
+    exactly one reversible action; nothing else (MAKE_FUNCTION, a module entry, the entry point)
+    may name them, so the only way into a body is ACTION_COMMIT and into a rollback block
+    ACTION_ROLLBACK, whose handlers check policy first.
+    """
+    codes = program.codes
+    owner: dict[int, int] = {}
+
+    def claim(i: int, index: int, kind: CodeKind, role: str, name: str) -> None:
+        if not 0 <= index < len(codes):
+            fail(f"action {i} ({name}) has {role} code index {index}, out of range "
+                 f"({len(codes)} code objects)")
+        if codes[index].kind != kind:
+            fail(f"action {i} ({name}) has {role} code {index} ({codes[index].name}), which is "
+                 f"{_KIND_NAMES[codes[index].kind]}")
+        if index in owner:
+            fail(f"code {index} ({codes[index].name}) is claimed by actions {owner[index]} and {i}")
+        owner[index] = i
+
+    for i, a in enumerate(program.actions):
+        claim(i, a.body, CodeKind.ACTION_BODY, "body", a.name)
+        if a.reversible:
+            claim(i, a.rollback, CodeKind.ROLLBACK, "rollback", a.name)
+        elif a.rollback != -1:
+            fail(f"action {i} ({a.name}) is irreversible but has a rollback block "
+                 f"(code {a.rollback})")
+        if a.capability is not None and not _CAPABILITY.fullmatch(a.capability):
+            fail(f"action {i} ({a.name}) has a malformed capability {a.capability!r}")
+    for index, code in enumerate(codes):
+        if code.kind in (CodeKind.ACTION_BODY, CodeKind.ROLLBACK) and index not in owner:
+            fail(f"code {index} ({code.name}) is {_KIND_NAMES[code.kind]} that no action declares")
+
+
+_CAPABILITY = re.compile(r"[^\W\d]\w*(\.[^\W\d]\w*)*")
 
 
 # ----------------------------------------------------------------------------- code objects
@@ -186,7 +230,7 @@ class _CodeVerifier:
         def fail(message: str):
             self.fail(0, None, message)
 
-        if code.kind not in (CodeKind.MODULE, CodeKind.FUNCTION):
+        if code.kind not in _KIND_NAMES:
             fail(f"unknown code kind {code.kind!r}")
         if not 0 <= code.source < len(program.sources):
             fail(f"source index {code.source} out of range ({len(program.sources)} sources)")
@@ -242,8 +286,12 @@ class _CodeVerifier:
                                           f"({len(program.codes)} code objects)")
                     target = program.codes[value]
                     if target.kind != CodeKind.FUNCTION:
-                        self.fail_at(ins, f"code {value} ({target.name}) is a module body, "
-                                          f"not a function")
+                        self.fail_at(ins, f"code {value} ({target.name}) is "
+                                          f"{_KIND_NAMES[target.kind]}, not a function")
+                elif kind is Operand.ACTION:
+                    if value >= len(program.actions):
+                        self.fail_at(ins, f"action index {value} out of range "
+                                          f"({len(program.actions)} actions)")
                 elif kind is Operand.MODULE:
                     if value >= len(program.modules):
                         self.fail_at(ins, f"module index {value} out of range "

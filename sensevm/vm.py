@@ -21,7 +21,12 @@ from .errors import (Pos, SenseError, SenseImportError, SenseNameError, SenseRec
                      SenseRuntimeError, SenseSyntaxError, SenseTypeError)
 from .opcodes import Op, Operand
 from .program import CodeKind
-from .values import ArrayIterator, Closure, Builtin, ModuleValue, Scope, type_name
+from . import lifecycle as L
+from . import policy as P
+from .audit import AuditRecord
+from .errors import SenseApprovalError, SensePolicyError
+from .values import (ActionDefinition, ArrayIterator, Builtin, Closure, ModuleValue,
+                     PreparedAction, Scope, type_name)
 
 DEFAULT_MAX_DEPTH = 20_000
 DEFAULT_MAX_ARRAY = 50_000_000
@@ -66,11 +71,20 @@ class TestResult:
 
 
 class Frame:
+    """One running body. ``action``/``role`` mark an action's commit body or rollback block, whose
+    return and failure move the action's state; ``tags`` are its audit lineage frames."""
+
     __slots__ = ("prepared", "instrs", "ip", "stack", "scope", "closure", "tests", "module",
-                 "caller")
+                 "caller", "action", "role", "tags", "audit_line")
 
     def __init__(self, prepared: PreparedCode, scope: Scope, caller: Optional["Frame"],
-                 closure: Optional[Closure] = None, module: Optional[ModuleValue] = None):
+                 closure: Optional[Closure] = None, module: Optional[ModuleValue] = None,
+                 action=None, role: Optional[str] = None, tags: tuple = (),
+                 audit_line: Optional[int] = None):
+        self.action = action
+        self.role = role
+        self.tags = tags
+        self.audit_line = audit_line
         self.prepared = prepared
         self.instrs = prepared.instrs
         self.ip = 0
@@ -206,6 +220,8 @@ class VM:
                 # A module that failed half-way may be imported again later (a test block
                 # caught the error): it is no longer "loading".
                 self._forget_loading(frame)
+            elif frame.role is not None:
+                self._body_failed(frame, err)
             frame = frame.caller
             self.depth -= 1
         self.frame = None
@@ -243,6 +259,9 @@ class VM:
             self.depth += 1
             self.frame = Frame(prepared, scope, frame, closure=callee)
             return True
+        if t is ActionDefinition:
+            frame.stack.append(self.prepare(frame, callee, args))
+            return False
         if t is Builtin:
             if callee.arity is not None and len(args) != callee.arity:
                 raise SenseRuntimeError(
@@ -461,17 +480,18 @@ class VM:
         stack[-1] = value
 
     def op_GET_MEMBER(self, f, a, b):
-        obj = f.stack[-1]
+        f.stack[-1] = self.member(f.stack[-1], a)
+
+    def member(self, obj, name: str):
         if type(obj) is ModuleValue:
             bindings = obj.scope.vars
-            if a not in bindings:
-                raise SenseRuntimeError(f"module '{obj.name}' has no member '{a}'")
-            f.stack[-1] = bindings[a]
-            return
+            if name not in bindings:
+                raise SenseRuntimeError(f"module '{obj.name}' has no member '{name}'")
+            return bindings[name]
         getter = getattr(obj, "sense_member", None)
         if getter is None:
-            raise SenseRuntimeError(f"cannot access member '{a}' on type {type_name(obj)}")
-        f.stack[-1] = getter(self, a)
+            raise SenseRuntimeError(f"cannot access member '{name}' on type {type_name(obj)}")
+        return getter(self, name)
 
     def op_GET_ITER(self, f, a, b):
         obj = f.stack[-1]
@@ -530,6 +550,8 @@ class VM:
         if f.module is not None:
             self.loading.discard(f.module)
             value = f.module
+        elif f.role is not None:
+            value = self._body_returned(f, value)
         elif f.closure is not None:
             check = f.prepared.return_check
             if check is not None and not check[1](value):
@@ -583,3 +605,183 @@ class VM:
         if a not in bindings:
             raise SenseRuntimeError(f"module '{module.name}' has no member '{a}'")
         f.stack[-1] = bindings[a]
+
+    # ------------------------------------------------------------------ policy
+
+    def op_POLICY_ALLOW(self, f, a, b):
+        P.set_rule(f.scope, a, P.ALLOW)
+
+    def op_POLICY_DENY(self, f, a, b):
+        P.set_rule(f.scope, a, P.DENY)
+
+    # ------------------------------------------------------------------ actions
+
+    def op_MAKE_ACTION(self, f, a, b):
+        decl = self.program.actions[a]
+        body = self.prepared[decl.body]
+        f.stack.append(ActionDefinition(decl, a, f.scope, body.code.params, body.param_checks))
+
+    def op_ACTION_PREPARE(self, f, a, b):
+        # Identical to CALL: the callee is expected to be an action definition, and CALL reaches
+        # the same prepare() when it meets one.
+        return self.op_CALL(f, a, b)
+
+    def op_ACTION_VERIFY(self, f, a, b):
+        return self._lifecycle_op(f, "verify")
+
+    def op_ACTION_APPROVE(self, f, a, b):
+        return self._lifecycle_op(f, "approve")
+
+    def op_ACTION_COMMIT(self, f, a, b):
+        return self._lifecycle_op(f, "commit")
+
+    def op_ACTION_ROLLBACK(self, f, a, b):
+        return self._lifecycle_op(f, "rollback")
+
+    def _lifecycle_op(self, f, method: str) -> bool:
+        receiver = f.stack.pop()
+        if type(receiver) is PreparedAction:
+            return self.lifecycle(f, receiver, method)
+        # Not an action: exactly what `receiver.method()` means for any other value.
+        return self._call(f, self.member(receiver, method), [])
+
+    def lifecycle(self, f, action: PreparedAction, method: str) -> bool:
+        """Run one lifecycle method; returns True when it pushed a body frame."""
+        if method == "verify":
+            f.stack.append(self.verify(f, action))
+        elif method == "approve":
+            f.stack.append(self.approve(f, action))
+        elif method == "commit":
+            return self.commit(f, action)
+        else:
+            return self.rollback(f, action)
+        return False
+
+    def lineage(self, frame) -> tuple:
+        """Audit lineage along the dynamic call chain, outermost first (spec 21.7)."""
+        tags = []
+        while frame is not None:
+            if frame.tags:
+                tags.extend(reversed(frame.tags))
+            frame = frame.caller
+        return tuple(reversed(tags))
+
+    def record(self, action: PreparedAction, event: str, frame, *, line: Optional[int] = None,
+               detail: Optional[str] = None, host_only: bool = False) -> None:
+        decl = action.definition.decl
+        self.audit.append(AuditRecord(
+            subject=f"{decl.kind} action '{decl.name}'", name=decl.name, kind=decl.kind,
+            event=event, detail=detail, line=line, lineage=self.lineage(frame),
+            host_only=host_only))
+
+    def prepare(self, f, definition: ActionDefinition, args: list) -> PreparedAction:
+        params = definition.params
+        if len(args) != len(params):
+            raise SenseRuntimeError(
+                f"'{definition.name}' expects {len(params)} argument(s), got {len(args)}")
+        for i, check in enumerate(definition.param_checks):
+            if check is not None and not check[2](args[i]):
+                raise SenseTypeError(f"argument '{check[0]}' of '{definition.name}' expects "
+                                     f"{check[1]}, got {type_name(args[i])}")
+        action = PreparedAction(definition, list(args))
+        self.record(action, "prepared", f, line=f.pos.line)
+        return action
+
+    def verify(self, f, action: PreparedAction) -> PreparedAction:
+        L.check_verify(action)
+        cap = action.definition.decl.capability
+        if cap is not None and not P.allowed(cap, f.scope, f):
+            L.transition(action, "verify_denied")
+            self.record(action, "denied", f, line=f.pos.line,
+                        detail=f"capability '{cap}' denied by policy")
+            raise SensePolicyError(f"action '{action.name}' requires capability '{cap}', "
+                                   "which is denied by policy")
+        L.transition(action, "verify_allowed")
+        self.record(action, "verified", f, line=f.pos.line)
+        return action
+
+    def approve(self, f, action: PreparedAction) -> PreparedAction:
+        L.check_approve(action)
+        action.approved = True
+        # Recorded host-side (spec 21.9); audit_log() keeps the reference's lines unchanged.
+        self.record(action, "approved", f, line=f.pos.line, host_only=True)
+        return action
+
+    def commit(self, f, action: PreparedAction) -> bool:
+        L.check_commit(action)
+        decl = action.definition.decl
+        cap = decl.capability
+        if cap is not None and not P.allowed(cap, f.scope, f):
+            L.transition(action, "commit_denied")
+            self.record(action, "denied", f, detail=f"capability '{cap}' denied by policy")
+            raise SensePolicyError(f"action '{action.name}' requires capability '{cap}', "
+                                   "which is denied by policy", located=False)
+        if decl.approval and not action.approved:
+            L.transition(action, "commit_unapproved")
+            self.record(action, "denied", f, detail="requires approval")
+            raise SenseApprovalError(f"action '{action.name}' requires approval before "
+                                     f"commit() — call {action.name}.approve() first",
+                                     located=False)
+        if self.dry_run:
+            L.transition(action, "commit_dry_run")
+            self.record(action, "committed", f, detail="dry run — body not executed")
+            f.stack.append(None)
+            return False
+        prepared = self.prepared[decl.body]
+        scope = Scope(action.definition.scope)
+        for name, value in zip(prepared.code.params, action.args):
+            scope.vars[name] = value
+        action.body_scope = scope
+        self._push_body(f, prepared, scope, action, "commit", (f"{decl.kind}:{decl.name}",), None)
+        return True
+
+    def rollback(self, f, action: PreparedAction) -> bool:
+        L.check_rollback(action)
+        decl = action.definition.decl
+        cap = decl.capability
+        line = f.pos.line
+        if cap is not None and not P.allowed(cap, f.scope, f):
+            L.transition(action, "rollback_denied")
+            self.record(action, "denied", f, line=line,
+                        detail=f"capability '{cap}' denied by policy (rollback)")
+            raise SensePolicyError(f"action '{action.name}' requires capability '{cap}', "
+                                   "which is denied by policy", located=False)
+        if self.dry_run:
+            L.transition(action, "rollback_dry_run")
+            self.record(action, "rolled_back", f, line=line,
+                        detail="dry run — rollback not executed")
+            f.stack.append(None)
+            return False
+        # The block runs in a new scope whose parent is exactly the scope the body ran in.
+        scope = Scope(action.body_scope)
+        self._push_body(f, self.prepared[decl.rollback], scope, action, "rollback",
+                        (f"{decl.kind}:{decl.name}", f"rollback:{decl.name}"), line)
+        return True
+
+    def _push_body(self, f, prepared, scope, action, role, tags, line) -> None:
+        if self.depth >= self.max_depth:
+            raise SenseRecursionError()
+        self.depth += 1
+        self.frame = Frame(prepared, scope, f, action=action, role=role, tags=tags,
+                           audit_line=line)
+
+    def _body_returned(self, frame, value):
+        action = frame.action
+        caller = frame.caller
+        if frame.role == "commit":
+            L.transition(action, "commit_succeeded")
+            self.record(action, "committed", caller)
+        else:
+            L.transition(action, "rollback_succeeded")
+            self.record(action, "rolled_back", caller, line=frame.audit_line)
+        return value
+
+    def _body_failed(self, frame, err: SenseError) -> None:
+        action = frame.action
+        if frame.role == "commit":
+            L.transition(action, "commit_failed")
+            self.record(action, "failed", frame.caller, detail=err.text)
+        else:
+            L.transition(action, "rollback_failed")
+            self.record(action, "failed", frame.caller, line=frame.audit_line,
+                        detail=f"rollback body failed: {err.text}")

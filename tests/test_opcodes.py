@@ -12,6 +12,7 @@ from sensevm.opcodes import FINGERPRINT, FORMAT_MAJOR, F, Op, Operand, POPS, PUS
 # change must come with a new FORMAT_MAJOR and a new entry here (CPython's MAGIC rule).
 PINNED_FINGERPRINTS = {
     1: "8dbbfcccc99ab423",
+    2: "7b9a2d8cba82a674",   # the action lifecycle and policy opcodes
 }
 
 

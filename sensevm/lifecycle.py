@@ -1,0 +1,76 @@
+"""The action state machine: one transition table, the only place an action's state changes.
+
+States (spec 10.4): prepared, verified, committed, denied, failed, rolled_back. The table maps
+(state, event) to the next state; an event the table does not list from a state is a bug in the
+caller, because every handler first runs the ``check_*`` guard of its method, which raises the
+language-level error (E-VSTATE, E-COMMIT, ...) for every illegal (state, method) pair.
+"""
+
+from __future__ import annotations
+
+from .errors import SenseRuntimeError
+
+PREPARED, VERIFIED, COMMITTED = "prepared", "verified", "committed"
+DENIED, FAILED, ROLLED_BACK = "denied", "failed", "rolled_back"
+STATES = (PREPARED, VERIFIED, COMMITTED, DENIED, FAILED, ROLLED_BACK)
+TERMINAL = frozenset({DENIED, FAILED, ROLLED_BACK})
+
+# (state, event) -> next state
+TRANSITIONS: dict[tuple[str, str], str] = {
+    (PREPARED, "verify_allowed"): VERIFIED,
+    (PREPARED, "verify_denied"): DENIED,
+    (VERIFIED, "commit_denied"): DENIED,
+    # A commit refused for a missing approval is not terminal (spec 21.6): approve, then commit.
+    (VERIFIED, "commit_unapproved"): VERIFIED,
+    (VERIFIED, "commit_dry_run"): COMMITTED,
+    (VERIFIED, "commit_succeeded"): COMMITTED,
+    (VERIFIED, "commit_failed"): FAILED,
+    (COMMITTED, "rollback_dry_run"): ROLLED_BACK,
+    (COMMITTED, "rollback_succeeded"): ROLLED_BACK,
+    # A denied or failing rollback leaves the action committed, so it may be tried again.
+    (COMMITTED, "rollback_denied"): COMMITTED,
+    (COMMITTED, "rollback_failed"): COMMITTED,
+}
+
+
+class IllegalTransition(Exception):
+    """A handler asked for a transition the table does not have: a VM bug, never a user error."""
+
+
+def transition(action, event: str) -> str:
+    """Move ``action`` along the table; return the new state."""
+    new = TRANSITIONS.get((action.state, event))
+    if new is None:
+        raise IllegalTransition(f"{event} from state {action.state!r} ({action.name})")
+    action.state = new
+    return new
+
+
+# ----------------------------------------------------------------------------- guards (spec 10.4)
+
+def check_verify(action) -> None:
+    if action.state != PREPARED:
+        raise SenseRuntimeError(f"cannot verify action '{action.name}' — its state is "
+                                f"'{action.state}', not 'prepared'")
+
+
+def check_approve(action) -> None:
+    if action.state not in (PREPARED, VERIFIED):
+        raise SenseRuntimeError(f"cannot approve action '{action.name}' — its state is "
+                                f"'{action.state}', not 'prepared'/'verified'")
+
+
+def check_commit(action) -> None:
+    if action.state != VERIFIED:
+        raise SenseRuntimeError(f"action '{action.name}' must be verified before .commit() "
+                                f"(current state: '{action.state}')", located=False)
+
+
+def check_rollback(action) -> None:
+    # E-IRREV is checked before the state, so it wins for irreversible actions in every state.
+    if not action.reversible:
+        raise SenseRuntimeError(f"cannot rollback '{action.name}' — only a reversible action "
+                                "can be rolled back")
+    if action.state != COMMITTED:
+        raise SenseRuntimeError(f"cannot rollback action '{action.name}' — its state is "
+                                f"'{action.state}', not 'committed'")

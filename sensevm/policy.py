@@ -1,0 +1,55 @@
+"""Capability decisions for the action and tool handlers: lexical policy plus the call-chain rule.
+
+Spec 11: every scope may own a rule table; the first table on the lexical chain that mentions a
+capability decides, and a capability nobody mentions is allowed. Spec 21.2 adds stack
+inspection: the capability must also not be denied from any frame on the active call chain,
+each judged by the same lexical lookup from the scope it is executing in. Deny wins, so a
+caller's ``deny`` reaches every function, tool and action body it calls.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+ALLOW, DENY = "allow", "deny"
+
+
+def lexical_decision(scope, capability: str) -> Optional[str]:
+    """The rule of the nearest table on ``scope``'s chain that mentions ``capability``, if any."""
+    while scope is not None:
+        table = scope.policy
+        if table is not None:
+            rule = table.get(capability)
+            if rule is not None:
+                return rule
+        scope = scope.parent
+    return None
+
+
+def allowed(capability: str, scope, frame) -> bool:
+    """Is ``capability`` allowed for code running in ``scope`` in ``frame`` (and its callers)?"""
+    if lexical_decision(scope, capability) == DENY:
+        return False
+    caller = frame.caller if frame is not None else None
+    while caller is not None:
+        if lexical_decision(caller.scope, capability) == DENY:
+            return False
+        caller = caller.caller
+    return True
+
+
+def set_rule(scope, capability: str, effect: str) -> None:
+    if scope.policy is None:
+        scope.policy = {}
+    scope.policy[capability] = effect
+
+
+def rules_in_force(scope) -> dict[str, str]:
+    """Every capability mentioned on the chain, with the decision that applies (for tools)."""
+    seen: dict[str, str] = {}
+    while scope is not None:
+        if scope.policy:
+            for cap, effect in scope.policy.items():
+                seen.setdefault(cap, effect)
+        scope = scope.parent
+    return seen
