@@ -504,6 +504,16 @@ class Parser:
     def _tok_pos(self, tok) -> Pos:
         return self._src.eof_pos if tok is None else self._src.pos(tok.lexpos)
 
+    def _got_pos(self, tok) -> Pos:
+        """Where an unexpected token is reported: its start, but a string that spans lines is
+        reported at its closing quote, on the line where it ends, as the reference does."""
+        pos = self._tok_pos(tok)
+        if tok is not None and tok.type == "STRING":
+            end = self._src.pos(tok.end - 1)
+            if end.line != pos.line:
+                return end
+        return pos
+
     def _got(self, tok) -> str:
         return f"{display_kind(tok)} {self._src.lexeme(tok)!r}"
 
@@ -593,7 +603,7 @@ class Parser:
             message = expect.text.format(prev=getattr(syms[-1], "value", ""))
             if expect.got:
                 message = f"{message} (got {got})"
-        raise self._make_error(message, self._tok_pos(tok))
+        raise self._make_error(message, self._got_pos(tok))
 
     def _simulate(self, states, term):
         """Feed ``term`` to a copy of the automaton: (reductions, shifting state) or None."""
