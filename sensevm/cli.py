@@ -8,7 +8,6 @@ import click
 
 from .errors import SenseError, SnbFormatError, VerifyError
 
-DRY_RUN_BANNER = "DRY RUN — no actions will actually commit\n\n"
 
 
 def _fail_toolchain(path: str, exc: Exception) -> None:
@@ -35,8 +34,14 @@ def stale_source(path: str, source_hash: bytes):
     return None if hashlib.sha256(text.encode("utf-8")).digest() == source_hash else source
 
 
-def run_file(path: str, *, dry_run: bool = False, stdout=None, stderr=None) -> int:
-    """Run ``path`` as ``sensevm run`` does; return the exit status."""
+def run_file(path: str, *, dry_run: bool = False, stdout=None, stderr=None,
+             audit_log: str | None = None) -> int:
+    """Run ``path`` as ``sensevm run`` does; return the exit status.
+
+    With ``audit_log``, every audit record is also appended durably to that file (see
+    sensevm.audit.AuditFile); a log that cannot be opened stops the run before it starts.
+    """
+    from .audit import AuditFile, AuditLog, AuditLogError
     from .diagnostics import report
     from .loader import load_path
     from .vm import VM
@@ -61,19 +66,27 @@ def run_file(path: str, *, dry_run: bool = False, stdout=None, stderr=None) -> i
     if stale:
         stderr.write(f"warning: {path} is older than {stale}, which has changed since it was "
                      f"built (rebuild with: sensec build {stale})\n")
-    vm = VM(verified, stdout=stdout, dry_run=dry_run)
-    if dry_run:
-        stdout.write(DRY_RUN_BANNER)
+    audit = AuditLog()
+    if audit_log is not None:
+        try:
+            audit = AuditLog(sink=AuditFile(audit_log))
+        except AuditLogError as exc:
+            stderr.write(f"{exc}\n")
+            return 1
+    vm = VM(verified, stdout=stdout, dry_run=dry_run, audit=audit)
     try:
         vm.run()
     except SenseError as err:
         stdout.flush()
         report(err, sources, stderr)
         return 1
-    if dry_run:
-        stdout.write("\n--- dry run summary ---\n")
-        lines = vm.audit.lines()
-        stdout.write("\n".join(lines) + "\n" if lines else "(no actions were prepared)\n")
+    except AuditLogError as exc:
+        # A record that cannot be made durable stops the run: nothing more happens unaudited.
+        stdout.flush()
+        stderr.write(f"{exc}\n")
+        return 1
+    finally:
+        vm.audit.close()
     stdout.flush()
     return 0
 
@@ -87,9 +100,37 @@ def main():
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--dry-run", is_flag=True, help="Skip action bodies and rollbacks; print a summary.")
-def run(file, dry_run):
+@click.option("--audit-log", "audit_log", type=click.Path(), default=None,
+              help="Also append every audit record to this file as a hash-chained JSON line.")
+def run(file, dry_run, audit_log):
     """Verify and run FILE (.snb, or .sns compiled in memory)."""
-    sys.exit(run_file(file, dry_run=dry_run))
+    sys.exit(run_file(file, dry_run=dry_run, audit_log=audit_log))
+
+
+def verify_audit_file(path: str, *, stdout=None, stderr=None) -> int:
+    """Check the hash chain of the audit log at ``path`` as ``sensevm audit verify`` does."""
+    from .audit import AuditLogError, verify_chain
+    stdout = stdout if stdout is not None else sys.stdout
+    stderr = stderr if stderr is not None else sys.stderr
+    try:
+        result = verify_chain(path)
+    except AuditLogError as exc:
+        stderr.write(f"{exc}\n")
+        return 1
+    (stdout if result.ok else stderr).write(result.message() + "\n")
+    return 0 if result.ok else 1
+
+
+@main.group()
+def audit():
+    """Inspect durable audit logs written by `sensevm run --audit-log`."""
+
+
+@audit.command("verify")
+@click.argument("file", type=click.Path(dir_okay=False))
+def audit_verify(file):
+    """Check FILE's hash chain; name the first broken line."""
+    sys.exit(verify_audit_file(file))
 
 
 def entry() -> None:

@@ -30,11 +30,12 @@ def allowed(capability: str, scope, frame) -> bool:
     """Is ``capability`` allowed for code running in ``scope`` in ``frame`` (and its callers)?"""
     if lexical_decision(scope, capability) == DENY:
         return False
-    caller = frame.caller if frame is not None else None
-    while caller is not None:
-        if lexical_decision(caller.scope, capability) == DENY:
+    # The frame making the check is on the chain too: a bound method (`v = a.verify`) read in
+    # one scope may be called from a frame whose own scope denies.
+    while frame is not None:
+        if frame.scope is not scope and lexical_decision(frame.scope, capability) == DENY:
             return False
-        caller = caller.caller
+        frame = frame.caller
     return True
 
 

@@ -402,20 +402,25 @@ class PreparedAction:
         if name == "approved":
             return self.approved
         if name in LIFECYCLE_METHODS:
-            return BoundLifecycleMethod(self, name)
+            # The policy check of a method read now and called later uses the scope (and the
+            # line) of this member expression, as the reference does.
+            frame = vm.frame
+            return BoundLifecycleMethod(self, name, frame.scope, frame.pos)
         raise SenseRuntimeError(f"action '{self.name}' has no member '{name}'")
 
 
 class BoundLifecycleMethod:
     """``a.commit`` read without calling it: a Function that reaches the same VM handler."""
 
-    __slots__ = ("action", "method")
+    __slots__ = ("action", "method", "scope", "pos")
     type_name = "Function"
     is_function = True
 
-    def __init__(self, action: PreparedAction, method: str):
+    def __init__(self, action: PreparedAction, method: str, scope: Scope, pos):
         self.action = action
         self.method = method
+        self.scope = scope
+        self.pos = pos
 
     def __str__(self) -> str:
         return f"<builtin {self.action.name}.{self.method}>"
@@ -424,4 +429,4 @@ class BoundLifecycleMethod:
         if args:
             raise SenseRuntimeError(f"'{self.action.name}.{self.method}' expects 0 argument(s), "
                                     f"got {len(args)}")
-        return vm.lifecycle(frame, self.action, self.method)
+        return vm.lifecycle(frame, self.action, self.method, self.scope, self.pos)

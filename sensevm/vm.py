@@ -28,6 +28,7 @@ from .errors import SenseApprovalError, SensePolicyError
 from .values import (ActionDefinition, ArrayIterator, Builtin, Closure, ModuleValue,
                      PreparedAction, Scope, type_name)
 
+DRY_RUN_BANNER = "DRY RUN — no actions will actually commit\n\n"
 DEFAULT_MAX_DEPTH = 20_000
 DEFAULT_MAX_ARRAY = 50_000_000
 
@@ -105,7 +106,8 @@ class VM:
     """One interpreter: a program, its builtins, its modules, its audit log and test results."""
 
     def __init__(self, verified, *, stdout=None, max_depth: int = DEFAULT_MAX_DEPTH,
-                 max_array: int = DEFAULT_MAX_ARRAY, dry_run: bool = False):
+                 max_array: int = DEFAULT_MAX_ARRAY, dry_run: bool = False,
+                 audit: Optional[AuditLog] = None):
         from .verify import VerifiedProgram
         if not isinstance(verified, VerifiedProgram):
             raise TypeError("the VM runs only a VerifiedProgram (see sensevm.verify)")
@@ -117,7 +119,7 @@ class VM:
         self.max_depth = max_depth
         self.max_array = max_array
         self.dry_run = dry_run
-        self.audit = AuditLog()
+        self.audit = audit if audit is not None else AuditLog()
         self.tests: list[TestResult] = []
         self.builtins = builtin_scope()
         self.prepared = [self._prepare(i, vc) for i, vc in enumerate(verified.codes)]
@@ -172,7 +174,21 @@ class VM:
         self.out.write(text)
 
     def run(self) -> Any:
-        """Run the program's main module to completion; a Sense error propagates to the caller."""
+        """Run the program's main module to completion; a Sense error propagates to the caller.
+
+        A dry run's stdout is framed as spec 14 says: the banner first, and after a program
+        that finished, the summary of every audit line (no summary after an error).
+        """
+        if self.dry_run:
+            self.write(DRY_RUN_BANNER)
+        result = self._run_main()
+        if self.dry_run:
+            lines = self.audit.lines()
+            self.write("\n--- dry run summary ---\n")
+            self.write("\n".join(lines) + "\n" if lines else "(no actions were prepared)\n")
+        return result
+
+    def _run_main(self) -> Any:
         entry = self.program.entry
         scope = Scope(self.builtins, tag="module")
         main = ModuleValue("__main__", self.prepared[entry].path, scope)
@@ -641,20 +657,27 @@ class VM:
     def _lifecycle_op(self, f, method: str) -> bool:
         receiver = f.stack.pop()
         if type(receiver) is PreparedAction:
-            return self.lifecycle(f, receiver, method)
+            return self.lifecycle(f, receiver, method, f.scope, f.pos)
         # Not an action: exactly what `receiver.method()` means for any other value.
         return self._call(f, self.member(receiver, method), [])
 
-    def lifecycle(self, f, action: PreparedAction, method: str) -> bool:
-        """Run one lifecycle method; returns True when it pushed a body frame."""
-        if method == "verify":
-            f.stack.append(self.verify(f, action))
-        elif method == "approve":
-            f.stack.append(self.approve(f, action))
-        elif method == "commit":
-            return self.commit(f, action)
-        else:
-            return self.rollback(f, action)
+    def lifecycle(self, f, action: PreparedAction, method: str, scope: Scope, pos: Pos) -> bool:
+        """Run one lifecycle method as written at ``pos`` in ``scope``; True if it pushed a frame.
+
+        Policy is asked about ``scope`` (the scope of the member expression ``a.commit``) and
+        about every frame on the call chain; errors and audit lines carry ``pos``.
+        """
+        try:
+            if method == "verify":
+                f.stack.append(self.verify(f, action, scope, pos))
+            elif method == "approve":
+                f.stack.append(self.approve(f, action, pos))
+            elif method == "commit":
+                return self.commit(f, action, scope)
+            else:
+                return self.rollback(f, action, scope, pos)
+        except SenseError as err:
+            raise err.with_pos(pos, f.prepared.path)
         return False
 
     def lineage(self, frame) -> tuple:
@@ -687,31 +710,31 @@ class VM:
         self.record(action, "prepared", f, line=f.pos.line)
         return action
 
-    def verify(self, f, action: PreparedAction) -> PreparedAction:
+    def verify(self, f, action: PreparedAction, scope: Scope, pos: Pos) -> PreparedAction:
         L.check_verify(action)
         cap = action.definition.decl.capability
-        if cap is not None and not P.allowed(cap, f.scope, f):
+        if cap is not None and not P.allowed(cap, scope, f):
             L.transition(action, "verify_denied")
-            self.record(action, "denied", f, line=f.pos.line,
+            self.record(action, "denied", f, line=pos.line,
                         detail=f"capability '{cap}' denied by policy")
             raise SensePolicyError(f"action '{action.name}' requires capability '{cap}', "
                                    "which is denied by policy")
         L.transition(action, "verify_allowed")
-        self.record(action, "verified", f, line=f.pos.line)
+        self.record(action, "verified", f, line=pos.line)
         return action
 
-    def approve(self, f, action: PreparedAction) -> PreparedAction:
+    def approve(self, f, action: PreparedAction, pos: Pos) -> PreparedAction:
         L.check_approve(action)
         action.approved = True
         # Recorded host-side (spec 21.9); audit_log() keeps the reference's lines unchanged.
-        self.record(action, "approved", f, line=f.pos.line, host_only=True)
+        self.record(action, "approved", f, line=pos.line, host_only=True)
         return action
 
-    def commit(self, f, action: PreparedAction) -> bool:
+    def commit(self, f, action: PreparedAction, scope: Scope) -> bool:
         L.check_commit(action)
         decl = action.definition.decl
         cap = decl.capability
-        if cap is not None and not P.allowed(cap, f.scope, f):
+        if cap is not None and not P.allowed(cap, scope, f):
             L.transition(action, "commit_denied")
             self.record(action, "denied", f, detail=f"capability '{cap}' denied by policy")
             raise SensePolicyError(f"action '{action.name}' requires capability '{cap}', "
@@ -732,15 +755,18 @@ class VM:
         for name, value in zip(prepared.code.params, action.args):
             scope.vars[name] = value
         action.body_scope = scope
+        # Intent before effect: with a durable log, a crash inside the body still leaves a
+        # record that the commit began (host-side only; audit_log() shows the outcome).
+        self.record(action, "committing", f, host_only=True)
         self._push_body(f, prepared, scope, action, "commit", (f"{decl.kind}:{decl.name}",), None)
         return True
 
-    def rollback(self, f, action: PreparedAction) -> bool:
+    def rollback(self, f, action: PreparedAction, scope: Scope, pos: Pos) -> bool:
         L.check_rollback(action)
         decl = action.definition.decl
         cap = decl.capability
-        line = f.pos.line
-        if cap is not None and not P.allowed(cap, f.scope, f):
+        line = pos.line
+        if cap is not None and not P.allowed(cap, scope, f):
             L.transition(action, "rollback_denied")
             self.record(action, "denied", f, line=line,
                         detail=f"capability '{cap}' denied by policy (rollback)")

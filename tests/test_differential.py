@@ -21,8 +21,14 @@ PROGRAMS = sorted(
 EXAMPLES = sorted(glob.glob(os.path.join(ROOT, "examples", "*.sns")))
 
 
+def _flags(path: str) -> tuple:
+    return tuple(parse_expectations(path).flags) if "/tests/" in path else (
+        ("--dry-run",) if os.path.basename(path) == "dry_run.sns" else ())
+
+
 def _reference(path: str):
-    proc = subprocess.run([REF, "run", os.path.basename(path)], cwd=os.path.dirname(path),
+    proc = subprocess.run([REF, "run", *_flags(path), os.path.basename(path)],
+                          cwd=os.path.dirname(path),
                           capture_output=True, text=True, timeout=60)
     return proc.stdout, proc.returncode, proc.stderr
 
@@ -30,7 +36,7 @@ def _reference(path: str):
 @pytest.mark.parametrize("path", PROGRAMS + EXAMPLES, ids=lambda p: os.path.relpath(p, ROOT))
 def test_same_stdout_and_exit_code(path):
     ref_out, ref_code, ref_err = _reference(path)
-    ours = run_program(path)
+    ours = run_program(path, dry_run="--dry-run" in _flags(path))
     assert ours.stdout == ref_out
     assert ours.exit_code == ref_code
     if ref_code and ours.error is not None and ref_err.startswith("SenseError: "):

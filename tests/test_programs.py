@@ -24,7 +24,7 @@ def test_corpus_is_not_empty():
 @pytest.mark.parametrize("path", PROGRAMS, ids=_id)
 def test_program(path):
     expected = parse_expectations(path)
-    outcome = run_program(path)
+    outcome = run_program(path, dry_run="--dry-run" in expected.flags)
     if expected.syntax_error_line is not None:
         from sensevm.errors import SenseSyntaxError
         assert isinstance(outcome.error, SenseSyntaxError), outcome.error

@@ -1,0 +1,510 @@
+"""The durable audit log: hash-chained JSON lines, tamper detection, locking, bounded memory, CLI."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from conftest import ROOT
+from sensevm import audit as A
+from sensevm.audit import (GENESIS, AuditFile, AuditLog, AuditLogError, AuditRecord,
+                           encode_entry, verify_chain)
+from sensevm.cli import verify_audit_file
+
+
+def rec(i: int = 0, **kw) -> AuditRecord:
+    fields = dict(subject=f"irreversible action 'a{i}'", name=f"a{i}", kind="irreversible",
+                  event="prepared", detail=None, line=i + 1, lineage=(), timestamp=1.7e9 + i)
+    fields.update(kw)
+    return AuditRecord(**fields)
+
+
+SAMPLE = [
+    rec(0),
+    rec(1, event="verified", lineage=("agent:w", "tool:t")),
+    rec(2, event="approved", host_only=True),
+    rec(3, event="denied", detail="capability 'c' denied by policy", line=None),
+    rec(4, event="committed", detail="dry run — body not executed", line=None),
+]
+
+
+def write_log(path, records, fsync=False) -> None:
+    with AuditFile(path, fsync=fsync) as sink:
+        for r in records:
+            sink.write(r)
+
+
+def read_lines(path) -> list[bytes]:
+    with open(path, "rb") as fh:
+        return fh.read().split(b"\n")[:-1]
+
+
+def write_lines(path, lines: list[bytes]) -> None:
+    with open(path, "wb") as fh:
+        fh.write(b"".join(line + b"\n" for line in lines))
+
+
+def sh(*args):
+    env = dict(os.environ, PYTHONPATH=ROOT, NO_COLOR="1")
+    return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True,
+                          cwd=ROOT, env=env)
+
+
+# ----------------------------------------------------------------------------- format and chain
+
+def test_records_are_chained_canonical_lines(tmp_path):
+    path = tmp_path / "audit.jsonl"
+    write_log(path, SAMPLE, fsync=True)
+    lines = read_lines(path)
+    assert len(lines) == len(SAMPLE)
+    prev = GENESIS
+    for seq, (line, record) in enumerate(zip(lines, SAMPLE), start=1):
+        entry = json.loads(line)
+        assert entry == {"seq": seq, "time": entry["time"], "subject": record.subject,
+                         "name": record.name, "kind": record.kind, "event": record.event,
+                         "detail": record.detail, "line": record.line,
+                         "lineage": list(record.lineage), "host_only": record.host_only,
+                         "text": record.describe(), "prev": prev}
+        assert entry["time"].endswith("Z")
+        assert line == json.dumps(entry, sort_keys=True, separators=(",", ":"),
+                                  ensure_ascii=False).encode("utf-8")
+        prev = hashlib.sha256(line).hexdigest()
+    result = verify_chain(path)
+    assert result.ok and result.records == 5 and result.last_hash == prev
+    assert result.message() == f"OK: 5 records, chain intact (last hash {prev})"
+
+
+def test_time_is_utc_iso8601(tmp_path):
+    path = tmp_path / "a.jsonl"
+    write_log(path, [rec(timestamp=0.25)])
+    assert json.loads(read_lines(path)[0])["time"] == "1970-01-01T00:00:00.250000Z"
+
+
+def test_second_run_continues_the_chain(tmp_path):
+    path = tmp_path / "audit.jsonl"
+    write_log(path, SAMPLE[:3])
+    log = AuditLog(sink=AuditFile(path, fsync=False))
+    for r in SAMPLE[3:]:
+        log.append(r)
+    assert log.sink.start_seq == 4
+    # lines() is this run's view only, exactly as audit_log() would see it without a sink.
+    assert log.lines() == [r.describe() for r in SAMPLE[3:]]
+    log.close()
+    assert [json.loads(x)["seq"] for x in read_lines(path)] == [1, 2, 3, 4, 5]
+    result = verify_chain(path)
+    assert result.ok and result.records == 5
+
+
+def test_empty_and_missing_files(tmp_path):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    result = verify_chain(empty)
+    assert result.ok and result.records == 0 and result.last_hash == GENESIS
+    with pytest.raises(AuditLogError, match="no such audit log file"):
+        verify_chain(tmp_path / "missing.jsonl")
+    write_log(empty, SAMPLE[:1])        # an existing empty file is a log with no records yet
+    assert json.loads(read_lines(empty)[0])["prev"] == GENESIS
+
+
+def test_unicode_newlines_and_lone_surrogates_round_trip(tmp_path):
+    path = tmp_path / "u.jsonl"
+    odd = rec(detail="line1\nline2\u2028é🙂\ud800 \udcff", lineage=("agent:ünï\udc80",))
+    log = AuditLog(sink=AuditFile(path, fsync=False))
+    log.append(odd)
+    assert log.lines() == [odd.describe()]
+    log.close()
+    assert len(read_lines(path)) == 1
+    assert b"\\ud800 \\udcff" in path.read_bytes()
+    assert verify_chain(path).ok
+
+
+def test_a_split_surrogate_pair_is_stored_as_its_character(tmp_path):
+    path = tmp_path / "u.jsonl"
+    log = AuditLog(sink=AuditFile(path, fsync=False))
+    log.append(rec(detail="\ud800\udc00"))
+    assert log.lines() == [rec(detail="\U00010000").describe()]
+    log.close()
+    assert verify_chain(path).ok
+
+
+# ----------------------------------------------------------------------------- tamper detection
+
+def _mutate(entry: dict, field: str) -> None:
+    value = entry[field]
+    if field == "lineage":
+        entry[field] = value + ["agent:x"]
+    elif field == "host_only":
+        entry[field] = not value
+    elif field in ("seq", "line"):
+        entry[field] = (value or 0) + 7
+    elif field == "detail":
+        entry[field] = (value or "") + "x"
+    elif field == "prev":
+        entry[field] = "f" * 64
+    elif field == "time":
+        entry[field] = "2001-01-01T00:00:00.000000Z"
+    else:
+        entry[field] = value + "x"
+
+
+# Fields shown in ``text`` (or checked directly) fail on their own line; the others are
+# caught by the next line's prev.
+FIELD_FAILS_AT = {
+    "seq": (3, "seq is 10, expected 3"),
+    "prev": (3, "prev does not match the SHA-256 of line 2"),
+    "text": (3, "text does not match the record's fields"),
+    "subject": (3, "text does not match the record's fields"),
+    "event": (3, "text does not match the record's fields"),
+    "detail": (3, "text does not match the record's fields"),
+    "line": (3, "text does not match the record's fields"),
+    "lineage": (3, "text does not match the record's fields"),
+    "time": (4, "prev does not match the SHA-256 of line 3"),
+    "name": (4, "prev does not match the SHA-256 of line 3"),
+    "kind": (4, "prev does not match the SHA-256 of line 3"),
+    "host_only": (4, "prev does not match the SHA-256 of line 3"),
+}
+
+
+def test_every_field_is_listed():
+    assert set(FIELD_FAILS_AT) == A.FIELDS
+
+
+@pytest.mark.parametrize("field", sorted(FIELD_FAILS_AT))
+def test_tampering_with_any_field_is_detected(tmp_path, field):
+    path = tmp_path / "audit.jsonl"
+    write_log(path, SAMPLE)
+    lines = read_lines(path)
+    entry = json.loads(lines[2])
+    _mutate(entry, field)
+    lines[2] = encode_entry(entry)
+    write_lines(path, lines)
+    result = verify_chain(path)
+    line, message = FIELD_FAILS_AT[field]
+    assert not result.ok
+    assert (result.line, result.records) == (line, line - 1)
+    assert message in result.problem
+    assert result.message().startswith(f"{path}:{line}: ")
+
+
+def _delete(lines, i):
+    del lines[i]
+
+
+def _swap(lines, i):
+    lines[i], lines[i + 1] = lines[i + 1], lines[i]
+
+
+def _reprev(lines, i):
+    entry = json.loads(lines[i])
+    entry["prev"] = hashlib.sha256(b"something else").hexdigest()
+    lines[i] = encode_entry(entry)
+
+
+def _respace(lines, i):
+    lines[i] = json.dumps(json.loads(lines[i]), sort_keys=True,
+                          ensure_ascii=False).encode("utf-8")
+
+
+def _garbage(lines, i):
+    lines[i] = b"{not json"
+
+
+def _drop_time(lines, i):
+    entry = json.loads(lines[i])
+    del entry["time"]
+    lines[i] = encode_entry(entry)
+
+
+def _blank(lines, i):
+    lines.insert(i, b"")
+
+
+def _duplicate(lines, i):
+    lines.insert(i, lines[i - 1])
+
+
+def _last_detail(lines, i):
+    entry = json.loads(lines[-1])
+    entry["detail"] = "rewritten"
+    lines[-1] = encode_entry(entry)
+
+
+@pytest.mark.parametrize("edit, index, line, message", [
+    (_delete, 2, 3, "seq is 4, expected 3 (a record is missing, duplicated or out of order)"),
+    (_delete, 0, 1, "seq is 2, expected 1"),
+    (_swap, 1, 2, "seq is 3, expected 2"),
+    (_reprev, 3, 4, "prev does not match the SHA-256 of line 3 (line 3 was altered, or "
+                    "lines were removed, inserted or reordered)"),
+    (_reprev, 0, 1, f"prev of the first line must be {GENESIS}"),
+    (_respace, 1, 2, "line is not in canonical JSON form"),
+    (_garbage, 2, 3, "line is not valid JSON"),
+    (_drop_time, 1, 2, "missing field(s): time"),
+    (_blank, 2, 3, "empty line"),
+    (_duplicate, 2, 3, "seq is 2, expected 3"),
+    (_last_detail, 4, 5, "text does not match the record's fields"),
+], ids=lambda v: v.__name__.strip("_") if callable(v) else None)
+def test_structural_edits_are_detected(tmp_path, edit, index, line, message):
+    path = tmp_path / "audit.jsonl"
+    write_log(path, SAMPLE)
+    lines = read_lines(path)
+    edit(lines, index)
+    write_lines(path, lines)
+    result = verify_chain(path)
+    assert (result.ok, result.line) == (False, line)
+    assert message in result.problem
+
+
+def test_torn_final_line_is_reported_and_never_appended_to(tmp_path):
+    path = tmp_path / "audit.jsonl"
+    write_log(path, SAMPLE)
+    data = path.read_bytes()
+    intact = data.rindex(b"\n", 0, len(data) - 1) + 1
+    torn = data[:intact + 40]            # the crash came in the middle of the last write
+    path.write_bytes(torn)
+    result = verify_chain(path)
+    assert (result.ok, result.torn, result.line, result.records) == (False, True, 5, 4)
+    assert result.problem.startswith("torn final line")
+    assert result.end == intact
+    with pytest.raises(AuditLogError) as info:
+        AuditFile(path)
+    text = str(info.value)
+    assert f"{path}:5: torn final line" in text
+    assert "evidence" in text and f"{intact} bytes" in text
+    assert path.read_bytes() == torn     # not repaired, not appended to
+
+
+def test_broken_chain_is_never_appended_to(tmp_path):
+    path = tmp_path / "audit.jsonl"
+    write_log(path, SAMPLE)
+    lines = read_lines(path)
+    _swap(lines, 1)
+    write_lines(path, lines)
+    before = path.read_bytes()
+    with pytest.raises(AuditLogError, match=r":2: seq is 3, expected 2.*\n.*refusing to append"):
+        AuditFile(path)
+    assert path.read_bytes() == before
+
+
+def test_verify_command_in_process(tmp_path, capsys):
+    path = tmp_path / "audit.jsonl"
+    write_log(path, SAMPLE)
+    assert verify_audit_file(str(path)) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("OK: 5 records, chain intact (last hash ") and err == ""
+    lines = read_lines(path)
+    _delete(lines, 3)
+    write_lines(path, lines)
+    assert verify_audit_file(str(path)) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and err == f"{path}:4: seq is 5, expected 4 (a record is missing, " \
+                                "duplicated or out of order)\n"
+    assert verify_audit_file(str(tmp_path / "nope")) == 1
+    assert capsys.readouterr().err == f"{tmp_path / 'nope'}: no such audit log file\n"
+
+
+# ----------------------------------------------------------------------------- writers
+
+def test_second_concurrent_writer_is_refused(tmp_path):
+    path = tmp_path / "audit.jsonl"
+    first = AuditFile(path, fsync=False)
+    first.write(SAMPLE[0])
+    with pytest.raises(AuditLogError, match=r"^audit log .* is in use by another process$"):
+        AuditFile(path, fsync=False)
+    first.write(SAMPLE[1])
+    first.close()
+    with AuditFile(path, fsync=False) as second:   # the lock goes with the first writer
+        second.write(SAMPLE[2])
+    assert verify_chain(path).records == 3
+
+
+def test_threads_appending_keep_one_chain(tmp_path):
+    path = tmp_path / "audit.jsonl"
+    log = AuditLog(sink=AuditFile(path, fsync=False))
+
+    def work(k):
+        for i in range(200):
+            log.append(rec(i, name=f"t{k}"))
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    log.close()
+    assert verify_chain(path).records == 800
+
+
+def test_a_failed_write_stops_all_later_writes(tmp_path, monkeypatch):
+    path = tmp_path / "audit.jsonl"
+    sink = AuditFile(path, fsync=False)
+    sink.write(SAMPLE[0])
+
+    def full(fd, data):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    monkeypatch.setattr(A.os, "write", full)
+    with pytest.raises(AuditLogError, match="cannot write record 2: No space left on device"):
+        sink.write(SAMPLE[1])
+    monkeypatch.undo()
+    with pytest.raises(AuditLogError, match="no further records can be written"):
+        sink.write(SAMPLE[1])
+    sink.close()
+    assert verify_chain(path).records == 1
+
+
+def test_closed_sink_refuses(tmp_path):
+    sink = AuditFile(tmp_path / "a.jsonl", fsync=False)
+    sink.close()
+    sink.close()
+    with pytest.raises(AuditLogError, match="closed"):
+        sink.write(SAMPLE[0])
+
+
+# ----------------------------------------------------------------------------- lines() and memory
+
+def test_in_memory_log_unchanged_without_sink():
+    log = AuditLog()
+    for r in SAMPLE:
+        log.append(r)
+    assert log.records == SAMPLE
+    assert log.lines() == [r.describe() for r in SAMPLE if not r.host_only]
+    log.close()
+
+
+# Lone low surrogates are what surrogateescape (the host's undecodable bytes) produces; a high
+# surrogate followed by a low one has its own test, since JSON reads the pair back as one char.
+_text = st.text(alphabet=st.one_of(st.characters(),
+                                   st.sampled_from(["\udc80", "\udcff", "\n", "\u2028", "—"])),
+                max_size=12)
+_records = st.builds(
+    AuditRecord, subject=_text, name=_text,
+    kind=st.sampled_from(["reversible", "irreversible", "tool", "model"]),
+    event=st.sampled_from(["prepared", "verified", "approved", "committed", "denied"]),
+    detail=st.none() | _text, line=st.none() | st.integers(0, 10**6),
+    lineage=st.lists(_text, max_size=3).map(tuple),
+    timestamp=st.floats(0, 4e9), host_only=st.booleans())
+
+
+@settings(max_examples=40, deadline=None)
+@given(first=st.lists(_records, max_size=8), records=st.lists(_records, max_size=25),
+       cut=st.integers(0, 25))
+def test_lines_identical_with_and_without_sink(first, records, cut):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "audit.jsonl")
+        write_log(path, first)               # an earlier run's records are not this run's
+        plain, durable = AuditLog(), AuditLog(sink=AuditFile(path, fsync=False))
+        for i, r in enumerate(records):
+            if i == cut:
+                assert durable.lines() == plain.lines()
+            plain.append(r)
+            durable.append(r)
+        assert durable.lines() == plain.lines()
+        durable.close()
+        result = verify_chain(path)
+        assert result.ok and result.records == len(first) + len(records)
+
+
+def test_memory_stays_bounded_with_a_sink(tmp_path):
+    path = tmp_path / "big.jsonl"
+    log = AuditLog(sink=AuditFile(path, fsync=False))
+    sink = log.sink
+    shape = {k: type(v) for k, v in vars(sink).items()}
+    record = rec(1, event="committed", line=None)
+    for i in range(1, 200_001):
+        log.append(record)
+        if i % 20_000 == 0:
+            assert len(log.records) <= AuditLog.TAIL
+            # The sink holds only scalars (fd, seq, hash, offsets): nothing that grows.
+            assert {k: type(v) for k, v in vars(sink).items()} == shape
+            assert not any(isinstance(v, (list, dict, set, bytes, bytearray))
+                           for v in vars(sink).values())
+    assert sink.last_seq == 200_000
+    log.close()
+    with open(path, "rb") as fh:
+        assert sum(1 for _ in fh) == 200_000
+
+
+# ----------------------------------------------------------------------------- the command line
+
+PROGRAM = """\
+irreversible action ship(item: String) requires warehouse.ship, approval:
+    print("shipping " + item)
+
+policy:
+    allow warehouse.ship
+
+order = ship("bolts")
+order.verify()
+order.approve()
+order.commit()
+print(order.state)
+for entry in audit_log():
+    print(entry)
+"""
+
+
+def test_cli_run_with_audit_log_then_verify(tmp_path):
+    src = tmp_path / "ship.sns"
+    src.write_text(PROGRAM, encoding="utf-8")
+    log = tmp_path / "audit.jsonl"
+    proc = sh("sensevm", "run", str(src), "--audit-log", str(log))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ("shipping bolts\ncommitted\n"
+                           "[line 7] irreversible action 'ship' -> prepared\n"
+                           "[line 8] irreversible action 'ship' -> verified\n"
+                           "irreversible action 'ship' -> committed\n")
+    entries = [json.loads(x) for x in read_lines(log)]
+    assert [e["event"] for e in entries] == ["prepared", "verified", "approved", "committing",
+                                             "committed"]
+    approval, intent = entries[2], entries[3]
+    assert approval["host_only"] is True and approval["line"] == 9
+    # The intent record precedes the body's effect, so a crash mid-body leaves evidence.
+    assert intent["host_only"] is True
+    assert "approved" not in proc.stdout
+    proc = sh("sensevm", "audit", "verify", str(log))
+    assert proc.returncode == 0, proc.stderr
+    last = hashlib.sha256(read_lines(log)[-1]).hexdigest()
+    assert proc.stdout == f"OK: 5 records, chain intact (last hash {last})\n"
+
+    # A second run appends to the same chain; its audit_log() shows only its own lines.
+    proc = sh("sensevm", "run", str(src), "--audit-log", str(log))
+    assert proc.returncode == 0 and proc.stdout.count("-> prepared") == 1
+    proc = sh("sensevm", "audit", "verify", str(log))
+    assert proc.returncode == 0 and proc.stdout.startswith("OK: 10 records, chain intact")
+
+    lines = read_lines(log)
+    entry = json.loads(lines[5])
+    entry["host_only"] = not entry["host_only"]
+    lines[5] = encode_entry(entry)
+    write_lines(log, lines)
+    proc = sh("sensevm", "audit", "verify", str(log))
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr == (f"{log}:7: prev does not match the SHA-256 of line 6 (line 6 was "
+                           "altered, or lines were removed, inserted or reordered)\n")
+    # A broken log stops the next run before it starts.
+    proc = sh("sensevm", "run", str(src), "--audit-log", str(log))
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert "refusing to append" in proc.stderr
+
+
+def test_cli_refuses_a_log_in_use_or_unopenable(tmp_path):
+    src = tmp_path / "p.sns"
+    src.write_text('print("ran")\n', encoding="utf-8")
+    log = tmp_path / "audit.jsonl"
+    with AuditFile(log, fsync=False):
+        proc = sh("sensevm", "run", str(src), "--audit-log", str(log))
+    assert (proc.returncode, proc.stdout) == (1, "")
+    assert proc.stderr == f"audit log {log} is in use by another process\n"
+    proc = sh("sensevm", "run", str(src), "--audit-log", str(tmp_path))
+    assert (proc.returncode, proc.stdout) == (1, "")
+    assert proc.stderr.startswith(f"cannot open audit log {tmp_path}: ")
+    proc = sh("sensevm", "audit", "verify", str(tmp_path / "missing.jsonl"))
+    assert proc.returncode == 1
+    assert proc.stderr == f"{tmp_path / 'missing.jsonl'}: no such audit log file\n"
