@@ -133,6 +133,14 @@ def audit_verify(file):
     sys.exit(verify_audit_file(file))
 
 
+@main.command("test")
+@click.argument("path", type=click.Path())
+def test_command(path):
+    """Run the test blocks of PATH (a file, or test_*.sns / *_test.sns under a directory)."""
+    from .testrunner import run_tests
+    sys.exit(run_tests(path))
+
+
 def entry() -> None:
     """Console-script entry: no Python traceback ever reaches the user."""
     try:

@@ -41,8 +41,8 @@ class Closure:
 
     __slots__ = ("code", "scope", "name")
 
-    def __init__(self, code: int, scope: Scope, name: str):
-        self.code = code          # index into the program's code objects
+    def __init__(self, code, scope: Scope, name: str):
+        self.code = code          # the vm's PreparedCode of its body
         self.scope = scope
         self.name = name
 
@@ -346,15 +346,16 @@ LIFECYCLE_METHODS = ("verify", "approve", "commit", "rollback")
 class ActionDefinition:
     """What an action declaration binds: calling it prepares an action (the body never runs)."""
 
-    __slots__ = ("decl", "index", "scope", "params", "param_checks")
+    __slots__ = ("decl", "body", "rollback", "scope", "params", "param_checks")
     type_name = "Action"
 
-    def __init__(self, decl, index: int, scope: Scope, params, param_checks):
+    def __init__(self, decl, body, rollback, scope: Scope):
         self.decl = decl
-        self.index = index
+        self.body = body              # the vm's PreparedCode of the body
+        self.rollback = rollback      # ... of the rollback block, or None
         self.scope = scope            # the declaration scope: the body's closure
-        self.params = params
-        self.param_checks = param_checks
+        self.params = body.code.params
+        self.param_checks = body.param_checks
 
     @property
     def name(self) -> str:

@@ -34,11 +34,20 @@ DEFAULT_MAX_ARRAY = 50_000_000
 
 
 class PreparedCode:
-    """A verified code object in the shape the dispatch loop wants."""
+    """A verified code object in the shape the dispatch loop wants.
 
-    __slots__ = ("code", "instrs", "positions", "path", "param_checks", "return_check")
+    ``unit`` is the list of every PreparedCode of the same program and ``program`` that program:
+    operands that name other code objects, actions or modules are relative to them, so values
+    made by different compiled units (the REPL's inputs) live side by side in one VM.
+    """
+
+    __slots__ = ("code", "index", "instrs", "positions", "path", "param_checks", "return_check",
+                 "unit", "program")
 
     def __init__(self, code, instrs, positions, path, param_checks, return_check):
+        self.index = -1
+        self.unit: list = []
+        self.program = None
         self.code = code
         self.instrs = instrs
         self.positions = positions
@@ -122,8 +131,8 @@ class VM:
         self.audit = audit if audit is not None else AuditLog()
         self.tests: list[TestResult] = []
         self.builtins = builtin_scope()
-        self.prepared = [self._prepare(i, vc) for i, vc in enumerate(verified.codes)]
-        self.modules: dict[int, ModuleValue] = {}
+        self.prepared = self.load(verified)
+        self.modules: dict[str, ModuleValue] = {}      # by absolute path: a module runs once
         self.loading: set[ModuleValue] = set()
         self.frame: Optional[Frame] = None
         self.depth = 0
@@ -132,8 +141,20 @@ class VM:
 
     # ------------------------------------------------------------------ preparation
 
-    def _prepare(self, index: int, vcode) -> PreparedCode:
-        program = self.program
+    def load(self, verified) -> list:
+        """Prepare every code object of a verified program; returns the unit (list) of them."""
+        from .verify import VerifiedProgram
+        if not isinstance(verified, VerifiedProgram):
+            raise TypeError("the VM runs only a VerifiedProgram (see sensevm.verify)")
+        program = verified.program
+        unit = [self._prepare(program, vc) for vc in verified.codes]
+        for i, prepared in enumerate(unit):
+            prepared.index = i
+            prepared.unit = unit
+            prepared.program = program
+        return unit
+
+    def _prepare(self, program, vcode) -> PreparedCode:
         code = vcode.code
         checkers: dict[str, Any] = {}
 
@@ -189,10 +210,14 @@ class VM:
         return result
 
     def _run_main(self) -> Any:
-        entry = self.program.entry
         scope = Scope(self.builtins, tag="module")
-        main = ModuleValue("__main__", self.prepared[entry].path, scope)
-        self.frame = Frame(self.prepared[entry], scope, None, module=main)
+        return self.run_unit(self.prepared, scope)
+
+    def run_unit(self, unit: list, scope: Scope) -> Any:
+        """Run a unit's entry code in ``scope`` (a fresh module scope, or the REPL's)."""
+        entry = unit[unit[0].program.entry]
+        main = ModuleValue("__main__", entry.path, scope)
+        self.frame = Frame(entry, scope, None, module=main)
         self.depth = 1
         self._loop()
         return self.result
@@ -256,7 +281,7 @@ class VM:
         """Call ``callee``; returns True when a new frame was pushed."""
         t = type(callee)
         if t is Closure:
-            prepared = self.prepared_for(callee)
+            prepared = callee.code
             code = prepared.code
             params = code.params
             if len(args) != len(params):
@@ -288,9 +313,6 @@ class VM:
         if sense_call is not None:
             return sense_call(self, frame, args)
         raise SenseRuntimeError(f"value of type {type_name(callee)} is not callable")
-
-    def prepared_for(self, closure: Closure) -> PreparedCode:
-        return self.prepared[closure.code]
 
     # ------------------------------------------------------------------ the handlers
 
@@ -528,7 +550,8 @@ class VM:
             f.ip = a
 
     def op_MAKE_FUNCTION(self, f, a, b):
-        f.stack.append(Closure(a, f.scope, self.program.codes[a].name))
+        code = f.prepared.unit[a]
+        f.stack.append(Closure(code, f.scope, code.code.name))
 
     def op_CALL(self, f, a, b):
         stack = f.stack
@@ -593,8 +616,8 @@ class VM:
         f.scope = f.tests.pop().scope
 
     def op_IMPORT(self, f, a, b):
-        module = self.modules.get(a)
-        entry = self.program.modules[a]
+        entry = f.prepared.program.modules[a]
+        module = self.modules.get(entry.path) if entry.code >= 0 else None
         if module is not None:
             if module in self.loading:
                 raise SenseImportError(f"circular import detected: {entry.path}")
@@ -609,10 +632,10 @@ class VM:
             raise SenseRecursionError()
         scope = Scope(self.builtins, tag="module")
         module = ModuleValue(entry.name, entry.path, scope)
-        self.modules[a] = module
+        self.modules[entry.path] = module
         self.loading.add(module)
         self.depth += 1
-        self.frame = Frame(self.prepared[entry.code], scope, f, module=module)
+        self.frame = Frame(f.prepared.unit[entry.code], scope, f, module=module)
         return True
 
     def op_IMPORT_FROM(self, f, a, b):
@@ -633,9 +656,11 @@ class VM:
     # ------------------------------------------------------------------ actions
 
     def op_MAKE_ACTION(self, f, a, b):
-        decl = self.program.actions[a]
-        body = self.prepared[decl.body]
-        f.stack.append(ActionDefinition(decl, a, f.scope, body.code.params, body.param_checks))
+        decl = f.prepared.program.actions[a]
+        unit = f.prepared.unit
+        body = unit[decl.body]
+        rollback = unit[decl.rollback] if decl.rollback >= 0 else None
+        f.stack.append(ActionDefinition(decl, body, rollback, f.scope))
 
     def op_ACTION_PREPARE(self, f, a, b):
         # Identical to CALL: the callee is expected to be an action definition, and CALL reaches
@@ -750,7 +775,7 @@ class VM:
             self.record(action, "committed", f, detail="dry run — body not executed")
             f.stack.append(None)
             return False
-        prepared = self.prepared[decl.body]
+        prepared = action.definition.body
         scope = Scope(action.definition.scope)
         for name, value in zip(prepared.code.params, action.args):
             scope.vars[name] = value
@@ -780,7 +805,7 @@ class VM:
             return False
         # The block runs in a new scope whose parent is exactly the scope the body ran in.
         scope = Scope(action.body_scope)
-        self._push_body(f, self.prepared[decl.rollback], scope, action, "rollback",
+        self._push_body(f, action.definition.rollback, scope, action, "rollback",
                         (f"{decl.kind}:{decl.name}", f"rollback:{decl.name}"), line)
         return True
 

@@ -1,0 +1,69 @@
+"""``sensevm test``: runs the test blocks of Sense files and reports like the reference's ``sense test``."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from .errors import SenseError, SnbFormatError, VerifyError
+
+
+def find_test_files(path: str) -> list[str]:
+    """A file is always a test file; a directory is searched for test_*.sns and *_test.sns."""
+    if os.path.isfile(path):
+        return [path]
+    found = []
+    for root, dirs, files in os.walk(path):
+        dirs.sort()
+        for name in files:
+            if name.endswith(".sns") and (name.startswith("test_") or name.endswith("_test.sns")):
+                found.append(os.path.normpath(os.path.join(root, name)))
+    return sorted(found)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def run_tests(path: str, *, stdout=None, stderr=None) -> int:
+    """Run every test file under ``path``; print the report; return the exit status."""
+    from .loader import load_path
+    from .vm import VM
+    stdout = stdout if stdout is not None else sys.stdout
+    stderr = stderr if stderr is not None else sys.stderr
+    if not os.path.exists(path):
+        stderr.write(f"SenseError: no such file or directory: {path}\n")
+        return 1
+    files = find_test_files(path)
+    if not files:
+        stdout.write(f"no test files found under {path} (looked for test_*.sns / *_test.sns)\n")
+        return 0
+    passed = failed = errored = 0
+    for file in files:
+        stdout.write(f"{file}\n")
+        vm = None
+        try:
+            verified, _ = load_path(file)
+            vm = VM(verified, stdout=stdout)
+            vm.run()
+        except SenseError as err:
+            errored += 1
+            stdout.flush()
+            stderr.write(f"  ERROR  {err.text}\n")
+            stderr.flush()
+        except (SnbFormatError, VerifyError) as exc:
+            errored += 1
+            stdout.flush()
+            stderr.write(f"  ERROR  {type(exc).__name__}: {exc}\n")
+        for result in (vm.tests if vm is not None else ()):
+            if result.passed:
+                passed += 1
+                stdout.write(f"  PASS  {result.name}\n")
+            else:
+                failed += 1
+                stdout.write(f"  FAIL  {result.name}\n        {result.error.text}\n")
+        stdout.write("\n")
+    stdout.write(f"{_plural(len(files), 'file')}, {_plural(passed + failed, 'test')}: "
+                 f"{passed} passed, {failed} failed\n")
+    stdout.flush()
+    return 1 if failed or errored else 0
