@@ -6,7 +6,7 @@ from typing import Optional
 
 from sensevm.errors import Pos, NO_POS, SenseSyntaxError
 from sensevm.opcodes import Op
-from sensevm.program import ActionDecl, CodeKind, CodeObject
+from sensevm.program import ActionDecl, CodeKind, CodeObject, ToolDecl
 
 from . import nodes as n
 from .assemble import Instr, Label, assemble
@@ -28,6 +28,7 @@ class ProgramBuilder:
         self._constant_index: dict[tuple, int] = {}
         self.codes: list[Optional[CodeObject]] = []
         self.actions: list[ActionDecl] = []
+        self.tools: list[ToolDecl] = []
         self.modules: list = []
         self.sources: list = []
 
@@ -68,11 +69,12 @@ class FunctionCompiler(n.NodeVisitor):
     """Compiles one body (a module's top level or a def) into one CodeObject."""
 
     def __init__(self, builder: ProgramBuilder, source: int, module_slots: dict,
-                 action_names: frozenset = frozenset()):
+                 action_names: frozenset = frozenset(), tool_names: frozenset = frozenset()):
         self.b = builder
         self.source = source
         self.module_slots = module_slots      # import ModRef -> module table index
         self.action_names = action_names      # names some action declaration of this file binds
+        self.tool_names = tool_names          # ... and some tool declaration
         self.items: list = []
         self.control: list[_Control] = []
 
@@ -215,7 +217,8 @@ class FunctionCompiler(n.NodeVisitor):
         self.emit(Op.STORE_LOCAL, self.b.string(s.name), pos=s.pos)
 
     def nested(self) -> "FunctionCompiler":
-        return FunctionCompiler(self.b, self.source, self.module_slots, self.action_names)
+        return FunctionCompiler(self.b, self.source, self.module_slots, self.action_names,
+                                self.tool_names)
 
     def visit_ActionDef(self, s: n.ActionDef):
         body_index = self.b.reserve_code()
@@ -235,6 +238,19 @@ class FunctionCompiler(n.NodeVisitor):
         self.b.actions.append(ActionDecl(s.name, s.kind == "reversible", s.capability,
                                          s.approval, body_index, rollback_index))
         self.emit(Op.MAKE_ACTION, len(self.b.actions) - 1, pos=s.pos)
+        self.emit(Op.STORE_LOCAL, self.b.string(s.name), pos=s.pos)
+
+    def visit_ToolDef(self, s: n.ToolDef):
+        body_index = self.b.reserve_code()
+        body = self.nested()
+        body.block(s.body)
+        self.b.codes[body_index] = body.finish(
+            s.name, CodeKind.TOOL_BODY,
+            params=[p.name for p in s.params],
+            param_types=[p.type.text if p.type else None for p in s.params],
+            return_type=s.returns.text if s.returns else None, pos=s.pos)
+        self.b.tools.append(ToolDecl(s.name, s.capability, s.description, s.is_async, body_index))
+        self.emit(Op.MAKE_TOOL, len(self.b.tools) - 1, pos=s.pos)
         self.emit(Op.STORE_LOCAL, self.b.string(s.name), pos=s.pos)
 
     def visit_Policy(self, s: n.Policy):
@@ -315,11 +331,15 @@ class FunctionCompiler(n.NodeVisitor):
             self.visit(callee.obj)
             self.emit(_LIFECYCLE[callee.name], pos=callee.pos)
             return
-        if (isinstance(callee, n.Name) and callee.name in self.action_names and not e.labels):
+        if isinstance(callee, n.Name) and not e.labels and (
+                callee.name in self.action_names or callee.name in self.tool_names):
+            # The statically likely callee picks the opcode; at run time both behave as CALL
+            # does for any other callee, and CALL reaches the same handlers for these.
             self.visit(callee)
             for arg in e.args:
                 self.visit(arg)
-            self.emit(Op.ACTION_PREPARE, len(e.args), pos=e.pos)
+            op = Op.ACTION_PREPARE if callee.name in self.action_names else Op.TOOL_CALL
+            self.emit(op, len(e.args), pos=e.pos)
             return
         self.visit(e.callee)
         for arg in e.args:

@@ -77,8 +77,10 @@ class _Build:
             if imp.python:
                 continue
             module_slots[imp.module] = self.import_slot(imp.module, directory)
-        action_names = frozenset(node.name for node in _walk(tree) if isinstance(node, n.ActionDef))
-        compiler = FunctionCompiler(b, source_index, module_slots, action_names)
+        nodes = list(_walk(tree))
+        action_names = frozenset(x.name for x in nodes if isinstance(x, n.ActionDef))
+        tool_names = frozenset(x.name for x in nodes if isinstance(x, n.ToolDef))
+        compiler = FunctionCompiler(b, source_index, module_slots, action_names, tool_names)
         compiler.block(tree.body)
         b.codes[code_index] = compiler.finish(
             "<module>", CodeKind.MODULE, pos=tree.body[-1].pos if tree.body else Pos(1, 1))
@@ -123,7 +125,7 @@ def compile_source(source: str, path: str = "<input>", *,
     b = build.builder
     return Program(strings=tuple(b.strings), constants=tuple(b.constants), codes=tuple(b.codes),
                    modules=tuple(b.modules), sources=tuple(b.sources),
-                   actions=tuple(b.actions), entry=entry,
+                   actions=tuple(b.actions), tools=tuple(b.tools), entry=entry,
                    source_hash=hashlib.sha256(source.encode("utf-8")).digest())
 
 

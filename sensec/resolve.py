@@ -14,7 +14,6 @@ from . import nodes as n
 # Statements of later issues (actions, tools, agents, models, memory, Python interop): the front
 # end parses them so that programs using them get a precise message instead of a parse error.
 _NOT_YET = {
-    n.ToolDef: "tools",
     n.AgentDef: "agents",
     n.MemoryDecl: "memory declarations",
     n.ModelDecl: "models",
@@ -58,6 +57,17 @@ class Resolver(n.NodeVisitor):
         saved = self.loops, self.in_function
         self.loops, self.in_function = 0, True
         for stmt in a.body + (a.rollback or ()):
+            self.visit(stmt)
+        self.loops, self.in_function = saved
+
+    def visit_ToolDef(self, t: n.ToolDef):
+        if t.capability == "approval":
+            # Spec 21.5: a tool has no commit boundary at which approval could be checked.
+            self.error("'requires approval' is not allowed on a tool — a tool has no commit to "
+                       "check approval at; use an action", t.pos)
+        saved = self.loops, self.in_function
+        self.loops, self.in_function = 0, True
+        for stmt in t.body:
             self.visit(stmt)
         self.loops, self.in_function = saved
 

@@ -18,6 +18,7 @@ Operand kinds
     TYPE    index into Program.strings (an annotation as written, e.g. "Array<Int>")
     CODE    index into Program.codes           MODULE  index into Program.modules
     ACTION  index into Program.actions (the manifest of declared actions)
+    TOOL    index into Program.tools (the manifest of declared tools)
     COUNT   a small count                      TARGET  absolute byte offset of an instruction
 
 Stack effects
@@ -36,7 +37,7 @@ from __future__ import annotations
 import hashlib
 from enum import IntEnum, IntFlag
 
-FORMAT_MAJOR = 2
+FORMAT_MAJOR = 3
 FORMAT_MINOR = 0
 
 
@@ -49,6 +50,7 @@ class Operand(IntEnum):
     COUNT = 6
     TARGET = 7
     ACTION = 8
+    TOOL = 9
 
 
 class F(IntFlag):
@@ -60,8 +62,9 @@ class F(IntFlag):
     SCOPE = 8         # changes the current scope
 
 
-C, N, T, K, M, U, J, A = (Operand.CONST, Operand.NAME, Operand.TYPE, Operand.CODE,
-                          Operand.MODULE, Operand.COUNT, Operand.TARGET, Operand.ACTION)
+C, N, T, K, M, U, J, A, O = (Operand.CONST, Operand.NAME, Operand.TYPE, Operand.CODE,
+                             Operand.MODULE, Operand.COUNT, Operand.TARGET, Operand.ACTION,
+                             Operand.TOOL)
 
 
 class Op(IntEnum):
@@ -176,6 +179,13 @@ class Op(IntEnum):
                       "receiver.commit(): re-check capability and approval, then run the body")
     ACTION_ROLLBACK = (0x95, (),     1,    1,     F.CALLS,             None,
                       "receiver.rollback(): re-check capability, then run the rollback block")
+
+    # Tools: the capability is checked at the call site, every time, by TOOL_CALL (or by CALL
+    # when its callee turns out to be a tool), before the body is entered.
+    MAKE_TOOL      = (0xA0, (O,),    0,    1,     F.NONE,              None,
+                      "push the definition of tools[a], closed over the current scope")
+    TOOL_CALL      = (0xA1, (U,),    "a+1", 1,    F.CALLS,             None,
+                      "call with a arguments: a tool checks arity, capability (audited), types, then runs")
 
 
 # ----------------------------------------------------------------------------- derived tables

@@ -35,7 +35,8 @@ def allowed(capability: str, scope, frame) -> bool:
     while frame is not None:
         if frame.scope is not scope and lexical_decision(frame.scope, capability) == DENY:
             return False
-        frame = frame.caller
+        # A body running on a worker thread has no caller, but a snapshot of who called it.
+        frame = frame.caller or frame.origin
     return True
 
 

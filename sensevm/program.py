@@ -14,6 +14,7 @@ class CodeKind(IntEnum):
     FUNCTION = 1    # a def
     ACTION_BODY = 2 # an action's body: entered only by ACTION_COMMIT
     ROLLBACK = 3    # a reversible action's rollback block: entered only by ACTION_ROLLBACK
+    TOOL_BODY = 4   # a tool's body: entered only by a tool call, after its capability check
 
 
 @dataclass(frozen=True)
@@ -81,13 +82,24 @@ class ActionDecl:
 
 
 @dataclass(frozen=True)
+class ToolDecl:
+    """A declared tool, as the manifest records it (parameters live on the body's code object)."""
+    name: str
+    capability: Optional[str]
+    description: Optional[str]
+    is_async: bool
+    body: int                    # code index, kind TOOL_BODY
+
+
+@dataclass(frozen=True)
 class Program:
     strings: tuple[str, ...] = ()
     constants: tuple = ()                # None, bool, int, float or str
     codes: tuple[CodeObject, ...] = ()
     modules: tuple[ModuleEntry, ...] = ()
     sources: tuple[Source, ...] = ()
-    actions: tuple[ActionDecl, ...] = ()  # the manifest
+    actions: tuple[ActionDecl, ...] = ()  # the manifest: declared actions ...
+    tools: tuple[ToolDecl, ...] = ()      # ... and declared tools
     entry: int = 0                       # index of the main module's code object
     source_hash: bytes = bytes(32)       # SHA-256 of the main source file
     flags: int = 0

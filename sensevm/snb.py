@@ -40,7 +40,7 @@ from enum import IntEnum
 
 from .errors import SnbFormatError
 from .opcodes import FINGERPRINT, FORMAT_MAJOR, FORMAT_MINOR
-from .program import (ActionDecl, CodeKind, CodeObject, ModuleEntry, Program, Source, encode_positions,
+from .program import (ActionDecl, ToolDecl, CodeKind, CodeObject, ModuleEntry, Program, Source, encode_positions,
                       unzigzag, write_uvarint, zigzag)
 
 MAGIC = b"\x89SNB\r\n\x1a\n"
@@ -194,6 +194,13 @@ def _dump_manifest(program: Program, pool: _StringPool) -> bytes:
         _write_optional(out, pool, a.capability)
         write_uvarint(out, a.body)
         write_uvarint(out, zigzag(a.rollback))
+    write_uvarint(out, len(program.tools))
+    for t in program.tools:
+        write_uvarint(out, pool(t.name))
+        out.append(1 if t.is_async else 0)
+        _write_optional(out, pool, t.capability)
+        _write_optional(out, pool, t.description)
+        write_uvarint(out, t.body)
     return bytes(out)
 
 
@@ -448,6 +455,18 @@ def _load_manifest(r: _Reader, out: dict) -> None:
         rollback = unzigzag(r.uvarint("action rollback code index"))
         actions.append(ActionDecl(name, bool(bits & 1), capability, bool(bits & 2), body, rollback))
     out["actions"] = tuple(actions)
+    tools = []
+    for _ in range(r.count("tool count")):
+        name = r.string("tool name")
+        at = r.pos
+        bits = r.u8("tool flags")
+        if bits & ~1:
+            raise SnbFormatError(at, f"unknown tool flag bits 0x{bits & ~1:x}")
+        capability = r.optional_string("tool capability")
+        description = r.optional_string("tool description")
+        body = r.uvarint("tool body code index")
+        tools.append(ToolDecl(name, capability, description, bool(bits & 1), body))
+    out["tools"] = tuple(tools)
 
 
 def _load_debug(r: _Reader, out: dict) -> None:

@@ -431,3 +431,65 @@ class BoundLifecycleMethod:
             raise SenseRuntimeError(f"'{self.action.name}.{self.method}' expects 0 argument(s), "
                                     f"got {len(args)}")
         return vm.lifecycle(frame, self.action, self.method, self.scope, self.pos)
+
+
+# ----------------------------------------------------------------------------- tools
+
+class ToolDefinition:
+    """What a tool declaration binds: calling it runs the body after the call-site checks."""
+
+    __slots__ = ("decl", "body", "scope", "params", "param_checks", "return_check")
+    type_name = "Tool"
+
+    def __init__(self, decl, body, scope: Scope):
+        self.decl = decl
+        self.body = body                    # the vm's PreparedCode of the body
+        self.scope = scope                  # the declaration scope
+        self.params = body.code.params
+        self.param_checks = body.param_checks
+        self.return_check = body.return_check
+
+    @property
+    def name(self) -> str:
+        return self.decl.name
+
+    def __str__(self) -> str:
+        return f"<tool {self.decl.name}>"
+
+
+class Future:
+    """The result of calling an async tool: its body runs on a worker thread of its own."""
+
+    __slots__ = ("tool", "thread", "value", "error", "call_pos", "path", "finished")
+    type_name = "Future"
+
+    def __init__(self, tool: ToolDefinition, call_pos, path):
+        self.tool = tool
+        self.thread = None
+        self.value = None
+        self.error = None
+        self.call_pos = call_pos
+        self.path = path
+        self.finished = False
+
+    def __str__(self) -> str:
+        return f"<future tool '{self.tool.name}' ({'ready' if self.finished else 'pending'})>"
+
+    def sense_member(self, vm, name: str):
+        if name == "done":
+            return self.finished
+        raise SenseRuntimeError(f"future 'tool '{self.tool.name}'' has no member '{name}'")
+
+    def member_names(self):
+        return ["done"]
+
+    def sense_await(self, vm):
+        if self.thread is not None:
+            self.thread.join()
+        if self.error is not None:
+            raise self.error
+        check = self.tool.return_check
+        if check is not None and not check[1](self.value):
+            raise SenseTypeError(f"'{self.tool.name}' declared to return {check[0]}, "
+                                 f"got {type_name(self.value)}", self.call_pos, path=self.path)
+        return self.value

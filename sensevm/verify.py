@@ -146,7 +146,8 @@ def _check_tables(program: Program) -> None:
 
 
 _KIND_NAMES = {CodeKind.MODULE: "a module body", CodeKind.FUNCTION: "a function",
-               CodeKind.ACTION_BODY: "an action body", CodeKind.ROLLBACK: "a rollback block"}
+               CodeKind.ACTION_BODY: "an action body", CodeKind.ROLLBACK: "a rollback block",
+               CodeKind.TOOL_BODY: "a tool body"}
 
 
 def _check_manifest(program: Program, fail) -> None:
@@ -180,9 +181,25 @@ def _check_manifest(program: Program, fail) -> None:
                  f"(code {a.rollback})")
         if a.capability is not None and not _CAPABILITY.fullmatch(a.capability):
             fail(f"action {i} ({a.name}) has a malformed capability {a.capability!r}")
+    tool_owner: dict[int, int] = {}
+    for i, t in enumerate(program.tools):
+        if not 0 <= t.body < len(codes):
+            fail(f"tool {i} ({t.name}) has body code index {t.body}, out of range "
+                 f"({len(codes)} code objects)")
+        if codes[t.body].kind != CodeKind.TOOL_BODY:
+            fail(f"tool {i} ({t.name}) has body code {t.body} ({codes[t.body].name}), which is "
+                 f"{_KIND_NAMES[codes[t.body].kind]}")
+        if t.body in tool_owner:
+            fail(f"code {t.body} ({codes[t.body].name}) is claimed by tools {tool_owner[t.body]} "
+                 f"and {i}")
+        tool_owner[t.body] = i
+        if t.capability is not None and not _CAPABILITY.fullmatch(t.capability):
+            fail(f"tool {i} ({t.name}) has a malformed capability {t.capability!r}")
     for index, code in enumerate(codes):
         if code.kind in (CodeKind.ACTION_BODY, CodeKind.ROLLBACK) and index not in owner:
             fail(f"code {index} ({code.name}) is {_KIND_NAMES[code.kind]} that no action declares")
+        if code.kind == CodeKind.TOOL_BODY and index not in tool_owner:
+            fail(f"code {index} ({code.name}) is a tool body that no tool declares")
 
 
 _CAPABILITY = re.compile(r"[^\W\d]\w*(\.[^\W\d]\w*)*")
@@ -288,6 +305,10 @@ class _CodeVerifier:
                     if target.kind != CodeKind.FUNCTION:
                         self.fail_at(ins, f"code {value} ({target.name}) is "
                                           f"{_KIND_NAMES[target.kind]}, not a function")
+                elif kind is Operand.TOOL:
+                    if value >= len(program.tools):
+                        self.fail_at(ins, f"tool index {value} out of range "
+                                          f"({len(program.tools)} tools)")
                 elif kind is Operand.ACTION:
                     if value >= len(program.actions):
                         self.fail_at(ins, f"action index {value} out of range "

@@ -25,8 +25,8 @@ from . import lifecycle as L
 from . import policy as P
 from .audit import AuditRecord
 from .errors import SenseApprovalError, SensePolicyError
-from .values import (ActionDefinition, ArrayIterator, Builtin, Closure, ModuleValue,
-                     PreparedAction, Scope, type_name)
+from .values import (ActionDefinition, ArrayIterator, Builtin, Closure, Future, ModuleValue,
+                     PreparedAction, Scope, ToolDefinition, type_name)
 
 DRY_RUN_BANNER = "DRY RUN — no actions will actually commit\n\n"
 DEFAULT_MAX_DEPTH = 20_000
@@ -85,7 +85,7 @@ class Frame:
     return and failure move the action's state; ``tags`` are its audit lineage frames."""
 
     __slots__ = ("prepared", "instrs", "ip", "stack", "scope", "closure", "tests", "module",
-                 "caller", "action", "role", "tags", "audit_line")
+                 "caller", "action", "role", "tags", "audit_line", "origin")
 
     def __init__(self, prepared: PreparedCode, scope: Scope, caller: Optional["Frame"],
                  closure: Optional[Closure] = None, module: Optional[ModuleValue] = None,
@@ -93,6 +93,7 @@ class Frame:
                  audit_line: Optional[int] = None):
         self.action = action
         self.role = role
+        self.origin = None    # for a body on a worker thread: a snapshot of who called it
         self.tags = tags
         self.audit_line = audit_line
         self.prepared = prepared
@@ -303,6 +304,8 @@ class VM:
         if t is ActionDefinition:
             frame.stack.append(self.prepare(frame, callee, args))
             return False
+        if t is ToolDefinition:
+            return self.call_tool(frame, callee, args)
         if t is Builtin:
             if callee.arity is not None and len(args) != callee.arity:
                 raise SenseRuntimeError(
@@ -711,7 +714,7 @@ class VM:
         while frame is not None:
             if frame.tags:
                 tags.extend(reversed(frame.tags))
-            frame = frame.caller
+            frame = frame.caller or frame.origin
         return tuple(reversed(tags))
 
     def record(self, action: PreparedAction, event: str, frame, *, line: Optional[int] = None,
@@ -817,6 +820,15 @@ class VM:
                            audit_line=line)
 
     def _body_returned(self, frame, value):
+        if frame.role == "tool":
+            check = frame.action.return_check
+            if check is not None and not check[1](value):
+                # Reported at the call, as for functions: the tool's frame is gone.
+                raise SenseTypeError(f"'{frame.action.name}' declared to return {check[0]}, "
+                                     f"got {type_name(value)}")
+            return value
+        if frame.role == "async_tool":
+            return value            # checked at await (spec 12.3)
         action = frame.action
         caller = frame.caller
         if frame.role == "commit":
@@ -828,6 +840,8 @@ class VM:
         return value
 
     def _body_failed(self, frame, err: SenseError) -> None:
+        if frame.role in ("tool", "async_tool"):
+            return
         action = frame.action
         if frame.role == "commit":
             L.transition(action, "commit_failed")
@@ -836,3 +850,107 @@ class VM:
             L.transition(action, "rollback_failed")
             self.record(action, "failed", frame.caller, line=frame.audit_line,
                         detail=f"rollback body failed: {err.text}")
+
+    # ------------------------------------------------------------------ tools
+
+    def op_MAKE_TOOL(self, f, a, b):
+        decl = f.prepared.program.tools[a]
+        f.stack.append(ToolDefinition(decl, f.prepared.unit[decl.body], f.scope))
+
+    def op_TOOL_CALL(self, f, a, b):
+        # Identical to CALL: the callee is expected to be a tool, and CALL reaches the same
+        # call_tool() when it meets one.
+        return self.op_CALL(f, a, b)
+
+    def call_tool(self, f, tool: ToolDefinition, args: list) -> bool:
+        """Spec 12.2: arity, capability (audited), argument types, audit `called`, then the body."""
+        decl = tool.decl
+        if len(args) != len(tool.params):
+            raise SenseRuntimeError(
+                f"'{decl.name}' expects {len(tool.params)} argument(s), got {len(args)}")
+        line = f.pos.line
+        cap = decl.capability
+        if cap is not None and not P.allowed(cap, f.scope, f):
+            self.record_tool(tool, "denied", f, line, f"capability '{cap}' denied by policy")
+            raise SensePolicyError(f"tool '{decl.name}' requires capability '{cap}', which is "
+                                   "denied by policy")
+        for i, check in enumerate(tool.param_checks):
+            if check is not None and not check[2](args[i]):
+                raise SenseTypeError(f"argument '{check[0]}' of '{decl.name}' expects "
+                                     f"{check[1]}, got {type_name(args[i])}")
+        self.record_tool(tool, "called", f, line)
+        scope = Scope(tool.scope)
+        for name, value in zip(tool.params, args):
+            scope.vars[name] = value
+        tags = (f"tool:{decl.name}",)
+        if decl.is_async:
+            f.stack.append(self._start_async(f, tool, scope, tags))
+            return False
+        if self.depth >= self.max_depth:
+            raise SenseRecursionError()
+        self.depth += 1
+        self.frame = Frame(tool.body, scope, f, action=tool, role="tool", tags=tags)
+        return True
+
+    def record_tool(self, tool, event, frame, line, detail=None) -> None:
+        self.audit.append(AuditRecord(
+            subject=f"tool '{tool.name}'", name=tool.name, kind="tool", event=event,
+            detail=detail, line=line, lineage=self.lineage(frame)))
+
+    def _start_async(self, f, tool: ToolDefinition, scope: Scope, tags) -> Future:
+        """Run the body on a worker thread with an execution state of its own.
+
+        The worker shares the program, builtins, modules and audit log, never a frame: its
+        body frame has no caller, and a frozen snapshot of the calling chain (scopes and
+        lineage tags at the moment of the call) stands in for policy and lineage.
+        """
+        import copy
+        import threading
+        future = Future(tool, f.pos, f.prepared.path)
+        worker = copy.copy(self)
+        worker.frame = None
+        worker.depth = 1
+        worker.result = None
+        worker.handlers = worker._handler_table()
+        body = Frame(tool.body, scope, None, action=tool, role="async_tool", tags=tags)
+        body.origin = _snapshot(f)
+        worker.frame = body
+
+        def run():
+            try:
+                worker._loop()
+                future.value = worker.result
+            except SenseError as err:
+                future.error = err
+            except BaseException as exc:          # a VM bug must not vanish with the thread
+                future.error = SenseRuntimeError(f"internal error in async tool: {exc!r}",
+                                                 located=False)
+            finally:
+                future.finished = True
+
+        future.thread = threading.Thread(target=run, name=f"sense-tool-{tool.name}", daemon=True)
+        future.thread.start()
+        return future
+
+
+class _FrameSnapshot:
+    """What policy and lineage need of a frame, frozen: its scope, tags and callers."""
+
+    __slots__ = ("scope", "tags", "caller", "origin")
+
+    def __init__(self, scope, tags, caller):
+        self.scope = scope
+        self.tags = tags
+        self.caller = caller
+        self.origin = None
+
+
+def _snapshot(frame):
+    chain = []
+    while frame is not None:
+        chain.append(frame)
+        frame = frame.caller or frame.origin
+    snap = None
+    for fr in reversed(chain):
+        snap = _FrameSnapshot(fr.scope, fr.tags, snap)
+    return snap

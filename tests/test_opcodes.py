@@ -13,6 +13,7 @@ from sensevm.opcodes import FINGERPRINT, FORMAT_MAJOR, F, Op, Operand, POPS, PUS
 PINNED_FINGERPRINTS = {
     1: "8dbbfcccc99ab423",
     2: "7b9a2d8cba82a674",   # the action lifecycle and policy opcodes
+    3: "42ca2b8425c0f0e9",   # tools: MAKE_TOOL, TOOL_CALL
 }
 
 

@@ -140,3 +140,42 @@ def test_honest_lifecycle_still_checks_policy_at_run_time(tmp_path):
     with pytest.raises(SensePolicyError):
         VM(load_verified(dump(program)), stdout=out).run()
     assert "wired" not in out.getvalue()
+
+
+TOOL_SOURCE = '''tool transfer(amount: Int) returns String requires bank.transfer:
+    return "sent " + str(amount)
+policy: deny bank.transfer
+print("start")
+'''
+
+
+def test_a_closure_over_a_tool_body_is_refused():
+    # A tool body entered as a plain function would skip the call-site capability check.
+    program = compile_source(TOOL_SOURCE, "tool.sns")
+    load_verified(dump(program))
+    body = program.tools[0].body
+    forged = prepend(program, program.entry, [(Op.MAKE_FUNCTION, (body,)),
+                                              (Op.CALL, (0,)), (Op.POP, ())])
+    err = refused(forged)
+    assert err.offset == 0 and err.opname == "MAKE_FUNCTION"
+    assert "is a tool body, not a function" in err.message
+
+
+def test_a_tool_body_no_tool_declares_is_refused():
+    program = compile_source(TOOL_SOURCE, "tool.sns")
+    err = refused(dataclasses.replace(program, tools=()))
+    assert "tool body that no tool declares" in err.message or "out of range" in err.message
+
+
+def test_the_tool_capability_is_checked_at_every_call(tmp_path):
+    import io
+    from sensevm.errors import SensePolicyError
+    from sensevm.vm import VM
+    program = compile_source(TOOL_SOURCE + "print(transfer(5))\n", "t.sns")
+    out = io.StringIO()
+    vm = VM(load_verified(dump(program)), stdout=out)
+    with pytest.raises(SensePolicyError):
+        vm.run()
+    assert "sent" not in out.getvalue()
+    assert vm.audit.lines() == ["[line 5] tool 'transfer' -> denied (capability 'bank.transfer' "
+                                "denied by policy)"]
