@@ -6,7 +6,7 @@ from typing import Optional
 
 from sensevm.errors import Pos, NO_POS, SenseSyntaxError
 from sensevm.opcodes import Op
-from sensevm.program import ActionDecl, CodeKind, CodeObject, ToolDecl
+from sensevm.program import ActionDecl, AgentDecl, CodeKind, CodeObject, ToolDecl
 
 from . import nodes as n
 from .assemble import Instr, Label, assemble
@@ -29,6 +29,7 @@ class ProgramBuilder:
         self.codes: list[Optional[CodeObject]] = []
         self.actions: list[ActionDecl] = []
         self.tools: list[ToolDecl] = []
+        self.agents: list[AgentDecl] = []
         self.modules: list = []
         self.sources: list = []
 
@@ -251,6 +252,18 @@ class FunctionCompiler(n.NodeVisitor):
             return_type=s.returns.text if s.returns else None, pos=s.pos)
         self.b.tools.append(ToolDecl(s.name, s.capability, s.description, s.is_async, body_index))
         self.emit(Op.MAKE_TOOL, len(self.b.tools) - 1, pos=s.pos)
+        self.emit(Op.STORE_LOCAL, self.b.string(s.name), pos=s.pos)
+
+    def visit_AgentDef(self, s: n.AgentDef):
+        body_index = self.b.reserve_code()
+        body = self.nested()
+        body.block(s.body)
+        self.b.codes[body_index] = body.finish(s.name, CodeKind.AGENT_BODY, pos=s.pos)
+        first = s.body[0] if s.body else None
+        doc = (first.expr.value if isinstance(first, n.ExprStmt)
+               and isinstance(first.expr, n.StrLit) else None)
+        self.b.agents.append(AgentDecl(s.name, s.is_async, doc, body_index))
+        self.emit(Op.MAKE_AGENT, len(self.b.agents) - 1, pos=s.pos)
         self.emit(Op.STORE_LOCAL, self.b.string(s.name), pos=s.pos)
 
     def visit_Policy(self, s: n.Policy):

@@ -125,7 +125,8 @@ def compile_source(source: str, path: str = "<input>", *,
     b = build.builder
     return Program(strings=tuple(b.strings), constants=tuple(b.constants), codes=tuple(b.codes),
                    modules=tuple(b.modules), sources=tuple(b.sources),
-                   actions=tuple(b.actions), tools=tuple(b.tools), entry=entry,
+                   actions=tuple(b.actions), tools=tuple(b.tools), agents=tuple(b.agents),
+                   entry=entry,
                    source_hash=hashlib.sha256(source.encode("utf-8")).digest())
 
 

@@ -14,7 +14,6 @@ from . import nodes as n
 # Statements of later issues (actions, tools, agents, models, memory, Python interop): the front
 # end parses them so that programs using them get a precise message instead of a parse error.
 _NOT_YET = {
-    n.AgentDef: "agents",
     n.MemoryDecl: "memory declarations",
     n.ModelDecl: "models",
     n.SetStmt: "'set' statements",
@@ -57,6 +56,14 @@ class Resolver(n.NodeVisitor):
         saved = self.loops, self.in_function
         self.loops, self.in_function = 0, True
         for stmt in a.body + (a.rollback or ()):
+            self.visit(stmt)
+        self.loops, self.in_function = saved
+
+    def visit_AgentDef(self, a: n.AgentDef):
+        # `return` ends the agent; break/continue never leave its body.
+        saved = self.loops, self.in_function
+        self.loops, self.in_function = 0, True
+        for stmt in a.body:
             self.visit(stmt)
         self.loops, self.in_function = saved
 

@@ -148,7 +148,8 @@ CORE = [
 
 
 def builtin_scope() -> Scope:
+    from .agents import AGENT_BUILTINS
     scope = Scope(None, tag="builtins")
-    for b in CORE:
+    for b in CORE + AGENT_BUILTINS:
         scope.vars[b.name] = b
     return scope

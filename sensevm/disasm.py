@@ -129,6 +129,8 @@ def _resolve(program: Program, kind: Operand, value: int):
         return pick(program.codes, lambda c: c.name)
     if kind is Operand.MODULE:
         return pick(program.modules, lambda m: m.rel)
+    if kind is Operand.AGENT:
+        return pick(program.agents, lambda g: f"{'async ' if g.is_async else ''}agent {g.name}")
     if kind is Operand.TOOL:
         return pick(program.tools, lambda t: f"{'async ' if t.is_async else ''}tool {t.name}")
     if kind is Operand.ACTION:

@@ -19,6 +19,7 @@ Operand kinds
     CODE    index into Program.codes           MODULE  index into Program.modules
     ACTION  index into Program.actions (the manifest of declared actions)
     TOOL    index into Program.tools (the manifest of declared tools)
+    AGENT   index into Program.agents (the manifest of declared agents)
     COUNT   a small count                      TARGET  absolute byte offset of an instruction
 
 Stack effects
@@ -37,7 +38,7 @@ from __future__ import annotations
 import hashlib
 from enum import IntEnum, IntFlag
 
-FORMAT_MAJOR = 3
+FORMAT_MAJOR = 4
 FORMAT_MINOR = 0
 
 
@@ -51,6 +52,7 @@ class Operand(IntEnum):
     TARGET = 7
     ACTION = 8
     TOOL = 9
+    AGENT = 10
 
 
 class F(IntFlag):
@@ -65,6 +67,7 @@ class F(IntFlag):
 C, N, T, K, M, U, J, A, O = (Operand.CONST, Operand.NAME, Operand.TYPE, Operand.CODE,
                              Operand.MODULE, Operand.COUNT, Operand.TARGET, Operand.ACTION,
                              Operand.TOOL)
+G = Operand.AGENT
 
 
 class Op(IntEnum):
@@ -186,6 +189,11 @@ class Op(IntEnum):
                       "push the definition of tools[a], closed over the current scope")
     TOOL_CALL      = (0xA1, (U,),    "a+1", 1,    F.CALLS,             None,
                       "call with a arguments: a tool checks arity, capability (audited), types, then runs")
+
+    # Agents: the declaration creates the agent and its one persistent scope; the body runs
+    # only when start() is called (see the agent builtins in vm.py).
+    MAKE_AGENT     = (0xB0, (G,),    0,    1,     F.NONE,              None,
+                      "push a new agent for agents[a], its scope a child of the current one")
 
 
 # ----------------------------------------------------------------------------- derived tables

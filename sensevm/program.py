@@ -15,6 +15,7 @@ class CodeKind(IntEnum):
     ACTION_BODY = 2 # an action's body: entered only by ACTION_COMMIT
     ROLLBACK = 3    # a reversible action's rollback block: entered only by ACTION_ROLLBACK
     TOOL_BODY = 4   # a tool's body: entered only by a tool call, after its capability check
+    AGENT_BODY = 5  # an agent's body: entered only by start()
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,15 @@ class ToolDecl:
 
 
 @dataclass(frozen=True)
+class AgentDecl:
+    """A declared agent, as the manifest records it."""
+    name: str
+    is_async: bool
+    doc: Optional[str]
+    body: int                    # code index, kind AGENT_BODY
+
+
+@dataclass(frozen=True)
 class Program:
     strings: tuple[str, ...] = ()
     constants: tuple = ()                # None, bool, int, float or str
@@ -99,7 +109,8 @@ class Program:
     modules: tuple[ModuleEntry, ...] = ()
     sources: tuple[Source, ...] = ()
     actions: tuple[ActionDecl, ...] = ()  # the manifest: declared actions ...
-    tools: tuple[ToolDecl, ...] = ()      # ... and declared tools
+    tools: tuple[ToolDecl, ...] = ()      # ... declared tools ...
+    agents: tuple[AgentDecl, ...] = ()    # ... and declared agents
     entry: int = 0                       # index of the main module's code object
     source_hash: bytes = bytes(32)       # SHA-256 of the main source file
     flags: int = 0

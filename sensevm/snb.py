@@ -40,7 +40,7 @@ from enum import IntEnum
 
 from .errors import SnbFormatError
 from .opcodes import FINGERPRINT, FORMAT_MAJOR, FORMAT_MINOR
-from .program import (ActionDecl, ToolDecl, CodeKind, CodeObject, ModuleEntry, Program, Source, encode_positions,
+from .program import (ActionDecl, AgentDecl, ToolDecl, CodeKind, CodeObject, ModuleEntry, Program, Source, encode_positions,
                       unzigzag, write_uvarint, zigzag)
 
 MAGIC = b"\x89SNB\r\n\x1a\n"
@@ -201,6 +201,12 @@ def _dump_manifest(program: Program, pool: _StringPool) -> bytes:
         _write_optional(out, pool, t.capability)
         _write_optional(out, pool, t.description)
         write_uvarint(out, t.body)
+    write_uvarint(out, len(program.agents))
+    for g in program.agents:
+        write_uvarint(out, pool(g.name))
+        out.append(1 if g.is_async else 0)
+        _write_optional(out, pool, g.doc)
+        write_uvarint(out, g.body)
     return bytes(out)
 
 
@@ -467,6 +473,17 @@ def _load_manifest(r: _Reader, out: dict) -> None:
         body = r.uvarint("tool body code index")
         tools.append(ToolDecl(name, capability, description, bool(bits & 1), body))
     out["tools"] = tuple(tools)
+    agents = []
+    for _ in range(r.count("agent count")):
+        name = r.string("agent name")
+        at = r.pos
+        bits = r.u8("agent flags")
+        if bits & ~1:
+            raise SnbFormatError(at, f"unknown agent flag bits 0x{bits & ~1:x}")
+        doc = r.optional_string("agent doc")
+        body = r.uvarint("agent body code index")
+        agents.append(AgentDecl(name, bool(bits & 1), doc, body))
+    out["agents"] = tuple(agents)
 
 
 def _load_debug(r: _Reader, out: dict) -> None:

@@ -50,13 +50,17 @@ class Closure:
 class Builtin:
     """A host function. ``arity`` is an exact argument count checked by the VM, or None."""
 
-    __slots__ = ("name", "fn", "arity", "labels")
+    __slots__ = ("name", "fn", "arity", "labels", "frames")
 
-    def __init__(self, name: str, fn: Callable, arity: Optional[int] = None, labels: bool = False):
+    def __init__(self, name: str, fn: Callable, arity: Optional[int] = None, labels: bool = False,
+                 frames: bool = False):
         self.name = name
         self.fn = fn
         self.arity = arity
         self.labels = labels
+        # A builtin that moves frames (start, pause, resume ...) is called as
+        # fn(vm, frame, args) and returns True when it switched the running frame.
+        self.frames = frames
 
 
 class ModuleValue:
@@ -493,3 +497,67 @@ class Future:
             raise SenseTypeError(f"'{self.tool.name}' declared to return {check[0]}, "
                                  f"got {type_name(self.value)}", self.call_pos, path=self.path)
         return self.value
+
+
+# ----------------------------------------------------------------------------- agents
+
+class AgentValue:
+    """An agent: its one persistent scope, status, mailbox and, while paused, its frames.
+
+    A paused plain agent is a detached chain of VM frames (``top`` down to ``base``): resuming
+    re-attaches it under the resumer. An async agent runs on a worker thread of its own.
+    """
+
+    __slots__ = ("decl", "body", "scope", "status", "pause_reason", "mailbox", "base", "top",
+                 "frames", "cond", "resume_value", "error", "thread")
+    type_name = "Agent"
+
+    def __init__(self, decl, body, scope: Scope):
+        import threading
+        self.decl = decl
+        self.body = body                  # the vm's PreparedCode of the body
+        self.scope = scope                # the agent's own scope (its tag is the agent)
+        self.status = "created"
+        self.pause_reason = None
+        self.mailbox: list = []
+        self.base = None                  # the body's frame, while running or paused
+        self.top = None                   # the innermost frame, while paused
+        self.frames = 0                   # frames in the detached chain
+        self.cond = threading.Condition()
+        self.resume_value = None
+        self.error = None
+        self.thread = None
+
+    @property
+    def name(self) -> str:
+        return self.decl.name
+
+    def __str__(self) -> str:
+        reason = self.pause_reason
+        if self.status == "paused" and reason is not None and reason != "":
+            # A non-String reason is shown in host notation, as the reference shows it.
+            from .builtins import host_repr
+            shown = reason if type(reason) is str else host_repr(reason)
+            return f"<agent {self.name} status=paused ({shown})>"
+        return f"<agent {self.name} status={self.status}>"
+
+    def sense_member(self, vm, name: str):
+        # The four fixed members win over same-named variables of the agent's scope.
+        if name == "status":
+            return self.status
+        if name == "name":
+            return self.name
+        if name == "pause_reason":
+            return self.pause_reason
+        if name == "doc":
+            return self.decl.doc
+        if name in self.scope.vars:
+            return self.scope.vars[name]
+        raise SenseRuntimeError(f"agent '{self.name}' has no member '{name}'")
+
+    def member_names(self):
+        return ["doc", "name", "pause_reason", "status"] + list(self.scope.vars)
+
+    def sense_await(self, vm):
+        from .agents import await_agent
+        return await_agent(vm, self)

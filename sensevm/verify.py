@@ -147,7 +147,7 @@ def _check_tables(program: Program) -> None:
 
 _KIND_NAMES = {CodeKind.MODULE: "a module body", CodeKind.FUNCTION: "a function",
                CodeKind.ACTION_BODY: "an action body", CodeKind.ROLLBACK: "a rollback block",
-               CodeKind.TOOL_BODY: "a tool body"}
+               CodeKind.TOOL_BODY: "a tool body", CodeKind.AGENT_BODY: "an agent body"}
 
 
 def _check_manifest(program: Program, fail) -> None:
@@ -195,7 +195,21 @@ def _check_manifest(program: Program, fail) -> None:
         tool_owner[t.body] = i
         if t.capability is not None and not _CAPABILITY.fullmatch(t.capability):
             fail(f"tool {i} ({t.name}) has a malformed capability {t.capability!r}")
+    agent_owner: dict[int, int] = {}
+    for i, g in enumerate(program.agents):
+        if not 0 <= g.body < len(codes):
+            fail(f"agent {i} ({g.name}) has body code index {g.body}, out of range "
+                 f"({len(codes)} code objects)")
+        if codes[g.body].kind != CodeKind.AGENT_BODY:
+            fail(f"agent {i} ({g.name}) has body code {g.body} ({codes[g.body].name}), which is "
+                 f"{_KIND_NAMES[codes[g.body].kind]}")
+        if g.body in agent_owner:
+            fail(f"code {g.body} ({codes[g.body].name}) is claimed by agents "
+                 f"{agent_owner[g.body]} and {i}")
+        agent_owner[g.body] = i
     for index, code in enumerate(codes):
+        if code.kind == CodeKind.AGENT_BODY and index not in agent_owner:
+            fail(f"code {index} ({code.name}) is an agent body that no agent declares")
         if code.kind in (CodeKind.ACTION_BODY, CodeKind.ROLLBACK) and index not in owner:
             fail(f"code {index} ({code.name}) is {_KIND_NAMES[code.kind]} that no action declares")
         if code.kind == CodeKind.TOOL_BODY and index not in tool_owner:
@@ -305,6 +319,10 @@ class _CodeVerifier:
                     if target.kind != CodeKind.FUNCTION:
                         self.fail_at(ins, f"code {value} ({target.name}) is "
                                           f"{_KIND_NAMES[target.kind]}, not a function")
+                elif kind is Operand.AGENT:
+                    if value >= len(program.agents):
+                        self.fail_at(ins, f"agent index {value} out of range "
+                                          f"({len(program.agents)} agents)")
                 elif kind is Operand.TOOL:
                     if value >= len(program.tools):
                         self.fail_at(ins, f"tool index {value} out of range "

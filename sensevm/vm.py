@@ -25,7 +25,7 @@ from . import lifecycle as L
 from . import policy as P
 from .audit import AuditRecord
 from .errors import SenseApprovalError, SensePolicyError
-from .values import (ActionDefinition, ArrayIterator, Builtin, Closure, Future, ModuleValue,
+from .values import (ActionDefinition, AgentValue, ArrayIterator, Builtin, Closure, Future, ModuleValue,
                      PreparedAction, Scope, ToolDefinition, type_name)
 
 DRY_RUN_BANNER = "DRY RUN — no actions will actually commit\n\n"
@@ -117,7 +117,7 @@ class VM:
 
     def __init__(self, verified, *, stdout=None, max_depth: int = DEFAULT_MAX_DEPTH,
                  max_array: int = DEFAULT_MAX_ARRAY, dry_run: bool = False,
-                 audit: Optional[AuditLog] = None):
+                 audit: Optional[AuditLog] = None, stdin=None):
         from .verify import VerifiedProgram
         if not isinstance(verified, VerifiedProgram):
             raise TypeError("the VM runs only a VerifiedProgram (see sensevm.verify)")
@@ -130,6 +130,8 @@ class VM:
         self.max_array = max_array
         self.dry_run = dry_run
         self.audit = audit if audit is not None else AuditLog()
+        self.stdin = stdin if stdin is not None else sys.stdin
+        self.worker_agent = None        # on an async agent's worker: that agent
         self.tests: list[TestResult] = []
         self.builtins = builtin_scope()
         self.prepared = self.load(verified)
@@ -310,6 +312,8 @@ class VM:
             if callee.arity is not None and len(args) != callee.arity:
                 raise SenseRuntimeError(
                     f"'{callee.name}' expects {callee.arity} argument(s), got {len(args)}")
+            if callee.frames:
+                return callee.fn(self, frame, args)
             frame.stack.append(callee.fn(self, args))
             return False
         sense_call = getattr(callee, "sense_call", None)
@@ -820,6 +824,12 @@ class VM:
                            audit_line=line)
 
     def _body_returned(self, frame, value):
+        if frame.role == "agent":
+            agent = frame.action
+            agent.status = "completed"
+            agent.pause_reason = None
+            agent.base = None
+            return agent                # start()/resume() return the agent
         if frame.role == "tool":
             check = frame.action.return_check
             if check is not None and not check[1](value):
@@ -840,6 +850,12 @@ class VM:
         return value
 
     def _body_failed(self, frame, err: SenseError) -> None:
+        if frame.role == "agent":
+            agent = frame.action
+            agent.status = "failed"
+            agent.pause_reason = None
+            agent.base = None
+            return
         if frame.role in ("tool", "async_tool"):
             return
         action = frame.action
@@ -904,14 +920,9 @@ class VM:
         body frame has no caller, and a frozen snapshot of the calling chain (scopes and
         lineage tags at the moment of the call) stands in for policy and lineage.
         """
-        import copy
         import threading
         future = Future(tool, f.pos, f.prepared.path)
-        worker = copy.copy(self)
-        worker.frame = None
-        worker.depth = 1
-        worker.result = None
-        worker.handlers = worker._handler_table()
+        worker = self.worker()
         body = Frame(tool.body, scope, None, action=tool, role="async_tool", tags=tags)
         body.origin = _snapshot(f)
         worker.frame = body
@@ -931,6 +942,41 @@ class VM:
         future.thread = threading.Thread(target=run, name=f"sense-tool-{tool.name}", daemon=True)
         future.thread.start()
         return future
+
+
+    def worker(self) -> "VM":
+        """An execution state for another thread: shares everything but frames and depth."""
+        import copy
+        worker = copy.copy(self)
+        worker.frame = None
+        worker.depth = 1
+        worker.result = None
+        worker.worker_agent = None
+        worker.handlers = worker._handler_table()
+        return worker
+
+    def snapshot(self, frame):
+        return _snapshot(frame)
+
+    def new_frame(self, prepared, scope, caller, owner, role, tags) -> Frame:
+        return Frame(prepared, scope, caller, action=owner, role=role, tags=tags)
+
+    def enter_frames(self, n: int) -> None:
+        if self.depth + n > self.max_depth:
+            raise SenseRecursionError()
+        self.depth += n
+
+    def leave_frames(self, n: int) -> None:
+        self.depth -= n
+
+    # ------------------------------------------------------------------ agents
+
+    def op_MAKE_AGENT(self, f, a, b):
+        decl = f.prepared.program.agents[a]
+        scope = Scope(f.scope)
+        agent = AgentValue(decl, f.prepared.unit[decl.body], scope)
+        scope.tag = agent               # lets pause()/receive() find the agent lexically
+        f.stack.append(agent)
 
 
 class _FrameSnapshot:

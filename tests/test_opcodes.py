@@ -14,6 +14,7 @@ PINNED_FINGERPRINTS = {
     1: "8dbbfcccc99ab423",
     2: "7b9a2d8cba82a674",   # the action lifecycle and policy opcodes
     3: "42ca2b8425c0f0e9",   # tools: MAKE_TOOL, TOOL_CALL
+    4: "7e70559d64c62883",   # agents: MAKE_AGENT
 }
 
 

@@ -78,8 +78,8 @@ def forge(*sections, header: bytes = HEADER) -> bytes:
 
 # The smallest well-formed file: every section present and empty. Section k's payload starts
 # at 56 + 2*k + (bytes of the sections before it); with these payloads: STRINGS at 58,
-# CONSTANTS at 62, CODE at 65, MODULES at 69, MANIFEST at 72, DEBUG at 76, checksum at 77.
-EMPTY = [(1, b"\x00\x00"), (2, b"\x00"), (3, b"\x00\x00"), (4, b"\x00"), (5, b"\x00\x00"), (6, b"\x00")]
+# CONSTANTS at 62, CODE at 65, MODULES at 69, MANIFEST at 72, DEBUG at 77, checksum at 78.
+EMPTY = [(1, b"\x00\x00"), (2, b"\x00"), (3, b"\x00\x00"), (4, b"\x00"), (5, b"\x00\x00\x00"), (6, b"\x00")]
 
 
 def forge_with(**changes) -> bytes:
@@ -236,9 +236,9 @@ MALFORMED = [
      "missing STRINGS section (found CONSTANTS)"),
     ("duplicate section", forge(*EMPTY[:2], EMPTY[1], *EMPTY[2:]), 62 + 1,
      "duplicate CONSTANTS section"),
-    ("duplicate last section", forge(*EMPTY, EMPTY[5]), 77, "duplicate DEBUG section"),
+    ("duplicate last section", forge(*EMPTY, EMPTY[5]), 78, "duplicate DEBUG section"),
     ("missing section", forge(*EMPTY[:3], *EMPTY[4:]), 67, "missing MODULES section (found MANIFEST)"),
-    ("missing last section", forge(*EMPTY[:5]), 74, "missing DEBUG section"),
+    ("missing last section", forge(*EMPTY[:5]), 75, "missing DEBUG section"),
     ("unknown section id", forge(*EMPTY[:2], (9, b""), *EMPTY[2:]), 63, "unknown section id 9"),
     ("oversize section", _OVERSIZE, 57, f"STRINGS section size {2 ** 40} overruns the file "
                                          f"({len(_OVERSIZE) - 4 - 57 - 6} bytes left before the checksum)"),
@@ -285,9 +285,9 @@ MALFORMED = [
      "action count 1 exceeds the 0 bytes left in the MANIFEST section"),
     ("manifest action name out of range", forge_with(MANIFEST=b"\x01\x00\x00\x00\x00\x00"), 73,
      "string index 0 out of range for action name (0 strings)"),
-    ("debug trailing bytes", forge_with(DEBUG=b"\x00\xff"), 77,
+    ("debug trailing bytes", forge_with(DEBUG=b"\x00\xff"), 78,
      "trailing bytes inside the DEBUG section (1 unread)"),
-    ("huge source count", forge_with(DEBUG=uvarint(2 ** 32)), 76,
+    ("huge source count", forge_with(DEBUG=uvarint(2 ** 32)), 77,
      "source count 4294967296 exceeds the 0 bytes left in the DEBUG section"),
 ]
 
