@@ -10,7 +10,8 @@ from typing import Optional
 from . import policy as P
 from .diagnostics import render
 from .errors import SenseError, SnbFormatError, VerifyError
-from .values import ActionDefinition, Closure, ModuleValue, PreparedAction, Scope
+from .values import (ActionDefinition, AgentValue, Closure, ModuleValue, PreparedAction, Scope,
+                     ToolDefinition)
 
 
 class Interactive:
@@ -115,7 +116,10 @@ class Interactive:
             if value.rollback is not None:
                 text += "\n" + disassemble(body.program, code_index=value.rollback.index)
             return text
-        raise TypeError(f"'{name}' is not a function or an action")
+        if type(value) in (ToolDefinition, AgentValue):
+            body = value.body
+            return disassemble(body.program, code_index=body.index)
+        raise TypeError(f"'{name}' is not a function, action, tool or agent")
 
     def audit_lines(self) -> list[str]:
         return self.vm.audit.lines() if self.vm is not None else []
