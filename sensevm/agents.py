@@ -104,10 +104,22 @@ def _pause(vm, frame, agent: AgentValue, reason):
     resumer = base.caller
     agent.frames = _chain_length(frame, base)
     agent.top = frame
-    base.caller = None
     agent.status = "paused"
     agent.pause_reason = reason
+    if vm.state_dir is not None:
+        # Saved before anything is detached: a value that cannot be saved is an error at this
+        # pause() call, with the agent still running, and no file is written.
+        from .persist import save_agent
+        try:
+            save_agent(vm, agent, vm.state_dir)
+        except SenseError:
+            agent.status, agent.pause_reason, agent.top = "running", None, None
+            raise
+    base.caller = None
     vm.leave_frames(agent.frames)
+    if resumer is None:
+        vm.frame = None                  # a saved agent resumed on its own: the run ends here
+        return True
     resumer.stack.append(agent)          # start()/resume() return the agent
     vm.frame = resumer
     return True

@@ -51,6 +51,9 @@ class AuditLog:
     def __init__(self, sink: Optional["AuditFile"] = None):
         self.sink = sink
         self.records = [] if sink is None else deque(maxlen=self.TAIL)
+        # Lines of an earlier run this one continues (a resumed agent): audit_log() shows
+        # them first. Their records are in that run's durable log, if it had one.
+        self.prefix: list[str] = []
 
     def append(self, record: AuditRecord) -> None:
         if self.sink is not None:
@@ -59,8 +62,8 @@ class AuditLog:
 
     def lines(self) -> list[str]:
         if self.sink is not None:
-            return self.sink.texts()
-        return [r.describe() for r in self.records if not r.host_only]
+            return self.prefix + self.sink.texts()
+        return self.prefix + [r.describe() for r in self.records if not r.host_only]
 
     def close(self) -> None:
         if self.sink is not None:

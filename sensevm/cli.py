@@ -35,7 +35,7 @@ def stale_source(path: str, source_hash: bytes):
 
 
 def run_file(path: str, *, dry_run: bool = False, stdout=None, stderr=None,
-             audit_log: str | None = None) -> int:
+             audit_log: str | None = None, state_dir: str | None = None) -> int:
     """Run ``path`` as ``sensevm run`` does; return the exit status.
 
     With ``audit_log``, every audit record is also appended durably to that file (see
@@ -73,7 +73,7 @@ def run_file(path: str, *, dry_run: bool = False, stdout=None, stderr=None,
         except AuditLogError as exc:
             stderr.write(f"{exc}\n")
             return 1
-    vm = VM(verified, stdout=stdout, dry_run=dry_run, audit=audit)
+    vm = VM(verified, stdout=stdout, dry_run=dry_run, audit=audit, state_dir=state_dir)
     try:
         vm.run()
     except SenseError as err:
@@ -102,9 +102,75 @@ def main():
 @click.option("--dry-run", is_flag=True, help="Skip action bodies and rollbacks; print a summary.")
 @click.option("--audit-log", "audit_log", type=click.Path(), default=None,
               help="Also append every audit record to this file as a hash-chained JSON line.")
-def run(file, dry_run, audit_log):
+@click.option("--state-dir", type=click.Path(file_okay=False), default=None,
+              help="Save every paused agent here, to continue later with `sensevm resume`.")
+def run(file, dry_run, audit_log, state_dir):
     """Verify and run FILE (.snb, or .sns compiled in memory)."""
-    sys.exit(run_file(file, dry_run=dry_run, audit_log=audit_log))
+    sys.exit(run_file(file, dry_run=dry_run, audit_log=audit_log, state_dir=state_dir))
+
+
+def resume_agent(directory: str, name: str, answer: str, *, stdout=None, stderr=None,
+                 audit_log: str | None = None) -> int:
+    """Continue the agent saved in ``directory`` with ``answer``; return the exit status."""
+    import json
+    import os
+    from .audit import AuditFile, AuditLog, AuditLogError
+    from .diagnostics import report
+    from .persist import load_agent
+    from .verify import load_verified
+    from .vm import VM
+    stdout = stdout if stdout is not None else sys.stdout
+    stderr = stderr if stderr is not None else sys.stderr
+    state_path = os.path.join(directory, f"{name}.json")
+    try:
+        with open(os.path.join(directory, "program.snb"), "rb") as fh:
+            verified = load_verified(fh.read())
+        with open(state_path, encoding="utf-8") as fh:
+            state = json.load(fh)
+    except FileNotFoundError as exc:
+        stderr.write(f"sensevm: no saved agent '{name}' in {directory} ({exc.filename} is missing)\n")
+        return 1
+    except (OSError, ValueError) as exc:
+        stderr.write(f"sensevm: cannot read the saved agent '{name}': {exc}\n")
+        return 1
+    except (SnbFormatError, VerifyError) as exc:
+        stderr.write(f"{directory}/program.snb: {type(exc).__name__}: {exc}\n")
+        return 1
+    audit = AuditLog()
+    if audit_log is not None:
+        try:
+            audit = AuditLog(sink=AuditFile(audit_log))
+        except AuditLogError as exc:
+            stderr.write(f"{exc}\n")
+            return 1
+    sources = {s.path: s.text for s in verified.program.sources}
+    vm = VM(verified, stdout=stdout, audit=audit, state_dir=directory)
+    try:
+        agent = load_agent(vm, state)
+        vm.resume_saved(agent, answer)
+    except SenseError as err:
+        err.path = err.path or state_path
+        stdout.flush()
+        report(err, sources, stderr)
+        return 1
+    except (KeyError, ValueError, IndexError, TypeError) as exc:
+        stderr.write(f"sensevm: the saved agent '{name}' is malformed ({type(exc).__name__}: {exc})\n")
+        return 1
+    finally:
+        audit.close()
+    stdout.flush()
+    return 0
+
+
+@main.command()
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.argument("agent")
+@click.argument("answer")
+@click.option("--audit-log", "audit_log", type=click.Path(), default=None,
+              help="Append the audit records of this continuation to this log.")
+def resume(directory, agent, answer, audit_log):
+    """Continue AGENT, saved in DIRECTORY by `run --state-dir`, with ANSWER as pause()'s result."""
+    sys.exit(resume_agent(directory, agent, answer, audit_log=audit_log))
 
 
 def verify_audit_file(path: str, *, stdout=None, stderr=None) -> int:
@@ -159,3 +225,16 @@ def internal_error(prog: str, exc: BaseException) -> None:
     sys.stderr.write(f"{prog}: internal error: {type(exc).__name__}: {exc}\n"
                      f"(this is a bug in {prog}; set SENSE_DEBUG=1 to see where)\n")
     sys.exit(70)
+
+
+@main.command()
+@click.option("--dry-run", is_flag=True,
+              help="Skip action bodies and rollbacks, as `run --dry-run` does.")
+def repl(dry_run):
+    """Start an interactive Sense session (or run piped input line by line).
+
+    When stdin or stdout is not a terminal, reads the input to the end without prompts or
+    colour, errors on stderr; exit status 1 if any input failed, else 0.
+    """
+    from .repl import main as repl_main
+    sys.exit(repl_main(dry_run=dry_run))

@@ -117,7 +117,8 @@ class VM:
 
     def __init__(self, verified, *, stdout=None, max_depth: int = DEFAULT_MAX_DEPTH,
                  max_array: int = DEFAULT_MAX_ARRAY, dry_run: bool = False,
-                 audit: Optional[AuditLog] = None, stdin=None):
+                 audit: Optional[AuditLog] = None, stdin=None,
+                 state_dir: Optional[str] = None):
         from .verify import VerifiedProgram
         if not isinstance(verified, VerifiedProgram):
             raise TypeError("the VM runs only a VerifiedProgram (see sensevm.verify)")
@@ -132,6 +133,8 @@ class VM:
         self.audit = audit if audit is not None else AuditLog()
         self.stdin = stdin if stdin is not None else sys.stdin
         self.worker_agent = None        # on an async agent's worker: that agent
+        self.state_dir = state_dir      # where paused agents are saved (--state-dir)
+        self.agents: list = []
         self.tests: list[TestResult] = []
         self.builtins = builtin_scope()
         self.prepared = self.load(verified)
@@ -206,6 +209,7 @@ class VM:
         if self.dry_run:
             self.write(DRY_RUN_BANNER)
         result = self._run_main()
+        self.save_paused_agents()
         if self.dry_run:
             lines = self.audit.lines()
             self.write("\n--- dry run summary ---\n")
@@ -944,6 +948,37 @@ class VM:
         return future
 
 
+    def save_paused_agents(self) -> None:
+        """With --state-dir, (re)write every paused agent, as the run leaves it."""
+        if self.state_dir is None:
+            return
+        from .persist import save_agent
+        for agent in self.agents:
+            if agent.status == "paused" and not agent.decl.is_async:
+                save_agent(self, agent, self.state_dir)
+
+    def resume_saved(self, agent, value) -> Any:
+        """Continue a saved, paused agent in this (new) process until it pauses or ends."""
+        if agent.status != "paused":
+            raise SenseRuntimeError(f"cannot resume agent '{agent.name}' — status is "
+                                    f"'{agent.status}', not 'paused'", located=False)
+        self.agents.append(agent)
+        agent.status = "running"
+        agent.pause_reason = None
+        agent.base.caller = None
+        top, agent.top = agent.top, None
+        top.stack.append(value)
+        self.depth = agent.frames
+        self.frame = top
+        try:
+            self._loop()
+        finally:
+            self.save_paused_agents()
+            if self.state_dir is not None and agent.status != "paused":
+                from .persist import save_agent
+                save_agent(self, agent, self.state_dir)     # records that it has ended
+        return agent
+
     def worker(self) -> "VM":
         """An execution state for another thread: shares everything but frames and depth."""
         import copy
@@ -976,6 +1011,7 @@ class VM:
         scope = Scope(f.scope)
         agent = AgentValue(decl, f.prepared.unit[decl.body], scope)
         scope.tag = agent               # lets pause()/receive() find the agent lexically
+        self.agents.append(agent)
         f.stack.append(agent)
 
 

@@ -1,0 +1,126 @@
+"""A paused agent survives the process: saved by `run --state-dir`, continued by `sensevm resume`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from conftest import ROOT, run_source
+
+PROGRAM = '''irreversible action refund(amount: Int) requires billing.refund, approval:
+    print("refunding", amount)
+log = []
+def note(x):
+    push(log, x)
+    return len(log)
+agent clerk:
+    "handles one refund"
+    r = refund(120)
+    r.verify()
+    answer = ""
+    for step in ["first", "second"]:
+        answer = ask_human("approve " + step + "?")
+        print("clerk heard", answer, "at step", step, "log size", note(answer))
+    if answer == "yes":
+        r.approve()
+        r.commit()
+    print("state", r.state, log)
+    for e in audit_log():
+        print(e)
+start(clerk)
+print("main done:", clerk)
+'''
+
+
+def sensevm(*args, cwd):
+    env = dict(os.environ, PYTHONPATH=ROOT, NO_COLOR="1")
+    return subprocess.run([sys.executable, "-m", "sensevm", *args], cwd=cwd,
+                          capture_output=True, text=True, env=env)
+
+
+def test_resumed_in_new_processes_prints_what_one_process_prints(tmp_path):
+    (tmp_path / "clerk.sns").write_text(PROGRAM)
+    first = sensevm("run", "clerk.sns", "--state-dir", "state", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout == "main done: <agent clerk status=paused (approve first?)>\n"
+    assert sorted(os.listdir(tmp_path / "state")) == ["clerk.json", "program.snb"]
+    second = sensevm("resume", "state", "clerk", "no", cwd=tmp_path)
+    third = sensevm("resume", "state", "clerk", "yes", cwd=tmp_path)
+    assert second.returncode == 0 and third.returncode == 0, second.stderr + third.stderr
+    # The same conversation in one process, for comparison.
+    single = run_source(PROGRAM.replace('print("main done:", clerk)\n',
+                                        'resume(clerk, "no")\nresume(clerk, "yes")\n'),
+                        tmp_path, "single.sns")
+    assert single.error is None
+    assert second.stdout + third.stdout == single.stdout
+    assert "refunding 120" in third.stdout
+    assert "(via agent:clerk)" in third.stdout
+    # It has ended: resuming again is refused, and the state says why.
+    again = sensevm("resume", "state", "clerk", "more", cwd=tmp_path)
+    assert again.returncode == 1
+    assert "status is 'completed', not 'paused'" in again.stderr
+    assert json.loads((tmp_path / "state" / "clerk.json").read_text())["objects"]
+
+
+def test_a_value_that_cannot_be_saved_is_named_and_nothing_is_written(tmp_path):
+    (tmp_path / "p.sns").write_text(
+        'async tool slow() returns Int:\n'
+        '    return 1\n'
+        'agent a:\n'
+        '    f = slow()\n'
+        '    pause("waiting")\n'
+        'test "pausing with a pending future":\n'
+        '    start(a)\n'
+        'print(a.status)\n')
+    proc = sensevm("run", "p.sns", "--state-dir", "state", cwd=tmp_path)
+    # The future may already be done by the time pause() runs; either way nothing is
+    # half-written: the agent was saved whole, or it failed and no state file exists.
+    files = sorted(os.listdir(tmp_path / "state")) if (tmp_path / "state").exists() else []
+    assert not [f for f in files if f.endswith(".tmp")]
+    if proc.stdout == "failed\n":
+        assert "a.json" not in files
+    else:
+        assert proc.stdout == "paused\n" and "a.json" in files
+
+
+def test_pending_future_error_message(tmp_path):
+    from sensevm.errors import SenseError
+    import pytest
+    from sensevm.persist import SaveError, _Saver
+    from sensevm.values import Future
+
+    class FakeTool:
+        name = "slow"
+
+    class FakeVM:
+        builtins = None
+    with pytest.raises(SaveError) as info:
+        _Saver(FakeVM()).value(Future(FakeTool(), None, None), "agent 'a'")
+    assert "pending Future of tool 'slow'" in info.value.message
+
+
+def test_corrupt_state_is_a_clean_error(tmp_path):
+    (tmp_path / "clerk.sns").write_text(PROGRAM)
+    assert sensevm("run", "clerk.sns", "--state-dir", "state", cwd=tmp_path).returncode == 0
+    (tmp_path / "state" / "clerk.json").write_text("{not json")
+    proc = sensevm("resume", "state", "clerk", "x", cwd=tmp_path)
+    assert proc.returncode == 1 and "cannot read the saved agent 'clerk'" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    proc = sensevm("resume", "state", "nobody", "x", cwd=tmp_path)
+    assert proc.returncode == 1 and "no saved agent 'nobody'" in proc.stderr
+
+
+def test_audit_log_file_continues_across_processes(tmp_path):
+    (tmp_path / "clerk.sns").write_text(PROGRAM)
+    assert sensevm("run", "clerk.sns", "--state-dir", "s", "--audit-log", "a.jsonl",
+                   cwd=tmp_path).returncode == 0
+    assert sensevm("resume", "s", "clerk", "no", "--audit-log", "a.jsonl",
+                   cwd=tmp_path).returncode == 0
+    assert sensevm("resume", "s", "clerk", "yes", "--audit-log", "a.jsonl",
+                   cwd=tmp_path).returncode == 0
+    check = sensevm("audit", "verify", "a.jsonl", cwd=tmp_path)
+    assert check.returncode == 0 and check.stdout.startswith("OK: ")
+    events = [json.loads(l)["event"] for l in (tmp_path / "a.jsonl").read_text().splitlines()]
+    assert events == ["prepared", "verified", "approved", "committing", "committed"]
