@@ -10,45 +10,12 @@ import click
 
 from sensevm.cli import internal_error
 from sensevm.diagnostics import report
+from sensevm.files import atomic_write
 from sensevm.errors import SenseError, SnbFormatError, VerifyError
 
 
-def atomic_write(path: str, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that a crash leaves either the old file or the new one."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    try:
-        dir_fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-    except OSError:
-        pass
-
-
 def _report_and_exit(err: SenseError) -> None:
-    sources = {}
-    for e in getattr(err, "errors", None) or [err]:
-        if e.path and e.path not in sources:
-            try:
-                with open(e.path, encoding="utf-8", errors="replace") as fh:
-                    sources[e.path] = fh.read()
-            except OSError:
-                pass
-    report(err, sources)
+    report(err, {})          # report() reads each error's source file for the caret
     sys.exit(1)
 
 
@@ -139,6 +106,17 @@ def _report(err):
         _report_and_exit(err)
     except SystemExit:
         pass
+
+
+@main.command()
+@click.argument("path", type=click.Path())
+@click.option("-w", "--write", is_flag=True, help="Rewrite the files that are not formatted.")
+@click.option("--check", is_flag=True,
+              help="List the files that are not formatted and exit 1 if any; writes nothing.")
+def fmt(path, write, check):
+    """Print PATH (a .sns file, or every .sns file under a directory) in canonical form."""
+    from .fmt import run
+    sys.exit(run(path, write=write, check=check))
 
 
 def entry() -> None:

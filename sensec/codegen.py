@@ -205,15 +205,19 @@ class FunctionCompiler(n.NodeVisitor):
             self.visit(s.value)
         self.emit(Op.RETURN, pos=s.pos)
 
-    def visit_FunctionDef(self, s: n.FunctionDef):
+    def body(self, name: str, kind: CodeKind, stmts, pos: Pos, params=(), returns=None) -> int:
+        """Compile a body into a code object of its own; return its index."""
         index = self.b.reserve_code()
         inner = self.nested()
-        inner.block(s.body)
+        inner.block(stmts)
         self.b.codes[index] = inner.finish(
-            s.name, CodeKind.FUNCTION,
-            params=[p.name for p in s.params],
-            param_types=[p.type.text if p.type else None for p in s.params],
-            return_type=s.returns.text if s.returns else None, pos=s.pos)
+            name, kind, params=[p.name for p in params],
+            param_types=[p.type.text if p.type else None for p in params],
+            return_type=returns.text if returns else None, pos=pos)
+        return index
+
+    def visit_FunctionDef(self, s: n.FunctionDef):
+        index = self.body(s.name, CodeKind.FUNCTION, s.body, s.pos, s.params, s.returns)
         self.emit(Op.MAKE_FUNCTION, index, pos=s.pos)
         self.emit(Op.STORE_LOCAL, self.b.string(s.name), pos=s.pos)
 
@@ -222,43 +226,24 @@ class FunctionCompiler(n.NodeVisitor):
                                 self.tool_names)
 
     def visit_ActionDef(self, s: n.ActionDef):
-        body_index = self.b.reserve_code()
-        body = self.nested()
-        body.block(s.body)
-        self.b.codes[body_index] = body.finish(
-            s.name, CodeKind.ACTION_BODY,
-            params=[p.name for p in s.params],
-            param_types=[p.type.text if p.type else None for p in s.params], pos=s.pos)
+        body_index = self.body(s.name, CodeKind.ACTION_BODY, s.body, s.pos, s.params)
         rollback_index = -1
         if s.rollback is not None:
-            rollback_index = self.b.reserve_code()
-            block = self.nested()
-            block.block(s.rollback)
-            self.b.codes[rollback_index] = block.finish(
-                f"{s.name}.rollback", CodeKind.ROLLBACK, pos=s.rollback_pos or s.pos)
+            rollback_index = self.body(f"{s.name}.rollback", CodeKind.ROLLBACK, s.rollback,
+                                       s.rollback_pos or s.pos)
         self.b.actions.append(ActionDecl(s.name, s.kind == "reversible", s.capability,
                                          s.approval, body_index, rollback_index))
         self.emit(Op.MAKE_ACTION, len(self.b.actions) - 1, pos=s.pos)
         self.emit(Op.STORE_LOCAL, self.b.string(s.name), pos=s.pos)
 
     def visit_ToolDef(self, s: n.ToolDef):
-        body_index = self.b.reserve_code()
-        body = self.nested()
-        body.block(s.body)
-        self.b.codes[body_index] = body.finish(
-            s.name, CodeKind.TOOL_BODY,
-            params=[p.name for p in s.params],
-            param_types=[p.type.text if p.type else None for p in s.params],
-            return_type=s.returns.text if s.returns else None, pos=s.pos)
+        body_index = self.body(s.name, CodeKind.TOOL_BODY, s.body, s.pos, s.params, s.returns)
         self.b.tools.append(ToolDecl(s.name, s.capability, s.description, s.is_async, body_index))
         self.emit(Op.MAKE_TOOL, len(self.b.tools) - 1, pos=s.pos)
         self.emit(Op.STORE_LOCAL, self.b.string(s.name), pos=s.pos)
 
     def visit_AgentDef(self, s: n.AgentDef):
-        body_index = self.b.reserve_code()
-        body = self.nested()
-        body.block(s.body)
-        self.b.codes[body_index] = body.finish(s.name, CodeKind.AGENT_BODY, pos=s.pos)
+        body_index = self.body(s.name, CodeKind.AGENT_BODY, s.body, s.pos)
         first = s.body[0] if s.body else None
         doc = (first.expr.value if isinstance(first, n.ExprStmt)
                and isinstance(first.expr, n.StrLit) else None)

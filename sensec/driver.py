@@ -6,6 +6,7 @@ import hashlib
 import os
 
 from sensevm.errors import CompileErrors, Pos, SenseError, SenseSyntaxError
+from sensevm.files import read_bytes
 from sensevm.program import CodeKind, ModuleEntry, Program, Source
 
 from . import nodes as n
@@ -15,15 +16,7 @@ from .resolve import check
 
 def read_source(path: str) -> str:
     """Read a .sns file as UTF-8 text; any problem is a positioned SenseSyntaxError."""
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-    except FileNotFoundError:
-        raise SenseError(f"no such file or directory: {path}", path=path) from None
-    except IsADirectoryError:
-        raise SenseError(f"is a directory, not a source file: {path}", path=path) from None
-    except OSError as exc:
-        raise SenseError(f"cannot read {path}: {exc.strerror}", path=path) from None
+    data = read_bytes(path)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

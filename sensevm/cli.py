@@ -10,13 +10,6 @@ from .errors import SenseError, SnbFormatError, VerifyError
 
 
 
-def _fail_toolchain(path: str, exc: Exception) -> None:
-    """A file that is not a valid program: say what and where, exit 1."""
-    kind = type(exc).__name__
-    click.echo(f"{path}: {kind}: {exc}", err=True)
-    sys.exit(1)
-
-
 def stale_source(path: str, source_hash: bytes):
     """The sibling .sns of a .snb file if its text no longer matches the hash in the header."""
     import hashlib
@@ -41,23 +34,15 @@ def run_file(path: str, *, dry_run: bool = False, stdout=None, stderr=None,
     With ``audit_log``, every audit record is also appended durably to that file (see
     sensevm.audit.AuditFile); a log that cannot be opened stops the run before it starts.
     """
-    from .audit import AuditFile, AuditLog, AuditLogError
     from .diagnostics import report
     from .loader import load_path
     from .vm import VM
     stdout = stdout if stdout is not None else sys.stdout
     stderr = stderr if stderr is not None else sys.stderr
-    sources: dict[str, str] = {}
     try:
         verified, sources = load_path(path)
     except SenseError as err:
-        if err.path and err.path not in sources:
-            try:
-                with open(err.path, encoding="utf-8", errors="replace") as fh:
-                    sources[err.path] = fh.read()
-            except OSError:
-                pass
-        report(err, sources, stderr)
+        report(err, {}, stderr)
         return 1
     except (SnbFormatError, VerifyError) as exc:
         stderr.write(f"{path}: {type(exc).__name__}: {exc}\n")
@@ -66,17 +51,33 @@ def run_file(path: str, *, dry_run: bool = False, stdout=None, stderr=None,
     if stale:
         stderr.write(f"warning: {path} is older than {stale}, which has changed since it was "
                      f"built (rebuild with: sensec build {stale})\n")
-    audit = AuditLog()
-    if audit_log is not None:
-        try:
-            audit = AuditLog(sink=AuditFile(audit_log))
-        except AuditLogError as exc:
-            stderr.write(f"{exc}\n")
-            return 1
+    audit = _open_audit(audit_log, stderr)
+    if audit is None:
+        return 1
     vm = VM(verified, stdout=stdout, dry_run=dry_run, audit=audit, state_dir=state_dir)
+    return _guarded(vm.run, audit, sources, stdout, stderr)
+
+
+def _open_audit(audit_log, stderr):
+    """The run's audit log, durable if asked; None (after saying why) if it cannot be opened."""
+    from .audit import AuditFile, AuditLog, AuditLogError
+    if audit_log is None:
+        return AuditLog()
     try:
-        vm.run()
+        return AuditLog(sink=AuditFile(audit_log))
+    except AuditLogError as exc:
+        stderr.write(f"{exc}\n")
+        return None
+
+
+def _guarded(body, audit, sources, stdout, stderr, error_path=None) -> int:
+    """Run ``body``; render a Sense error, stop on an audit failure; always close the log."""
+    from .audit import AuditLogError
+    from .diagnostics import report
+    try:
+        body()
     except SenseError as err:
+        err.path = err.path or error_path
         stdout.flush()
         report(err, sources, stderr)
         return 1
@@ -86,7 +87,7 @@ def run_file(path: str, *, dry_run: bool = False, stdout=None, stderr=None,
         stderr.write(f"{exc}\n")
         return 1
     finally:
-        vm.audit.close()
+        audit.close()
     stdout.flush()
     return 0
 
@@ -114,8 +115,6 @@ def resume_agent(directory: str, name: str, answer: str, *, stdout=None, stderr=
     """Continue the agent saved in ``directory`` with ``answer``; return the exit status."""
     import json
     import os
-    from .audit import AuditFile, AuditLog, AuditLogError
-    from .diagnostics import report
     from .persist import load_agent
     from .verify import load_verified
     from .vm import VM
@@ -136,30 +135,20 @@ def resume_agent(directory: str, name: str, answer: str, *, stdout=None, stderr=
     except (SnbFormatError, VerifyError) as exc:
         stderr.write(f"{directory}/program.snb: {type(exc).__name__}: {exc}\n")
         return 1
-    audit = AuditLog()
-    if audit_log is not None:
-        try:
-            audit = AuditLog(sink=AuditFile(audit_log))
-        except AuditLogError as exc:
-            stderr.write(f"{exc}\n")
-            return 1
+    audit = _open_audit(audit_log, stderr)
+    if audit is None:
+        return 1
     sources = {s.path: s.text for s in verified.program.sources}
     vm = VM(verified, stdout=stdout, audit=audit, state_dir=directory)
-    try:
-        agent = load_agent(vm, state)
+
+    def body():
+        try:
+            agent = load_agent(vm, state)
+        except (KeyError, ValueError, IndexError, TypeError, AttributeError) as exc:
+            raise SenseError(f"the saved agent '{name}' is malformed "
+                             f"({type(exc).__name__}: {exc})", located=False) from None
         vm.resume_saved(agent, answer)
-    except SenseError as err:
-        err.path = err.path or state_path
-        stdout.flush()
-        report(err, sources, stderr)
-        return 1
-    except (KeyError, ValueError, IndexError, TypeError) as exc:
-        stderr.write(f"sensevm: the saved agent '{name}' is malformed ({type(exc).__name__}: {exc})\n")
-        return 1
-    finally:
-        audit.close()
-    stdout.flush()
-    return 0
+    return _guarded(body, audit, sources, stdout, stderr, error_path=state_path)
 
 
 @main.command()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .errors import SenseError
+from .files import read_bytes
 from .snb import MAGIC
 
 
@@ -17,15 +17,7 @@ def load_path(path: str):
     goes through exactly the same dump, load and verify as a file built by ``sensec build``.
     """
     from .verify import load_verified
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-    except FileNotFoundError:
-        raise SenseError(f"no such file or directory: {path}", path=path) from None
-    except IsADirectoryError:
-        raise SenseError(f"is a directory: {path}", path=path) from None
-    except OSError as exc:
-        raise SenseError(f"cannot read {path}: {exc.strerror}", path=path) from None
+    data = read_bytes(path)
     if not is_snb(data):
         from sensec.driver import compile_file
         from .snb import dump

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from typing import Any
 
 from .errors import Pos, SenseRuntimeError
+from .files import atomic_write
 from .values import (ActionDefinition, AgentValue, ArrayIterator, BoundLifecycleMethod, Builtin,
                      Closure, Future, ModuleValue, PreparedAction, Scope, ToolDefinition)
 
@@ -171,32 +171,6 @@ def save_agent(vm, agent: AgentValue, directory: str) -> str:
     path = os.path.join(directory, f"{agent.name}.json")
     atomic_write(path, json.dumps(state, ensure_ascii=False, sort_keys=True).encode("utf-8"))
     return path
-
-
-def atomic_write(path: str, data: bytes) -> None:
-    """Either the old file or the whole new one survives a crash: temp file, fsync, rename."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    try:
-        dir_fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-    except OSError:
-        pass
 
 
 # ----------------------------------------------------------------------------- loading

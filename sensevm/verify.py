@@ -181,32 +181,12 @@ def _check_manifest(program: Program, fail) -> None:
                  f"(code {a.rollback})")
         if a.capability is not None and not _CAPABILITY.fullmatch(a.capability):
             fail(f"action {i} ({a.name}) has a malformed capability {a.capability!r}")
-    tool_owner: dict[int, int] = {}
-    for i, t in enumerate(program.tools):
-        if not 0 <= t.body < len(codes):
-            fail(f"tool {i} ({t.name}) has body code index {t.body}, out of range "
-                 f"({len(codes)} code objects)")
-        if codes[t.body].kind != CodeKind.TOOL_BODY:
-            fail(f"tool {i} ({t.name}) has body code {t.body} ({codes[t.body].name}), which is "
-                 f"{_KIND_NAMES[codes[t.body].kind]}")
-        if t.body in tool_owner:
-            fail(f"code {t.body} ({codes[t.body].name}) is claimed by tools {tool_owner[t.body]} "
-                 f"and {i}")
-        tool_owner[t.body] = i
+    tool_owner = _claim_bodies(codes, program.tools, "tool", CodeKind.TOOL_BODY, fail)
+    agent_owner = _claim_bodies(codes, program.agents, "agent", CodeKind.AGENT_BODY, fail)
+    for t in program.tools:
         if t.capability is not None and not _CAPABILITY.fullmatch(t.capability):
-            fail(f"tool {i} ({t.name}) has a malformed capability {t.capability!r}")
-    agent_owner: dict[int, int] = {}
-    for i, g in enumerate(program.agents):
-        if not 0 <= g.body < len(codes):
-            fail(f"agent {i} ({g.name}) has body code index {g.body}, out of range "
-                 f"({len(codes)} code objects)")
-        if codes[g.body].kind != CodeKind.AGENT_BODY:
-            fail(f"agent {i} ({g.name}) has body code {g.body} ({codes[g.body].name}), which is "
-                 f"{_KIND_NAMES[codes[g.body].kind]}")
-        if g.body in agent_owner:
-            fail(f"code {g.body} ({codes[g.body].name}) is claimed by agents "
-                 f"{agent_owner[g.body]} and {i}")
-        agent_owner[g.body] = i
+            fail(f"tool {tool_owner[t.body]} ({t.name}) has a malformed capability "
+                 f"{t.capability!r}")
     for index, code in enumerate(codes):
         if code.kind == CodeKind.AGENT_BODY and index not in agent_owner:
             fail(f"code {index} ({code.name}) is an agent body that no agent declares")
@@ -214,6 +194,23 @@ def _check_manifest(program: Program, fail) -> None:
             fail(f"code {index} ({code.name}) is {_KIND_NAMES[code.kind]} that no action declares")
         if code.kind == CodeKind.TOOL_BODY and index not in tool_owner:
             fail(f"code {index} ({code.name}) is a tool body that no tool declares")
+
+
+def _claim_bodies(codes, entries, what: str, kind: CodeKind, fail) -> dict[int, int]:
+    """Each manifest entry's body: in range, of ``kind``, and claimed by that entry alone."""
+    owner: dict[int, int] = {}
+    for i, entry in enumerate(entries):
+        body = entry.body
+        if not 0 <= body < len(codes):
+            fail(f"{what} {i} ({entry.name}) has body code index {body}, out of range "
+                 f"({len(codes)} code objects)")
+        if codes[body].kind != kind:
+            fail(f"{what} {i} ({entry.name}) has body code {body} ({codes[body].name}), which is "
+                 f"{_KIND_NAMES[codes[body].kind]}")
+        if body in owner:
+            fail(f"code {body} ({codes[body].name}) is claimed by {what}s {owner[body]} and {i}")
+        owner[body] = i
+    return owner
 
 
 _CAPABILITY = re.compile(r"[^\W\d]\w*(\.[^\W\d]\w*)*")
