@@ -1,0 +1,570 @@
+"""``sensec fmt``: Sense source in its canonical form (spec 18.8), comments and blank lines kept."""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import sys
+from dataclasses import fields
+from decimal import Decimal
+from typing import Optional
+
+from sensevm.errors import Pos, SenseError, SenseSyntaxError
+
+from . import nodes as n
+from .lexer import Lexer, normalize_newlines
+
+INDENT = "    "
+
+# ----------------------------------------------------------------------------- literals
+
+# Spec 2.7: these are the only escapes the lexer turns back into the character.
+_PLAIN_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_PLAIN_RE = re.compile(r'[\\"\n\r\t]')
+# Inside """...""" a bare quote and a raw newline are themselves; a raw '\r' is not, because
+# reading the file normalises it to a line break (spec 2.1).
+_TRIPLE_ESCAPES = {"\\": "\\\\", "\r": "\\r", "\t": "\\t"}
+_TRIPLE_RE = re.compile(r"[\\\r\t]")
+
+# The smallest literal that reads back as infinity: 1 followed by 309 zeros is above the
+# largest finite double, and the lexer's float() rounds it up.
+_INF_TEXT = "1" + "0" * 309 + ".0"
+
+
+def format_string(value: str) -> str:
+    """A literal the lexer reads back as ``value``.
+
+    A string with a line break is written as ``\"\"\"...\"\"\"``, unless that form cannot hold it:
+    the literal ends at the first ``\"\"\"``, and a final ``"`` would merge with the closing quotes.
+    """
+    if "\n" in value and '"""' not in value and not value.endswith('"'):
+        return '"""' + _TRIPLE_RE.sub(lambda m: _TRIPLE_ESCAPES[m.group()], value) + '"""'
+    return '"' + _PLAIN_RE.sub(lambda m: _PLAIN_ESCAPES[m.group()], value) + '"'
+
+
+def format_float(value: float) -> str:
+    """``digits.digits`` for ``value``: Sense floats have no exponent and no bare dot (spec 2.6).
+
+    The digits are the exact decimal expansion of ``repr``, whose shortest round-trip form
+    guarantees that the literal reads back as the same double, bit for bit.
+    """
+    if math.isnan(value):
+        raise ValueError("NaN has no Sense literal")
+    if math.copysign(1.0, value) < 0:
+        return "-" + format_float(-value)
+    if math.isinf(value):
+        return _INF_TEXT
+    text = format(Decimal(repr(value)), "f")
+    return text if "." in text else text + ".0"
+
+
+def format_int(value: int) -> str:
+    """Decimal digits, beyond the 4300 that ``str(int)`` allows (Sense Ints are unbounded)."""
+    if value < 0:
+        return "-" + format_int(-value)
+    if value.bit_length() <= 13000:
+        return str(value)
+    k = int(value.bit_length() * 0.30103) // 2
+    high, low = divmod(value, 10 ** k)
+    return format_int(high) + format_int(low).rjust(k, "0")
+
+
+# ----------------------------------------------------------------------------- expressions
+
+# Spec 3.2, lowest first.
+PREC_ASSIGN, PREC_OR, PREC_AND, PREC_EQ, PREC_CMP, PREC_ADD, PREC_MUL = 1, 2, 3, 4, 5, 6, 7
+PREC_UNARY, PREC_POSTFIX, PREC_ATOM = 8, 9, 10
+
+BINARY_PREC = {
+    "or": PREC_OR, "and": PREC_AND,
+    "==": PREC_EQ, "!=": PREC_EQ,
+    "<": PREC_CMP, "<=": PREC_CMP, ">": PREC_CMP, ">=": PREC_CMP,
+    "+": PREC_ADD, "-": PREC_ADD,
+    "*": PREC_MUL, "/": PREC_MUL, "%": PREC_MUL,
+}
+
+
+def _negative(e: n.Expr) -> bool:
+    # The parser never makes a negative literal (a '-' is always a Unary), but a constructed
+    # tree may hold one; it prints as a unary minus and binds like one.
+    if isinstance(e, n.IntLit):
+        return e.value < 0
+    if isinstance(e, n.FloatLit):
+        return math.copysign(1.0, e.value) < 0
+    return False
+
+
+def precedence(e: n.Expr) -> int:
+    if isinstance(e, n.Assign):
+        return PREC_ASSIGN
+    if isinstance(e, (n.Binary, n.Logical)):
+        return BINARY_PREC[e.op]
+    if isinstance(e, n.Unary) or _negative(e):
+        return PREC_UNARY
+    if isinstance(e, (n.Call, n.Member, n.Index)):
+        return PREC_POSTFIX
+    return PREC_ATOM
+
+
+def format_expr(e: n.Expr, min_prec: int = PREC_ASSIGN) -> str:
+    """``e`` with the fewest parentheses that make it parse back to the same tree in a context
+    whose operand must bind at least as tightly as ``min_prec``."""
+    text = _expr(e)
+    return f"({text})" if precedence(e) < min_prec else text
+
+
+def _expr(e: n.Expr) -> str:
+    if isinstance(e, (n.Binary, n.Logical)):
+        p = BINARY_PREC[e.op]
+        # Left-associative: an equal-precedence operand on the right needs its parentheses.
+        return f"{format_expr(e.left, p)} {e.op} {format_expr(e.right, p + 1)}"
+    if isinstance(e, n.Unary):
+        operand = format_expr(e.operand, PREC_UNARY)
+        if e.op == "not":
+            return f"not {operand}"
+        # '- -x' rather than '--x': both lex alike, the reference spells it with the space.
+        return f"- {operand}" if operand.startswith("-") else f"-{operand}"
+    if isinstance(e, n.Assign):
+        # Right-associative: 'a = b = c' needs no parentheses on the right.
+        return f"{format_expr(e.target, PREC_OR)} = {format_expr(e.value, PREC_ASSIGN)}"
+    if isinstance(e, n.Call):
+        args = [format_expr(a) for a in e.args]
+        args += [f"{label.name}: {format_expr(label.value)}" for label in e.labels]
+        return f"{format_expr(e.callee, PREC_POSTFIX)}({', '.join(args)})"
+    if isinstance(e, n.Member):
+        return f"{format_expr(e.obj, PREC_POSTFIX)}.{e.name}"
+    if isinstance(e, n.Index):
+        return f"{format_expr(e.obj, PREC_POSTFIX)}[{format_expr(e.index)}]"
+    if isinstance(e, n.ArrayLit):
+        return "[" + ", ".join(format_expr(item) for item in e.items) + "]"
+    if isinstance(e, n.Name):
+        return e.name
+    if isinstance(e, n.IntLit):
+        return format_int(e.value)
+    if isinstance(e, n.FloatLit):
+        return format_float(e.value)
+    if isinstance(e, n.StrLit):
+        return format_string(e.value)
+    if isinstance(e, n.BoolLit):
+        return "true" if e.value else "false"
+    if isinstance(e, n.NilLit):
+        return "nil"
+    raise TypeError(f"fmt: no printer for expression {type(e).__name__}")
+
+
+def _params(params) -> str:
+    return ", ".join(p.name if p.type is None else f"{p.name}: {p.type.text}" for p in params)
+
+
+def _modref(ref: n.ModRef) -> str:
+    return format_string(ref.text) if ref.is_string else ref.text
+
+
+# ----------------------------------------------------------------------------- layout
+
+class _Line:
+    """One logical line of the source: where it starts, the last physical line it covers."""
+
+    __slots__ = ("line", "col", "end_line", "first", "second")
+
+    def __init__(self, line, col, end_line, first, second):
+        self.line, self.col, self.end_line = line, col, end_line
+        self.first, self.second = first, second      # token types of its first two tokens
+
+
+class _Comment:
+    __slots__ = ("line", "col", "text")
+
+    def __init__(self, line, col, text):
+        self.line, self.col, self.text = line, col, text
+
+
+_LAYOUT = frozenset({"NEWLINE", "INDENT", "DEDENT"})
+_COMMENT_RE = re.compile(r"#[^\n]*")
+
+
+def _scan(text: str, path: str):
+    """The logical lines and the comments of ``text``.
+
+    The lexer drops comments, so they are found in the gaps between tokens, which hold nothing
+    but whitespace and comments: a '#' inside a string is inside a token, never in a gap.
+    """
+    lexer = Lexer(path)
+    tokens = lexer.tokenize(text)
+    src = lexer.source
+    real = [t for t in tokens if t.type not in _LAYOUT]
+    comments = []
+    prev_end = 0
+    for tok in real + [None]:
+        gap_end = len(text) if tok is None else tok.lexpos
+        for m in _COMMENT_RE.finditer(text, prev_end, gap_end):
+            pos = src.pos(m.start())
+            comments.append(_Comment(pos.line, pos.col, m.group().rstrip()))
+        if tok is not None:
+            prev_end = tok.end
+    lines = []
+    start = last = None
+    second = None
+    for tok in tokens:
+        if tok.type == "NEWLINE":
+            if start is not None:
+                lines.append(_Line(start.lineno, start.col, src.pos(last.end - 1).line,
+                                   start.type, second))
+            start = None
+        elif tok.type not in _LAYOUT:
+            if start is None:
+                start, second = tok, None
+            elif second is None:
+                second = tok.type
+            last = tok
+    return lines, comments
+
+
+class _Printer:
+    """Walks the tree in source order, consuming the logical lines as their statements print.
+
+    A statement that starts the next logical line takes it, with the comments inside it (the
+    first one stays on the line, any others go on lines of their own just below) and the
+    own-line comments before it (at the statement's indentation). Statements of an inline
+    block (``if x: y``) start no line of their own. At the end of a block, the own-line
+    comments indented at least as deep as the block's statements stay in the block; the rest
+    belong to an enclosing one.
+    """
+
+    def __init__(self, lines, comments):
+        self.lines = lines
+        self.li = 0
+        self.comments = comments
+        self.ci = 0
+        self.out: list[str] = []
+        self.last_line: Optional[int] = None      # last source line of what was printed
+
+    # ------------------------------------------------------------------ layout
+
+    def _next_start(self) -> float:
+        return self.lines[self.li].line if self.li < len(self.lines) else math.inf
+
+    def _blank_before(self, line: int) -> None:
+        if self.last_line is not None and line > self.last_line + 1:
+            self.out.append("")
+
+    def _own_line_comment(self, indent: int) -> None:
+        c = self.comments[self.ci]
+        self.ci += 1
+        self._blank_before(c.line)
+        self.out.append(INDENT * indent + c.text)
+        self.last_line = c.line
+
+    def _comments_before(self, line: int, indent: int) -> None:
+        while self.ci < len(self.comments) and self.comments[self.ci].line < line:
+            self._own_line_comment(indent)
+
+    def _take(self, line: _Line, indent: int, *, blank: bool = True, merge=None) -> list:
+        """Consume ``line``: print the comments before it, return those inside it.
+
+        With ``merge`` (a list), the comments before it are appended there instead: the line is
+        being joined to one already printed.
+        """
+        self.li += 1
+        inside = []
+        if merge is not None:
+            while self.ci < len(self.comments) and self.comments[self.ci].line < line.line:
+                merge.append(self.comments[self.ci].text)
+                self.ci += 1
+        else:
+            self._comments_before(line.line, indent)
+            if blank:
+                self._blank_before(line.line)
+        while self.ci < len(self.comments) and self.comments[self.ci].line <= line.end_line:
+            inside.append(self.comments[self.ci].text)
+            self.ci += 1
+        self.last_line = max(line.end_line, self.last_line or 0)
+        return inside
+
+    def _starts(self, pos: Pos) -> Optional[_Line]:
+        if self.li < len(self.lines):
+            line = self.lines[self.li]
+            if (line.line, line.col) == (pos.line, pos.col):
+                return line
+        return None
+
+    def open(self, pos: Pos, indent: int, merge=None) -> list:
+        """The comments of the statement at ``pos`` if it starts a logical line, else none."""
+        line = self._starts(pos)
+        if line is None:
+            return merge if merge is not None else []
+        inside = self._take(line, indent, merge=merge)
+        return (merge + inside) if merge is not None else inside
+
+    def clause(self, kind: str, indent: int) -> tuple[list, Optional[_Line]]:
+        """Take the ``else`` or ``rollback`` line being printed (no blank line before it)."""
+        if self.li < len(self.lines) and self.lines[self.li].first == kind:
+            line = self.lines[self.li]
+            return self._take(line, indent, blank=False), line
+        return [], None
+
+    def emit(self, indent: int, text: str, comments=(), more: Optional[int] = None) -> None:
+        """Print a line with the first of ``comments`` after it; the others follow on lines of
+        their own, at indentation ``more`` (the body's, after a block header)."""
+        if comments:
+            text = f"{text}  {comments[0]}"
+        self.out.append(INDENT * indent + text)
+        pad = INDENT * (indent if more is None else more)
+        self.out.extend(pad + c for c in comments[1:])
+
+    def block(self, stmts, indent: int, header_col: int) -> None:
+        # The block's own indentation in the source: its first statement's column, or, for a
+        # block on its header's line, anything deeper than the header.
+        first = stmts[0].pos if stmts else None
+        col = first.col if first is not None and self._starts(first) else header_col + 1
+        for s in stmts:
+            self.stmt(s, indent)
+        self._block_end(indent, col)
+
+    def _block_end(self, indent: int, col: int) -> None:
+        """Print the comments after a block that are indented at least as far as the block."""
+        nxt = self._next_start()
+        while (self.ci < len(self.comments) and self.comments[self.ci].line < nxt
+               and self.comments[self.ci].col >= col):
+            self._own_line_comment(indent)
+
+    def finish(self) -> str:
+        while self.ci < len(self.comments):
+            self._own_line_comment(0)
+        return "\n".join(self.out) + "\n" if self.out else ""
+
+    # ------------------------------------------------------------------ statements
+
+    def stmt(self, s: n.Stmt, indent: int) -> None:
+        method = getattr(self, "stmt_" + type(s).__name__, None)
+        if method is None:
+            raise TypeError(f"fmt: no printer for statement {type(s).__name__}")
+        method(s, indent)
+
+    def simple(self, s: n.Stmt, indent: int, text: str) -> None:
+        self.emit(indent, text, self.open(s.pos, indent))
+
+    def compound(self, s: n.Stmt, indent: int, header: str, body) -> None:
+        self.emit(indent, header + ":", self.open(s.pos, indent), indent + 1)
+        self.block(body, indent + 1, s.pos.col)
+
+    def stmt_ExprStmt(self, s, indent):
+        self.simple(s, indent, format_expr(s.expr))
+
+    def stmt_TypedDecl(self, s, indent):
+        self.simple(s, indent, f"{s.name}: {s.type.text} = {format_expr(s.value)}")
+
+    def stmt_LocalDecl(self, s, indent):
+        typ = f": {s.type.text}" if s.type is not None else ""
+        self.simple(s, indent, f"local {s.name}{typ} = {format_expr(s.value)}")
+
+    def stmt_Return(self, s, indent):
+        self.simple(s, indent, "return" if s.value is None else f"return {format_expr(s.value)}")
+
+    def stmt_Break(self, s, indent):
+        self.simple(s, indent, "break")
+
+    def stmt_Continue(self, s, indent):
+        self.simple(s, indent, "continue")
+
+    def stmt_MemoryDecl(self, s, indent):
+        text = ("persistent memory " if s.persistent else "memory ") + s.name
+        if s.hint is not None:
+            text += f": {format_string(s.hint)}"
+        self.simple(s, indent, text)
+
+    def stmt_ModelDecl(self, s, indent):
+        self.simple(s, indent, f"model {s.name} = {format_expr(s.value)}")
+
+    def stmt_SetStmt(self, s, indent):
+        self.simple(s, indent, f"set {s.name} = {format_expr(s.value)}")
+
+    def stmt_Import(self, s, indent):
+        text = "import python " if s.python else "import "
+        text += _modref(s.module)
+        if s.alias is not None:
+            text += f" as {s.alias}"
+        self.simple(s, indent, text)
+
+    def stmt_FromImport(self, s, indent):
+        names = ", ".join(i.name if i.alias is None else f"{i.name} as {i.alias}"
+                          for i in s.names)
+        python = "python " if s.python else ""
+        self.simple(s, indent, f"from {python}{_modref(s.module)} import {names}")
+
+    def stmt_If(self, s, indent):
+        self.compound(s, indent, f"if {format_expr(s.cond)}", s.body)
+        orelse = s.orelse
+        while orelse:
+            comments, line = self.clause("ELSE", indent)
+            header_col = line.col if line is not None else s.pos.col
+            # 'else if' and 'else:' + a block holding one 'if' are the same tree; keep the
+            # spelling the source chose.
+            chained = (len(orelse) == 1 and isinstance(orelse[0], n.If)
+                       and (line is None or line.second == "IF"))
+            if not chained:
+                self.emit(indent, "else:", comments, indent + 1)
+                self.block(orelse, indent + 1, header_col)
+                return
+            inner = orelse[0]
+            self.emit(indent, f"else if {format_expr(inner.cond)}:", comments, indent + 1)
+            self.block(inner.body, indent + 1, header_col)
+            orelse = inner.orelse
+
+    def stmt_While(self, s, indent):
+        self.compound(s, indent, f"while {format_expr(s.cond)}", s.body)
+
+    def stmt_For(self, s, indent):
+        self.compound(s, indent, f"for {s.var} in {format_expr(s.iterable)}", s.body)
+
+    def stmt_FunctionDef(self, s, indent):
+        returns = f" -> {s.returns.text}" if s.returns is not None else ""
+        self.compound(s, indent, f"def {s.name}({_params(s.params)}){returns}", s.body)
+
+    def stmt_ActionDef(self, s, indent):
+        header = f"{s.kind} action {s.name}({_params(s.params)})"
+        reqs = ([s.capability] if s.capability else []) + (["approval"] if s.approval else [])
+        if reqs:
+            header += " requires " + ", ".join(reqs)
+        self.compound(s, indent, header, s.body)
+        if s.rollback is not None:
+            comments, line = self.clause("ROLLBACK", indent)
+            self.emit(indent, "rollback:", comments, indent + 1)
+            self.block(s.rollback, indent + 1, line.col if line is not None else s.pos.col)
+
+    def stmt_ToolDef(self, s, indent):
+        header = ("async tool " if s.is_async else "tool ") + f"{s.name}({_params(s.params)})"
+        if s.returns is not None:
+            header += f" returns {s.returns.text}"
+        if s.capability is not None:
+            header += f" requires {s.capability}"
+        if s.description is not None:
+            header += " " + format_string(s.description)
+        self.compound(s, indent, header, s.body)
+
+    def stmt_AgentDef(self, s, indent):
+        self.compound(s, indent, ("async agent " if s.is_async else "agent ") + s.name, s.body)
+
+    def stmt_Session(self, s, indent):
+        self.compound(s, indent, f"session {s.name}", s.body)
+
+    def stmt_Test(self, s, indent):
+        self.compound(s, indent, f"test {format_string(s.name)}", s.body)
+
+    def stmt_Policy(self, s, indent):
+        if len(s.rules) == 1:
+            rule = s.rules[0]
+            # A one-rule block collapses onto the 'policy:' line, and its comments with it.
+            comments = self.open(rule.pos, indent, merge=self.open(s.pos, indent))
+            self.emit(indent, f"policy: {rule.effect} {rule.capability}", comments)
+            return
+        self.emit(indent, "policy:", self.open(s.pos, indent), indent + 1)
+        col = s.rules[0].pos.col
+        for rule in s.rules:
+            comments = self.open(rule.pos, indent + 1)
+            self.emit(indent + 1, f"{rule.effect} {rule.capability}", comments)
+        self._block_end(indent + 1, col)
+
+
+# ----------------------------------------------------------------------------- entry points
+
+def format_source(source: str, path: str = "<input>") -> str:
+    """The canonical form of ``source``; raises SenseSyntaxError if it does not parse."""
+    from .grammar import parse
+    text = normalize_newlines(source)
+    tree = parse(text, path)
+    lines, comments = _scan(text, path)
+    printer = _Printer(lines, comments)
+    try:
+        printer.block(tree.body, 0, 0)
+        result = printer.finish()
+        # Never hand back a program that means something else: the output must parse to the
+        # same tree (positions aside), and every source line must have found its statement (or
+        # the comments went astray). A failure here is a formatter bug, not the user's.
+        try:
+            same = printer.li == len(lines) and shape(parse(result, path)) == shape(tree)
+        except SenseSyntaxError:
+            same = False
+    except RecursionError:
+        raise SenseError("expressions nested too deeply to format", path=path) from None
+    if not same:
+        raise AssertionError(f"fmt: the formatted text of {path} parses to a different program")
+    return result
+
+
+def shape(node):
+    """A node as nested tuples without positions: two trees with equal shapes are one program."""
+    if isinstance(node, n.Node):
+        return (type(node).__name__,) + tuple(
+            shape(getattr(node, f.name)) for f in fields(node)
+            if f.name not in ("pos", "rollback_pos"))
+    if isinstance(node, tuple):
+        return tuple(shape(item) for item in node)
+    if isinstance(node, float):
+        # 0.0 == -0.0 and nan != nan: compare the bits.
+        return ("float", node.hex())
+    return node
+
+
+def sns_files(path: str) -> list[str]:
+    """``path`` itself if it is a file, else every ``.sns`` file under it, sorted."""
+    if os.path.isdir(path):
+        found = []
+        for root, dirs, files in os.walk(path):
+            found.extend(os.path.join(root, f) for f in files if f.endswith(".sns"))
+        return sorted(found)
+    if os.path.exists(path):
+        return [path]
+    raise SenseError(f"no such file or directory: {path}", path=path)
+
+
+def run(path: str, *, write: bool = False, check: bool = False, stdout=None, stderr=None) -> int:
+    """The ``sensec fmt`` command; returns the exit status.
+
+    Without flags the canonical text is printed; ``check`` (which wins over ``write``) lists
+    the files that would change; ``write`` rewrites them and lists them. A file that does not
+    parse is reported and left alone, and the status is 1.
+    """
+    from sensevm.diagnostics import report
+    from sensevm.files import atomic_write, read_bytes
+    from .driver import read_source
+    stdout = stdout if stdout is not None else sys.stdout
+    stderr = stderr if stderr is not None else sys.stderr
+    try:
+        files = sns_files(path)
+    except SenseError as err:
+        report(err, {}, stderr)
+        return 1
+    status = 0
+    changed_any = False
+    for file in files:
+        try:
+            source = read_source(file)
+            formatted = format_source(source, file)
+            # Byte for byte: a BOM or CRLF line ends are changes the canonical form makes.
+            changed = read_bytes(file) != formatted.encode("utf-8")
+        except SenseError as err:
+            report(err, {}, stderr)
+            status = 1
+            continue
+        if check or write:
+            if not changed:
+                continue
+            changed_any = True
+            if not check:
+                try:
+                    atomic_write(file, formatted.encode("utf-8"))
+                except OSError as exc:
+                    stderr.write(f"sensec: cannot write {file}: {exc.strerror}\n")
+                    status = 1
+                    continue
+            stdout.write(file + "\n")
+        else:
+            if len(files) > 1:
+                stdout.write(f"# ----- {file} -----\n")
+            stdout.write(formatted)
+    stdout.flush()
+    if check and changed_any:
+        status = 1
+    return status
