@@ -30,8 +30,9 @@ $(REFVENV)/.installed:
 test: install ref
 	SENSE_REF=$(abspath $(REFVENV))/bin/sense $(PY) -m pytest
 
+# Times sensevm against CPython and the reference (benchmarks/README.md); e.g. BENCH_ARGS=--quick.
 bench: install ref
-	@echo "the benchmark harness is not written yet (see the benchmark issue)"; exit 1
+	SENSE_REF="$${SENSE_REF:-$(abspath $(REFVENV))/bin/sense}" $(PY) -m benchmarks $(BENCH_ARGS)
 
 golden: install
 	$(PY) tests/golden_listing.py

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Optional
@@ -34,12 +35,11 @@ class CodeObject:
 
     def position_at(self, offset: int) -> Pos:
         """The source position of the instruction starting at (or covering) ``offset``."""
-        best = NO_POS
-        for off, line, col in self.positions:
-            if off > offset:
-                break
-            best = Pos(line, col)
-        return best
+        i = bisect.bisect_right(self.positions, (offset, float("inf"), float("inf"))) - 1
+        if i < 0:
+            return NO_POS
+        _, line, col = self.positions[i]
+        return Pos(line, col)
 
 
 @dataclass(frozen=True)

@@ -170,6 +170,8 @@ class VM:
             return checkers[text]
 
         instrs, positions = [], []
+        # The verifier guarantees positions sit on instruction starts, in order: one lookup each.
+        at_offset = {off: Pos(line, col) for off, line, col in code.positions}
         for ins in vcode.instructions:
             resolved = []
             for kind, value in zip(ins.op.operands, ins.args):
@@ -187,7 +189,8 @@ class VM:
             while len(resolved) < 2:
                 resolved.append(None)
             instrs.append((ins.op.value, resolved[0], resolved[1]))
-            positions.append(code.position_at(ins.offset))
+            pos = at_offset.get(ins.offset)
+            positions.append(pos if pos is not None else code.position_at(ins.offset))
         path = program.sources[code.source].path if program.sources else "<input>"
         param_checks = tuple(
             (name, text, checker(text)) if text is not None else None

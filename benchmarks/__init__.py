@@ -1,0 +1,1 @@
+"""Benchmarks for sensec and sensevm against CPython and the reference interpreter."""

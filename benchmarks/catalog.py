@@ -1,0 +1,73 @@
+"""The benchmark programs: what each measures, its files, and its full and --quick sizes."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+PROGRAMS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "programs")
+
+# Sense has no command-line arguments, so a program's size is the literal on its `N = ...`
+# line; the harness rewrites that line (in both files) to choose the full or --quick size.
+SIZE_LINE = re.compile(r"^N = \d+$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Bench:
+    name: str
+    what: str
+    kind: str = "program"             # program | compile | startup
+    source: Optional[str] = None      # file in programs/ (Sense)
+    twin: Optional[str] = None        # file in programs/ (CPython), if a twin exists
+    full: int = 0                     # N (program), lines (compile); unused for startup
+    quick: int = 0
+    dry_run: bool = False
+    needs: Optional[str] = None       # a feature sensec may not support yet
+
+    def size(self, quick: bool) -> int:
+        return self.quick if quick else self.full
+
+    def size_label(self, quick: bool) -> str:
+        if self.kind == "compile":
+            return f"{self.size(quick)} lines"
+        if self.kind == "startup":
+            return "1 line"
+        return f"n={self.size(quick)}"
+
+
+BENCHMARKS: list[Bench] = [
+    Bench("fib", "recursive calls: fib(n), two calls per level",
+          source="fib.sns", twin="fib.py", full=22, quick=15),
+    Bench("loops", "while loop of Int arithmetic with a three-way branch per iteration",
+          source="loops.sns", twin="loops.py", full=100_000, quick=5_000),
+    Bench("arrays", "push, for-iteration, index reads and writes, many small arrays",
+          source="arrays.sns", twin="arrays.py", full=30_000, quick=2_000),
+    Bench("strings", "string building with str() and +, then a walk over every character",
+          source="strings.sns", twin="strings.py", full=15_000, quick=1_000),
+    Bench("closures", "calls of closures that read and update captured variables",
+          source="closures.sns", twin="closures.py", full=30_000, quick=2_000),
+    Bench("lifecycle", "actions: prepare / verify / approve / commit (and some rollbacks), 2 per iteration",
+          source="lifecycle.sns", full=10_000, quick=500),
+    Bench("lifecycle_dry_run", "the lifecycle loop under --dry-run: bodies skipped, summary printed",
+          source="lifecycle.sns", full=10_000, quick=500, dry_run=True),
+    Bench("tool_calls", "a capability-checked, audited tool called in a loop",
+          source="tool_calls.sns", full=20_000, quick=1_000, needs="tools"),
+    Bench("compile", "sensec build of a generated program of small functions (reference: sense run)",
+          kind="compile", full=20_000, quick=1_000),
+    Bench("startup", "sensevm run hello.snb against python3 -c pass",
+          kind="startup", source="hello.sns"),
+]
+
+BY_NAME = {b.name: b for b in BENCHMARKS}
+
+
+def sized(path: str, n: int) -> str:
+    """The text of a program file with its `N = ...` line set to ``n``."""
+    with open(path, encoding="utf-8") as fh:
+        text = fh.read()
+    new, count = SIZE_LINE.subn(f"N = {n}", text)
+    if count != 1:
+        raise ValueError(f"{path}: expected exactly one 'N = <int>' line, found {count}")
+    return new

@@ -1,0 +1,11 @@
+"""CPython twin of fib.sns."""
+N = 22
+
+
+def fib(n):
+    if n < 2:
+        return n
+    return fib(n - 1) + fib(n - 2)
+
+
+print("result:", fib(N))

@@ -1,0 +1,127 @@
+"""The benchmark harness: a --quick end-to-end run, the JSON shape, and loud result mismatches."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# benchmarks/ is not an installed package; the repository root makes it importable.
+sys.path.insert(0, ROOT)
+
+from benchmarks import harness  # noqa: E402
+from benchmarks.catalog import BENCHMARKS, PROGRAMS_DIR, sized  # noqa: E402
+from benchmarks.generate import generate  # noqa: E402
+from benchmarks.measure import Run  # noqa: E402
+
+IMPL_KEYS = {"status", "reason", "command", "times_s", "median_s", "peak_rss_mb", "result",
+             "check_error"}
+
+
+def test_quick_run_without_reference_writes_agreeing_results(tmp_path):
+    out = tmp_path / "results"
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop("SENSE_REF", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "--rounds", "1", "--only", "fib,loops",
+         "--ref", str(tmp_path / "no-such-sense"), "--out", str(out), "--timeout", "60"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+    report = json.loads((out / "latest.json").read_text(encoding="utf-8"))
+    assert report["schema"] == "sense-bench/1"
+    assert {"platform", "cpu_model", "cores", "python"} <= set(report["machine"])
+    assert report["settings"]["rounds"] == 1 and report["settings"]["quick"] is True
+    assert report["reference"]["available"] is False
+    assert "no-such-sense" in report["reference"]["reason"]
+    assert report["problems"] == []
+    assert [row["name"] for row in report["benchmarks"]] == ["fib", "loops"]
+    for row in report["benchmarks"]:
+        assert set(row["impls"]) == {"ours", "cpython", "reference"}
+        for impl in row["impls"].values():
+            assert IMPL_KEYS <= set(impl)
+        ours, cpy, ref = (row["impls"][k] for k in ("ours", "cpython", "reference"))
+        assert ours["status"] == cpy["status"] == "ok", row
+        assert ours["result"] == cpy["result"] and ours["result"][0].startswith("result:")
+        assert len(ours["times_s"]) == 1 and ours["median_s"] > 0
+        assert ref["status"] == "n/a" and ref["median_s"] is None
+        assert row["check"] == "ok"
+        assert row["ratios"]["ours_over_cpython"] > 0
+        assert row["ratios"]["reference_over_ours"] is None
+    assert report["benchmarks"][0]["impls"]["ours"]["result"] == ["result: 610"]
+
+    assert "machine:" in proc.stdout and "n/a" in proc.stdout and "fib" in proc.stdout
+    assert (out / "latest.svg").read_text(encoding="utf-8").startswith("<svg")
+    assert "round 1/1" in proc.stderr                    # progress goes to stderr
+
+
+def _outcome(status="ok", result=None, seconds=1.0, compare=True):
+    o = harness.Outcome(harness.Plan("x", compare=compare), status=status)
+    if status == "ok":
+        o.runs.append(Run("ok", seconds, 20_000, 0, "", ""))
+        o.result = result
+    return o
+
+
+def test_mismatch_is_reported_loudly_and_not_compared():
+    outcomes = {"ours": _outcome(result=["result: 1"]),
+                "cpython": _outcome(result=["result: 2"], seconds=0.1),
+                "reference": _outcome(result=["result: 1"], seconds=3.0)}
+    bench = BENCHMARKS[0]
+    s = harness.Settings(python=sys.executable, ref=None, ref_reason="", quick=True, rounds=1,
+                         timeout=1, workdir="/nonexistent", runner=None)
+    row = harness.row_for(bench, s, outcomes, {})
+    assert row["check"] == "MISMATCH"
+    assert row["ratios"]["ours_over_cpython"] is None           # different work: no ratio
+    assert row["ratios"]["reference_over_ours"] == 3.0          # these two agree
+    report = {"machine": harness.machine_info(sys.executable),
+              "settings": {"rounds": 1, "quick": True},
+              "reference": {"available": True, "version": "sense 0.20.0", "path": "sense",
+                            "reason": ""},
+              "benchmarks": [row]}
+    table = harness.render_table(report)
+    assert "!! MISMATCH !!" in table
+    assert "result: 2" in table
+
+
+def test_reference_only_and_skipped_programs_are_marked():
+    outcomes = {"ours": _outcome(status="skipped"), "cpython": _outcome(status="n/a"),
+                "reference": _outcome(result=["result: 5"])}
+    outcomes["ours"].reason = "needs tools"
+    assert harness._check(outcomes) == "reference only"
+    row_cell = harness._cell({"status": "skipped", "reason": "needs tools (sensec: ...)"}, False)
+    assert row_cell == "skipped: needs tools"
+
+
+def test_generated_program_is_deterministic_and_exact():
+    sense, python = generate(20_000)
+    assert sense.count("\n") == python.count("\n") == 20_000
+    assert generate(20_000) == (sense, python)
+    assert sense.splitlines()[-1] == python.splitlines()[-1] == 'print("result:", total)'
+
+
+def test_every_program_has_one_size_line():
+    for bench in BENCHMARKS:
+        for name in (bench.source, bench.twin):
+            if name and bench.kind == "program":
+                assert "N = 7\n" in sized(os.path.join(PROGRAMS_DIR, name), 7)
+
+
+class _RefusingRunner:
+    """Stands in for measure.Runner: every command fails the way sensec refuses a feature."""
+
+    def run(self, cmd, **kwargs):
+        return Run("error", 0.1, 1, 1, "", "p.sns:4:1: SenseSyntaxError: tools are not supported "
+                                             "by this version of sensec yet\n")
+
+
+def test_a_program_sensec_refuses_is_skipped_not_failed(tmp_path):
+    bench = next(b for b in BENCHMARKS if b.needs == "tools")
+    s = harness.Settings(python=sys.executable, ref=None, ref_reason="no reference", quick=True,
+                         rounds=1, timeout=5, workdir=str(tmp_path), runner=_RefusingRunner())
+    plans, _ = harness.prepare(bench, s)
+    assert plans["ours"].state == "skipped"
+    assert plans["ours"].reason.startswith("needs tools (sensec: tools are not supported")
+    assert plans["cpython"].state == "n/a" and plans["reference"].state == "n/a"
