@@ -21,16 +21,9 @@ import re
 from ply import lex
 
 from sensevm.errors import Pos, SenseSyntaxError
+from sensevm.keywords import KEYWORDS  # re-exported: the reserved words of spec 2.4
 from sensec.indent import IndentFilter
 
-# Spec 2.4, in the order the spec lists them.
-KEYWORDS = (
-    "def", "return", "returns", "if", "else", "while", "for", "in", "break", "continue",
-    "true", "false", "nil", "import", "from", "as", "python", "set", "local", "session",
-    "agent", "action", "reversible", "irreversible", "requires", "approval", "policy",
-    "allow", "deny", "test", "tool", "memory", "async", "persistent", "model", "and", "or",
-    "not",
-)
 
 # What the reference calls our operator tokens in ``(got KIND 'x')`` messages, where it differs.
 # Our names follow the usual PLY/C conventions; the messages must read like the reference's.

@@ -8,15 +8,8 @@ from pygments.token import (Comment, Keyword, Name, Number, Operator, Punctuatio
 
 __all__ = ["SenseLexer", "KEYWORDS", "BUILTINS", "TYPES"]
 
-# Spec 2.4. Kept here rather than imported from sensec.lexer so that highlighting (pygmentize,
-# the REPL) never has to import the compiler and its parser tables.
-KEYWORDS = (
-    "def", "return", "returns", "if", "else", "while", "for", "in", "break", "continue",
-    "true", "false", "nil", "import", "from", "as", "python", "set", "local", "session",
-    "agent", "action", "reversible", "irreversible", "requires", "approval", "policy",
-    "allow", "deny", "test", "tool", "memory", "async", "persistent", "model", "and", "or",
-    "not",
-)
+# From sensevm, not sensec.lexer: highlighting (pygmentize, the REPL) never imports the compiler.
+from .keywords import KEYWORDS
 
 _CONSTANTS = ("true", "false", "nil")
 _WORD_OPERATORS = ("and", "or", "not")
