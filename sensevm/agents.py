@@ -9,10 +9,8 @@ an execution state of its own; its pause blocks that thread until ``resume``.
 
 from __future__ import annotations
 
-import sys
-
 from .errors import SenseError, SenseRuntimeError
-from .values import AgentValue, Builtin, Scope, to_str, type_name
+from .values import AgentValue, Builtin, type_name
 
 
 def _error(message: str, located: bool = False) -> SenseRuntimeError:

@@ -13,7 +13,6 @@ from .errors import SenseError, SnbFormatError, VerifyError
 def stale_source(path: str, source_hash: bytes):
     """The sibling .sns of a .snb file if its text no longer matches the hash in the header."""
     import hashlib
-    import os
     if not path.endswith(".snb"):
         return None
     source = path[:-4] + ".sns"

@@ -20,7 +20,6 @@ from .builtins import builtin_scope
 from .errors import (Pos, SenseError, SenseImportError, SenseNameError, SenseRecursionError,
                      SenseRuntimeError, SenseSyntaxError, SenseTypeError)
 from .opcodes import Op, Operand
-from .program import CodeKind
 from . import lifecycle as L
 from . import policy as P
 from .audit import AuditRecord
