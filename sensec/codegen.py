@@ -256,6 +256,23 @@ class FunctionCompiler(n.NodeVisitor):
             self.emit(Op.POLICY_ALLOW if rule.effect == "allow" else Op.POLICY_DENY,
                       self.b.string(rule.capability), pos=rule.pos)
 
+    def visit_ModelDecl(self, s: n.ModelDecl):
+        # `model NAME = value`: the helper checks and renames the Model; NAME is bound locally.
+        self.statement_helper("@model", s.name, s.value, s.pos)
+        self.emit(Op.STORE_LOCAL, self.b.string(s.name), pos=s.pos)
+
+    def visit_SetStmt(self, s: n.SetStmt):
+        # `set delegation = model`: the value runs first, then the helper checks the target.
+        self.statement_helper("@set", s.name, s.value, s.pos)
+        self.emit(Op.STORE_LOCAL, self.b.string("@delegation"), pos=s.pos)
+
+    def statement_helper(self, helper: str, name: str, value: n.Expr, pos: Pos) -> None:
+        """Call builtin ``helper(name, value)``; its name cannot be written (or shadowed) in source."""
+        self.emit(Op.LOAD_NAME, self.b.string(helper), pos=pos)
+        self.emit(Op.LOAD_CONST, self.b.constant(name), pos=pos)
+        self.visit(value)
+        self.emit(Op.CALL, 2, pos=pos)
+
     def visit_Session(self, s: n.Session):
         self.scoped_block(s.body, s.pos)
 

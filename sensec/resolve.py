@@ -15,8 +15,6 @@ from . import nodes as n
 # end parses them so that programs using them get a precise message instead of a parse error.
 _NOT_YET = {
     n.MemoryDecl: "memory declarations",
-    n.ModelDecl: "models",
-    n.SetStmt: "'set' statements",
 }
 
 

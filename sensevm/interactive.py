@@ -86,7 +86,8 @@ class Interactive:
         else:
             from .builtins import builtin_scope
             names |= set(builtin_scope().vars)
-        return sorted(names)
+        # Bindings whose names cannot be written (`@delegation`, the statement helpers).
+        return sorted(n for n in names if n.isidentifier())
 
     def members(self, name: str) -> list[str]:
         try:

@@ -97,8 +97,27 @@ class _Saver:
                                         "value": self.value(v.value, where),
                                         "pos": [v.call_pos.line, v.call_pos.col],
                                         "path": v.path})
+        model_value = self.model_value(v, t, where)
+        if model_value is not None:
+            return model_value
         raise SaveError(f"cannot save {where}: a value of type {t.__name__} cannot be saved",
                         located=False)
+
+    def model_value(self, v, t, where: str):
+        from .models import Answer, BoundAsk, Model, Skill
+        if t is Model:
+            return self.ref(v, lambda: {"type": "model", "name": v.name,
+                                        "provider": v.provider.state()})
+        if t is BoundAsk:
+            return self.ref(v, lambda: {"type": "bound_ask", "model": self.value(v.model, where)})
+        if t is Answer:
+            return self.ref(v, lambda: {"type": "answer", "value": self.value(v.value, where),
+                                        "confidence": v.confidence, "source": v.source})
+        if t is Skill:
+            return self.ref(v, lambda: {"type": "skill", "name": v.name,
+                                        "description": v.description,
+                                        "tools": self.value(v.tools, where)})
+        return None
 
     def scope(self, s: Scope):
         if s is self.vm.builtins:
@@ -282,7 +301,30 @@ class _Loader:
             if raw["frames"] is not None:
                 self.frames(a, raw["frames"])
             return a
+        if kind in ("model", "bound_ask", "answer", "skill"):
+            return self.model_obj(index, kind, raw)
         raise ValueError(f"unknown saved object type {kind!r}")
+
+    def model_obj(self, index: int, kind: str, raw: dict):
+        from .models import Answer, BoundAsk, Model, Skill
+        from .providers import ProviderError, restore
+        if kind == "model":
+            try:
+                provider = restore(raw["provider"])
+            except ProviderError as err:
+                raise SenseRuntimeError(f"cannot restore model '{raw['name']}': {err}",
+                                        located=False) from None
+            made = self.made[index] = Model(raw["name"], provider)
+        elif kind == "bound_ask":
+            made = self.made[index] = BoundAsk(None)
+            made.model = self.value(raw["model"])
+        elif kind == "answer":
+            made = self.made[index] = Answer(None, raw["confidence"], raw["source"])
+            made.value = self.value(raw["value"])
+        else:
+            made = self.made[index] = Skill(raw["name"], raw["description"], [])
+            made.tools = self.value(raw["tools"])
+        return made
 
     def frames(self, agent: AgentValue, raws: list) -> None:
         from .vm import Frame, TestHandler

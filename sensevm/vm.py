@@ -914,6 +914,22 @@ class VM:
         self.frame = Frame(tool.body, scope, f, action=tool, role="tool", tags=tags)
         return True
 
+    def call_tool_now(self, f, tool: ToolDefinition, args: list) -> Any:
+        """Run a (synchronous) tool to its end for host code in ``f`` — a model's request.
+
+        Through ``call_tool``, so the checks and audit are the ones TOOL_CALL makes. The body
+        runs on an execution state of its own whose only frame stands on ``f`` for policy and
+        lineage, and control returns here when it returns; an error in it propagates.
+        """
+        worker = self.worker()
+        worker.depth = self.depth
+        if not worker.call_tool(f, tool, args):
+            return f.stack.pop()
+        body = worker.frame
+        body.caller, body.origin = None, f
+        worker._loop()
+        return worker.result
+
     def record_tool(self, tool, event, frame, line, detail=None) -> None:
         self.audit.append(AuditRecord(
             subject=f"tool '{tool.name}'", name=tool.name, kind="tool", event=event,

@@ -124,3 +124,44 @@ def test_audit_log_file_continues_across_processes(tmp_path):
     assert check.returncode == 0 and check.stdout.startswith("OK: ")
     events = [json.loads(l)["event"] for l in (tmp_path / "a.jsonl").read_text().splitlines()]
     assert events == ["prepared", "verified", "approved", "committing", "committed"]
+
+
+MODEL_AGENT = '''model planner = inference("scripted", "turns.json")
+model echo = inference("mock", "echo", response_template: "echo: {prompt}", confidence: 0.8)
+set delegation = planner
+tool lookup(name: String) returns String "finds an address":
+    return name + "@example.com"
+helpers = skill("contacts", "address book", [lookup])
+agent aide:
+    first = ask("plan")
+    ask_echo = echo.ask
+    said = ask_human("go on after " + first.value + "?")
+    print("heard", said, first, ask_echo(said))
+    print(ask_with_tools("find ana", [helpers]))
+    for e in audit_log():
+        print(e)
+start(aide)
+'''
+
+
+def test_an_agent_holding_models_answers_and_skills_resumes_in_a_new_process(tmp_path):
+    (tmp_path / "turns.json").write_text(json.dumps([
+        {"text": "step one", "confidence": 0.7},
+        {"tool_calls": [{"name": "lookup", "arguments": {"name": "ana"}}]},
+        {"text": "found {results}"}]))
+    (tmp_path / "aide.sns").write_text(MODEL_AGENT)
+    first = sensevm("run", "aide.sns", "--state-dir", "state", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    second = sensevm("resume", "state", "aide", "yes", cwd=tmp_path)
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.splitlines() == [
+        "heard yes answer<0.70>(step one) answer<0.80>(echo: yes)",
+        "answer<?>(found ana@example.com)",
+        "[line 8] model 'planner' -> called (via agent:aide)",
+        "[line 12] tool 'lookup' -> called (via agent:aide)",
+        "[line 12] model 'planner' -> called (via agent:aide)"]
+    # The script position was saved (the resumed run did not replay turn 1), and the state
+    # rewritten when the agent ended records all three turns used.
+    state = json.loads((tmp_path / "state" / "aide.json").read_text())
+    assert [o["provider"]["used"] for o in state["objects"]
+            if o and o.get("type") == "model" and o["name"] == "planner"] == [3]
