@@ -50,7 +50,10 @@ class Model:
         if name == "name":
             return self.name
         if name == "ask":
-            return BoundAsk(self)
+            # Named, and positioned, where it is read: errors and audit lines of a later call
+            # point at `m.ask`, as the reference's do.
+            frame = vm.frame
+            return BoundAsk(self, f"{self.name}.ask", frame.pos if frame is not None else None)
         raise _error(f"model '{self.name}' has no member '{name}'")
 
     def member_names(self):
@@ -60,20 +63,24 @@ class Model:
 class BoundAsk:
     """``m.ask``: a function value that asks one particular model."""
 
-    __slots__ = ("model",)
+    __slots__ = ("model", "name", "pos")
     type_name = "Function"
     is_function = True
+    is_builtin = True          # called with labels, it is refused the way a builtin is
+    labels = False
 
-    def __init__(self, model: Model):
+    def __init__(self, model: Model, name: str, pos):
         self.model = model
+        self.name = name
+        self.pos = pos
 
     def __str__(self) -> str:
-        return f"<builtin {self.model.name}.ask>"
+        return f"<builtin {self.name}>"
 
     def sense_call(self, vm, frame, args) -> bool:
         if len(args) != 1:
-            raise _error(f"'{self.model.name}.ask' expects 1 argument(s), got {len(args)}")
-        frame.stack.append(ask_model(vm, frame, self.model, args[0]))
+            raise _error(f"'{self.name}' expects 1 argument(s), got {len(args)}")
+        frame.stack.append(ask_model(vm, frame, self.model, args[0], at=self.pos))
         return False
 
 
@@ -127,6 +134,10 @@ class Skill:
     def member_names(self):
         return ["description", "name", "tools"]
 
+    def sense_equal(self, other) -> bool:
+        return (self.name == other.name and self.description == other.description
+                and equal(self.tools, other.tools))
+
 
 # ----------------------------------------------------------------------------- inference()
 
@@ -147,14 +158,14 @@ def b_inference(vm, args, labels=None):
     provider = args[0]
     if type(provider) is not str:
         raise _error("inference()'s provider argument must be a String", located=False)
-    second = args[1] if len(args) == 2 else None
+    rest = args[1:]          # an explicit nil is a wrong name, not a missing one
     try:
         if provider == "mock":
-            return _mock(second, labels)
+            return _mock(rest, labels)
         if provider == "scripted":
-            return _scripted(vm, second, labels)
+            return _scripted(vm, rest, labels)
         if provider in PR.REMOTE:
-            return _remote(PR.REMOTE[provider], second, labels)
+            return _remote(PR.REMOTE[provider], rest, labels)
     except PR.ProviderConfigError as err:
         raise _error(str(err), located=False) from None
     raise _error(f"inference(): unknown provider '{provider}' -- supported: "
@@ -168,11 +179,10 @@ def _unknown_options(prefix: str, labels: dict, supported) -> None:
                      f"{', '.join(sorted(supported)) or '(none)'}", located=False)
 
 
-def _mock(name, labels) -> Model:
+def _mock(rest, labels) -> Model:
     from .providers import MockProvider
     _unknown_options('inference("mock")', labels, ("confidence", "response_template"))
-    if name is None:
-        name = "mock"
+    name = rest[0] if rest else "mock"
     if type(name) is not str:
         raise _error('inference("mock")\'s name argument must be a String', located=False)
     template = labels.get("response_template", "(mock reasoning about: {prompt})")
@@ -185,9 +195,10 @@ def _mock(name, labels) -> Model:
     return Model(name, MockProvider(template, float(confidence)))
 
 
-def _scripted(vm, path, labels) -> Model:
+def _scripted(vm, rest, labels) -> Model:
     from .providers import ScriptedProvider
     _unknown_options('inference("scripted")', labels, ())
+    path = rest[0] if rest else None
     if type(path) is not str:
         raise _error('inference("scripted") needs the path of a JSON script as its second '
                      "argument (relative to the program's directory)", located=False)
@@ -198,9 +209,8 @@ def _scripted(vm, path, labels) -> Model:
     return Model(provider.name, provider)
 
 
-def _remote(spec, model_id, labels) -> Model:
-    if model_id is None:
-        model_id = spec.default_model
+def _remote(spec, rest, labels) -> Model:
+    model_id = rest[0] if rest else spec.default_model
     if type(model_id) is not str:
         raise _error("inference()'s model_id argument must be a String", located=False)
     _unknown_options("inference()", labels, spec.options)
@@ -242,39 +252,47 @@ def delegated_model(scope) -> Optional[Model]:
     return None
 
 
-def _gate(vm, frame, model: Model) -> Optional[str]:
+def _gate(vm, frame, model: Model, at=None) -> Optional[str]:
     """Policy for a provider that leaves the process; returns its capability (or None)."""
     cap = model.provider.capability
     if cap is not None and not P.allowed(cap, frame.scope, frame):
-        _record(vm, frame, model, "denied", f"capability '{cap}' denied by policy", host_only=True)
+        _record(vm, frame, model, "denied", f"capability '{cap}' denied by policy",
+                host_only=True, at=at)
         raise SensePolicyError(f"model '{model.name}' requires capability '{cap}', which is "
                                "denied by policy")
     return cap
 
 
-def _record(vm, frame, model, event, detail=None, host_only=False) -> None:
+def _record(vm, frame, model, event, detail=None, host_only=False, at=None) -> None:
     vm.audit.append(AuditRecord(
         subject=f"model '{model.name}'", name=model.name, kind="model", event=event,
-        detail=detail, line=frame.pos.line, lineage=vm.lineage(frame), host_only=host_only))
+        detail=detail, line=(at or frame.pos).line, lineage=vm.lineage(frame),
+        host_only=host_only))
 
 
-def _failed(vm, frame, model, cap, reason: str) -> SenseRuntimeError:
+def _failed(vm, frame, model, cap, reason: str, at=None) -> SenseRuntimeError:
     if cap is not None:
-        _record(vm, frame, model, "failed", reason, host_only=True)
+        _record(vm, frame, model, "failed", reason, host_only=True, at=at)
     return _error(f"model '{model.name}' failed: {reason}")
 
 
-def ask_model(vm, frame, model: Model, prompt, what: str = "ask()") -> Answer:
+def ask_model(vm, frame, model: Model, prompt, what: str = "ask()", at=None) -> Answer:
+    """Ask ``model`` for code running in ``frame``; ``at``: where errors and audit lines point."""
     from .providers import ProviderError
-    if type(prompt) is not str:
-        raise _error(f"{what} expects a String prompt, got {type_name(prompt)}")
-    cap = _gate(vm, frame, model)
     try:
-        text, confidence = model.provider.complete(prompt)
-    except ProviderError as err:
-        raise _failed(vm, frame, model, cap, str(err)) from None
+        if type(prompt) is not str:
+            raise _error(f"{what} expects a String prompt, got {type_name(prompt)}")
+        cap = _gate(vm, frame, model, at)
+        try:
+            text, confidence = model.provider.complete(prompt)
+        except ProviderError as err:
+            raise _failed(vm, frame, model, cap, str(err), at) from None
+    except SenseError as err:
+        if at is not None:
+            err.with_pos(at, frame.prepared.path)
+        raise
     if cap is not None:
-        _record(vm, frame, model, "called")
+        _record(vm, frame, model, "called", at=at)
     return Answer(text, confidence, model.name)
 
 

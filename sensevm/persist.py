@@ -109,7 +109,9 @@ class _Saver:
             return self.ref(v, lambda: {"type": "model", "name": v.name,
                                         "provider": v.provider.state()})
         if t is BoundAsk:
-            return self.ref(v, lambda: {"type": "bound_ask", "model": self.value(v.model, where)})
+            return self.ref(v, lambda: {"type": "bound_ask", "model": self.value(v.model, where),
+                                        "name": v.name,
+                                        "pos": [v.pos.line, v.pos.col] if v.pos else None})
         if t is Answer:
             return self.ref(v, lambda: {"type": "answer", "value": self.value(v.value, where),
                                         "confidence": v.confidence, "source": v.source})
@@ -316,7 +318,8 @@ class _Loader:
                                         located=False) from None
             made = self.made[index] = Model(raw["name"], provider)
         elif kind == "bound_ask":
-            made = self.made[index] = BoundAsk(None)
+            made = self.made[index] = BoundAsk(None, raw["name"],
+                                               Pos(*raw["pos"]) if raw["pos"] else None)
             made.model = self.value(raw["model"])
         elif kind == "answer":
             made = self.made[index] = Answer(None, raw["confidence"], raw["source"])

@@ -584,7 +584,7 @@ class VM:
         if a:
             del stack[-a:]
         callee = stack.pop()
-        if type(callee) is Builtin:
+        if type(callee) is Builtin or getattr(callee, "is_builtin", False):
             if not callee.labels:
                 raise SenseRuntimeError(
                     f"'{callee.name}' does not accept labeled arguments ({', '.join(labels)})")
