@@ -4,7 +4,7 @@ VENV   ?= .venv
 REFVENV ?= .venv-ref
 PY      = $(VENV)/bin/python
 
-.PHONY: install run test ref bench golden clean
+.PHONY: install run test ref bench fuzz golden clean
 
 install: $(VENV)/.installed
 
@@ -33,6 +33,11 @@ test: install ref
 # Times sensevm against CPython and the reference (benchmarks/README.md); e.g. BENCH_ARGS=--quick.
 bench: install ref
 	SENSE_REF="$${SENSE_REF:-$(abspath $(REFVENV))/bin/sense}" $(PY) -m benchmarks $(BENCH_ARGS)
+
+# The generated-program properties with a long budget (the normal suite runs a short one).
+fuzz: install ref
+	FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-1000} SENSE_REF=$(abspath $(REFVENV))/bin/sense \
+		$(PY) -m pytest tests/test_generated_programs.py tests/test_compile_fuzz.py
 
 golden: install
 	$(PY) tests/golden_listing.py
