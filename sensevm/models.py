@@ -16,9 +16,7 @@ model as text, never raised.
 from __future__ import annotations
 
 import os
-from typing import Any, Optional
 
-from .audit import AuditRecord
 from .errors import SenseError, SensePolicyError, SenseRuntimeError, SenseTypeError
 from . import policy as P
 from .values import Builtin, ToolDefinition, equal, to_str, type_name
@@ -90,7 +88,7 @@ class Answer:
     __slots__ = ("value", "confidence", "source")
     type_name = "Answer"
 
-    def __init__(self, value, confidence: Optional[float], source: str):
+    def __init__(self, value, confidence: float | None, source: str):
         self.value = value
         self.confidence = confidence
         self.source = source
@@ -243,7 +241,7 @@ def _remote(spec, rest, labels) -> Model:
 
 # ----------------------------------------------------------------------------- asking
 
-def delegated_model(scope) -> Optional[Model]:
+def delegated_model(scope) -> Model | None:
     while scope is not None:
         model = scope.vars.get(DELEGATION)
         if model is not None:
@@ -252,7 +250,7 @@ def delegated_model(scope) -> Optional[Model]:
     return None
 
 
-def _gate(vm, frame, model: Model, at=None) -> Optional[str]:
+def _gate(vm, frame, model: Model, at=None) -> str | None:
     """Policy for a provider that leaves the process; returns its capability (or None)."""
     cap = model.provider.capability
     if cap is not None and not P.allowed(cap, frame.scope, frame):
@@ -264,6 +262,7 @@ def _gate(vm, frame, model: Model, at=None) -> Optional[str]:
 
 
 def _record(vm, frame, model, event, detail=None, host_only=False, at=None) -> None:
+    from .audit import AuditRecord
     vm.audit.append(AuditRecord(
         subject=f"model '{model.name}'", name=model.name, kind="model", event=event,
         detail=detail, line=(at or frame.pos).line, lineage=vm.lineage(frame),
@@ -314,7 +313,7 @@ def b_ask(vm, frame, args):
 _JSON_TYPES = {"Int": "integer", "Float": "number", "String": "string", "Bool": "boolean"}
 
 
-def json_schema(annotation: Optional[str]) -> dict:
+def json_schema(annotation: str | None) -> dict:
     """The JSON Schema a model is shown for a parameter annotated ``annotation``."""
     from .values import parse_annotation
     parsed = parse_annotation(annotation) if annotation else None
@@ -326,7 +325,7 @@ def _schema(parsed) -> dict:
     if name in _JSON_TYPES:
         return {"type": _JSON_TYPES[name]}
     if name == "Array":
-        schema: dict[str, Any] = {"type": "array"}
+        schema: dict = {"type": "array"}
         if params:
             schema["items"] = _schema(params[0])
         return schema
