@@ -86,6 +86,12 @@ class SenseApprovalError(SenseError):
     kind = "SenseApprovalError"
 
 
+class SenseSessionError(SenseError):
+    """A session verb refused: the wrong state, or a stale or foreign manifest hash."""
+
+    kind = "SenseSessionError"
+
+
 class SenseRecursionError(SenseRuntimeError):
     """Too many nested Sense calls; the reference prints it without a line."""
 
