@@ -232,7 +232,8 @@ class FunctionCompiler(n.NodeVisitor):
             rollback_index = self.body(f"{s.name}.rollback", CodeKind.ROLLBACK, s.rollback,
                                        s.rollback_pos or s.pos)
         self.b.actions.append(ActionDecl(s.name, s.kind == "reversible", s.capability,
-                                         s.approval, body_index, rollback_index))
+                                         s.approval, body_index, rollback_index,
+                                         immediate=s.kind == "irreversible immediate"))
         self.emit(Op.MAKE_ACTION, len(self.b.actions) - 1, pos=s.pos)
         self.emit(Op.STORE_LOCAL, self.b.string(s.name), pos=s.pos)
 
@@ -274,7 +275,23 @@ class FunctionCompiler(n.NodeVisitor):
         self.emit(Op.CALL, 2, pos=pos)
 
     def visit_Session(self, s: n.Session):
-        self.scoped_block(s.body, s.pos)
+        if s.handle is None:
+            self.scoped_block(s.body, s.pos)
+            return
+        # `session NAME as HANDLE:` opens the protocol in the block's scope; the block's end
+        # asks for the verdict. No jump can leave the block (resolve.py); an error aborts it.
+        self.emit(Op.PUSH_SCOPE, pos=s.pos)
+        self.control.append(_Control("scope"))
+        self.emit(Op.LOAD_NAME, self.b.string("@session_open"), pos=s.pos)
+        self.emit(Op.LOAD_CONST, self.b.constant(s.name), pos=s.pos)
+        self.emit(Op.CALL, 1, pos=s.pos)
+        self.emit(Op.STORE_LOCAL, self.b.string(s.handle), pos=s.pos)
+        self.block(s.body)
+        self.emit(Op.LOAD_NAME, self.b.string("@session_close"), pos=s.pos)
+        self.emit(Op.CALL, 0, pos=s.pos)
+        self.emit(Op.POP, pos=s.pos)
+        self.control.pop()
+        self.emit(Op.POP_SCOPE, 1, pos=s.pos)
 
     def visit_Test(self, s: n.Test):
         end = Label("endtest")

@@ -447,7 +447,8 @@ class _Printer:
         self.compound(s, indent, ("async agent " if s.is_async else "agent ") + s.name, s.body)
 
     def stmt_Session(self, s, indent):
-        self.compound(s, indent, f"session {s.name}", s.body)
+        head = f"session {s.name}" + (f" as {s.handle}" if s.handle else "")
+        self.compound(s, indent, head, s.body)
 
     def stmt_Test(self, s, indent):
         self.compound(s, indent, f"test {format_string(s.name)}", s.body)

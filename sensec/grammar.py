@@ -62,6 +62,8 @@ MSG_ONE_CAPABILITY = "an action can only 'require' one capability"
 MSG_APPROVAL_TWICE = "'approval' listed twice in 'requires'"
 MSG_NEEDS_ROLLBACK = ("reversible action '{name}' must declare a 'rollback' block -- use "
                       "'irreversible action' instead if this genuinely can't be undone")
+# The reference's message for any other word (it has no immediate actions).
+MSG_IMMEDIATE = "expected 'action' after 'irreversible' (got IDENT '{word}')"
 MSG_NO_ROLLBACK = ("only a 'reversible action' may declare 'rollback' \u2014 an irreversible "
                    "action cannot be reliably undone")
 MSG_COMPENSATE = ("'compensate' is now spelled 'rollback' -- rename this block's leading word "
@@ -963,8 +965,15 @@ class Parser:
 
     def p_action_kind(self, p):
         """action_kind : REVERSIBLE
-                       | IRREVERSIBLE"""
-        p[0] = p[1]
+                       | IRREVERSIBLE
+                       | IRREVERSIBLE IDENT"""
+        if len(p) == 3:
+            # `immediate` stays an ordinary name everywhere else.
+            if p[2] != "immediate":
+                self._check_failed(MSG_IMMEDIATE.format(word=p[2]), self._pos(p, 2))
+            p[0] = "irreversible immediate"
+        else:
+            p[0] = p[1]
 
     def p_req_list_first(self, p):
         "req_list : req"
@@ -1085,8 +1094,12 @@ class Parser:
         p[0] = p[1]
 
     def p_session_stmt(self, p):
-        "session_stmt : SESSION IDENT block"
-        p[0] = N.Session(self._pos(p, 1), p[2], p[3])
+        """session_stmt : SESSION IDENT block
+                        | SESSION IDENT AS IDENT block"""
+        if len(p) == 4:
+            p[0] = N.Session(self._pos(p, 1), p[2], p[3])
+        else:
+            p[0] = N.Session(self._pos(p, 1), p[2], p[5], p[4])
 
     def p_test_stmt(self, p):
         "test_stmt : TEST STRING block"

@@ -274,7 +274,7 @@ class FunctionDef(Stmt):
 @node
 class ActionDef(Stmt):
     pos: Pos            # 'reversible' / 'irreversible'
-    kind: str           # "reversible" | "irreversible"
+    kind: str           # "reversible" | "irreversible" | "irreversible immediate"
     name: str
     params: tuple[Param, ...]
     capability: Optional[str]
@@ -312,9 +312,11 @@ class Policy(Stmt):
 
 @node
 class Session(Stmt):
+    """``session NAME:`` (a scope), or ``session NAME as HANDLE:`` (the commit protocol)."""
     pos: Pos
     name: str
     body: Block
+    handle: Optional[str] = None
 
 
 @node

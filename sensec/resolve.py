@@ -26,6 +26,7 @@ class Resolver(n.NodeVisitor):
         self.errors: list[SenseSyntaxError] = []
         self.loops = 0            # loops enclosing the current statement within this body
         self.in_function = False
+        self.session = None       # the protocol session enclosing it within this body
 
     def error(self, message: str, pos) -> None:
         self.errors.append(SenseSyntaxError(message, pos, path=self.path))
@@ -41,40 +42,43 @@ class Resolver(n.NodeVisitor):
             return
         super().generic_visit(node)
 
-    def visit_FunctionDef(self, f: n.FunctionDef):
-        saved = self.loops, self.in_function
-        # break/continue never cross a function body (spec 21.3).
-        self.loops, self.in_function = 0, True
-        for stmt in f.body:
+    def body(self, stmts, *, returns: bool = True) -> None:
+        """A body of its own (function, action, rollback, tool, agent): break/continue never
+        cross it (spec 21.3), and a session block around it does not enclose its statements."""
+        saved = self.loops, self.in_function, self.session
+        self.loops, self.in_function, self.session = 0, returns, None
+        for stmt in stmts:
             self.visit(stmt)
-        self.loops, self.in_function = saved
+        self.loops, self.in_function, self.session = saved
+
+    def visit_FunctionDef(self, f: n.FunctionDef):
+        self.body(f.body)
 
     def visit_ActionDef(self, a: n.ActionDef):
-        # An action body and its rollback block are bodies of their own, like a function's.
-        saved = self.loops, self.in_function
-        self.loops, self.in_function = 0, True
-        for stmt in a.body + (a.rollback or ()):
-            self.visit(stmt)
-        self.loops, self.in_function = saved
+        self.body(a.body + (a.rollback or ()))
 
     def visit_AgentDef(self, a: n.AgentDef):
-        # `return` ends the agent; break/continue never leave its body.
-        saved = self.loops, self.in_function
-        self.loops, self.in_function = 0, True
-        for stmt in a.body:
-            self.visit(stmt)
-        self.loops, self.in_function = saved
+        self.body(a.body)          # `return` ends the agent
 
     def visit_ToolDef(self, t: n.ToolDef):
         if t.capability == "approval":
             # Spec 21.5: a tool has no commit boundary at which approval could be checked.
             self.error("'requires approval' is not allowed on a tool — a tool has no commit to "
                        "check approval at; use an action", t.pos)
-        saved = self.loops, self.in_function
-        self.loops, self.in_function = 0, True
-        for stmt in t.body:
+        self.body(t.body)
+
+    def visit_Session(self, s: n.Session):
+        if s.handle is None:
+            for stmt in s.body:
+                self.visit(stmt)
+            return
+        # A protocol session ends only by finishing its block (or by an error, which aborts
+        # it): no jump may leave it with its verdict undecided.
+        saved = self.loops, self.session
+        self.loops, self.session = 0, (s.name, s.handle)
+        for stmt in s.body:
             self.visit(stmt)
-        self.loops, self.in_function = saved
+        self.loops, self.session = saved
 
     def visit_While(self, w: n.While):
         self.visit(w.cond)
@@ -91,18 +95,30 @@ class Resolver(n.NodeVisitor):
         self.loops -= 1
 
     def visit_Break(self, b: n.Break):
-        if not self.loops:
-            self.error("'break' outside loop", b.pos)
+        self.jump("break", b.pos, self.loops)
 
     def visit_Continue(self, c: n.Continue):
-        if not self.loops:
-            self.error("'continue' outside loop", c.pos)
+        self.jump("continue", c.pos, self.loops)
 
     def visit_Return(self, r: n.Return):
-        if not self.in_function:
-            self.error("'return' outside function", r.pos)
+        self.jump("return", r.pos, self.in_function)
         if r.value is not None:
             self.visit(r.value)
+
+    def jump(self, word: str, pos, target) -> None:
+        # A return always leaves a session of its own body; break/continue only when no loop
+        # inside the session encloses them (loops restart from 0 at the session's block).
+        if target and (word != "return" or self.session is None):
+            return
+        if self.session is not None:
+            name, handle = self.session
+            self.error(f"'{word}' cannot leave session '{name}' — a session ends with its "
+                       f"block: {handle}.commit(hash), {handle}.abort() or the host's verdict",
+                       pos)
+        elif word == "return":
+            self.error("'return' outside function", pos)
+        else:
+            self.error(f"'{word}' outside loop", pos)
 
     def visit_Import(self, i: n.Import):
         if i.python:

@@ -150,7 +150,8 @@ CORE = [
 def builtin_scope() -> Scope:
     from .agents import AGENT_BUILTINS
     from .models import MODEL_BUILTINS
+    from .sessions import SESSION_BUILTINS
     scope = Scope(None, tag="builtins")
-    for b in CORE + AGENT_BUILTINS + MODEL_BUILTINS:
+    for b in CORE + AGENT_BUILTINS + MODEL_BUILTINS + SESSION_BUILTINS:
         scope.vars[b.name] = b
     return scope

@@ -27,7 +27,8 @@ def stale_source(path: str, source_hash: bytes):
 
 
 def run_file(path: str, *, dry_run: bool = False, stdout=None, stderr=None,
-             audit_log: str | None = None, state_dir: str | None = None) -> int:
+             audit_log: str | None = None, state_dir: str | None = None,
+             approve: str | None = None, session_log: str | None = None, stdin=None) -> int:
     """Run ``path`` as ``sensevm run`` does; return the exit status.
 
     With ``audit_log``, every audit record is also appended durably to that file (see
@@ -54,7 +55,28 @@ def run_file(path: str, *, dry_run: bool = False, stdout=None, stderr=None,
     if audit is None:
         return 1
     vm = VM(verified, stdout=stdout, dry_run=dry_run, audit=audit, state_dir=state_dir)
+    _session_host(vm, path, approve, session_log, stdin, stderr)
     return _guarded(vm.run, audit, sources, stdout, stderr)
+
+
+def _session_host(vm, path: str, approve, session_log, stdin, stderr) -> None:
+    """How this run decides a session its program left undecided, and where sessions log."""
+    import os
+    vm.session_log_path = session_log or os.path.join(
+        os.path.dirname(os.path.abspath(path)), ".sense", "sessions.wal")
+    stdin = stdin if stdin is not None else sys.stdin
+
+    def approver(session, manifest, shown):
+        if approve is not None:
+            return approve                  # confirm() refuses it unless it is this manifest
+        if not (hasattr(stdin, "isatty") and stdin.isatty()):
+            return None                     # no one to ask: fail closed
+        stderr.write(shown + f"Run exactly these {len(manifest.entries)} irreversible "
+                             "action(s)? Type yes to approve, anything else aborts: ")
+        stderr.flush()
+        return manifest.hash if stdin.readline().strip().lower() == "yes" else None
+
+    vm.session_approver = approver
 
 
 def _open_audit(audit_log, stderr):
@@ -104,9 +126,36 @@ def main():
               help="Also append every audit record to this file as a hash-chained JSON line.")
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None,
               help="Save every paused agent here, to continue later with `sensevm resume`.")
-def run(file, dry_run, audit_log, state_dir):
+@click.option("--approve", "approve", metavar="HASH", default=None,
+              help="Approve a session left undecided if its manifest has exactly this hash.")
+@click.option("--session-log", "session_log", type=click.Path(dir_okay=False), default=None,
+              help="The sessions' write-ahead log (default: .sense/sessions.wal beside FILE).")
+def run(file, dry_run, audit_log, state_dir, approve, session_log):
     """Verify and run FILE (.snb, or .sns compiled in memory)."""
-    sys.exit(run_file(file, dry_run=dry_run, audit_log=audit_log, state_dir=state_dir))
+    sys.exit(run_file(file, dry_run=dry_run, audit_log=audit_log, state_dir=state_dir,
+                      approve=approve, session_log=session_log))
+
+
+@main.command()
+@click.argument("wal", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print the verdicts as JSON.")
+def recover(wal, as_json):
+    """Give every session in the write-ahead log WAL its verdict (safe to run again)."""
+    import json
+    from .wal import WalError, recover as recover_log
+    try:
+        verdicts = recover_log(wal)
+    except WalError as exc:
+        click.echo(f"sensevm recover: {exc}", err=True)
+        sys.exit(1)
+    if as_json:
+        click.echo(json.dumps([v.as_json() for v in verdicts], indent=2))
+    else:
+        for v in verdicts:
+            click.echo(v.describe())
+        if not verdicts:
+            click.echo("no sessions in the log")
+    sys.exit(0 if all(v.clean for v in verdicts) else 3)
 
 
 def resume_agent(directory: str, name: str, answer: str, *, stdout=None, stderr=None,

@@ -12,8 +12,10 @@ from .errors import SenseRuntimeError
 
 PREPARED, VERIFIED, COMMITTED = "prepared", "verified", "committed"
 DENIED, FAILED, ROLLED_BACK = "denied", "failed", "rolled_back"
-STATES = (PREPARED, VERIFIED, COMMITTED, DENIED, FAILED, ROLLED_BACK)
-TERMINAL = frozenset({DENIED, FAILED, ROLLED_BACK})
+# Inside a protocol session (sessions.py) an irreversible commit waits in the queue.
+QUEUED, DROPPED = "queued", "dropped"
+STATES = (PREPARED, VERIFIED, COMMITTED, DENIED, FAILED, ROLLED_BACK, QUEUED, DROPPED)
+TERMINAL = frozenset({DENIED, FAILED, ROLLED_BACK, DROPPED})
 
 # (state, event) -> next state
 TRANSITIONS: dict[tuple[str, str], str] = {
@@ -30,6 +32,12 @@ TRANSITIONS: dict[tuple[str, str], str] = {
     # A denied or failing rollback leaves the action committed, so it may be tried again.
     (COMMITTED, "rollback_denied"): COMMITTED,
     (COMMITTED, "rollback_failed"): COMMITTED,
+    # The session queue: enqueued at .commit(), fired at the confirm, dropped by an abort.
+    (VERIFIED, "commit_queued"): QUEUED,
+    (QUEUED, "commit_denied"): DENIED,
+    (QUEUED, "commit_succeeded"): COMMITTED,
+    (QUEUED, "commit_failed"): FAILED,
+    (QUEUED, "dropped"): DROPPED,
 }
 
 
@@ -60,8 +68,9 @@ def check_approve(action) -> None:
                                 f"'{action.state}', not 'prepared'/'verified'")
 
 
-def check_commit(action) -> None:
-    if action.state != VERIFIED:
+def check_commit(action, confirmed: bool = False) -> None:
+    # Only a session's confirm fires a queued action.
+    if action.state != VERIFIED and not (confirmed and action.state == QUEUED):
         raise SenseRuntimeError(f"action '{action.name}' must be verified before .commit() "
                                 f"(current state: '{action.state}')", located=False)
 

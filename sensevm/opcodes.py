@@ -39,7 +39,7 @@ import hashlib
 from enum import IntEnum, IntFlag
 
 FORMAT_MAJOR = 4
-FORMAT_MINOR = 0
+FORMAT_MINOR = 1          # 1: the action manifest's "immediate" flag bit (4)
 
 
 class Operand(IntEnum):

@@ -76,10 +76,13 @@ class ActionDecl:
     approval: bool               # `requires approval`
     body: int                    # code index, kind ACTION_BODY
     rollback: int = -1           # code index, kind ROLLBACK; -1 for an irreversible action
+    immediate: bool = False      # `irreversible immediate`: fires inside a session, not queued
 
     @property
     def kind(self) -> str:
-        return "reversible" if self.reversible else "irreversible"
+        if self.reversible:
+            return "reversible"
+        return "irreversible immediate" if self.immediate else "irreversible"
 
 
 @dataclass(frozen=True)

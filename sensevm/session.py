@@ -102,6 +102,21 @@ class Manifest:
     def __str__(self) -> str:
         return f"<manifest {self.hash[:19]}… ({len(self.entries)} to fire)>"
 
+    def sense_member(self, vm, name: str):
+        if name == "hash":
+            return self.hash
+        if name == "entries":
+            return list(self.entries)
+        if name == "summary":
+            return self.summary
+        counters = self.body["counters"]
+        if name in ("commits", "per_call", "residue"):
+            return counters[{"commits": "commit", "per_call": "perCall"}.get(name, name)]
+        raise SenseSessionError(f"manifest has no member '{name}'")
+
+    def member_names(self):
+        return ["commits", "entries", "hash", "per_call", "residue", "summary"]
+
 
 class Session:
     """One protocol session's queue, registered rollbacks, fired immediates, state and counters."""
@@ -109,7 +124,12 @@ class Session:
     def __init__(self, name: str, program_hash: str, policy_digest, log=None,
                  session_id: str | None = None):
         self.name = name
+        # The id in the hash: given by the VM from the program, the session's name and its
+        # occurrence in the run, so a dry run shows the hash a real run will ask to approve
+        # (`--approve HASH`), and a hash from any other session never matches.
         self.id = session_id or os.urandom(16).hex()
+        # The id in the write-ahead log: unique to this run, so runs never mix there.
+        self.log_id = f"{self.id[:16]}-{os.urandom(8).hex()}"
         self.program_hash = program_hash
         self.policy_digest = policy_digest          # () -> str, asked at every manifest
         self.log = log
@@ -125,7 +145,7 @@ class Session:
         if self.log is not None:
             from .wal import WalError
             try:
-                self.log.append(kind, self.id, **fields)
+                self.log.append(kind, self.log_id, **fields)
             except WalError as err:
                 # Fail closed: without a durable record, nothing more happens in this session.
                 raise SenseRuntimeError(str(err), located=False) from None

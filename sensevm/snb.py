@@ -190,7 +190,8 @@ def _dump_manifest(program: Program, pool: _StringPool) -> bytes:
     write_uvarint(out, len(program.actions))
     for a in program.actions:
         write_uvarint(out, pool(a.name))
-        out.append((1 if a.reversible else 0) | (2 if a.approval else 0))
+        out.append((1 if a.reversible else 0) | (2 if a.approval else 0)
+                   | (4 if a.immediate else 0))
         _write_optional(out, pool, a.capability)
         write_uvarint(out, a.body)
         write_uvarint(out, zigzag(a.rollback))
@@ -454,12 +455,15 @@ def _load_manifest(r: _Reader, out: dict) -> None:
         name = r.string("action name")
         at = r.pos
         bits = r.u8("action flags")
-        if bits & ~3:
-            raise SnbFormatError(at, f"unknown action flag bits 0x{bits & ~3:x}")
+        if bits & ~7:
+            raise SnbFormatError(at, f"unknown action flag bits 0x{bits & ~7:x}")
+        if bits & 5 == 5:
+            raise SnbFormatError(at, "an action cannot be both reversible and immediate")
         capability = r.optional_string("action capability")
         body = r.uvarint("action body code index")
         rollback = unzigzag(r.uvarint("action rollback code index"))
-        actions.append(ActionDecl(name, bool(bits & 1), capability, bool(bits & 2), body, rollback))
+        actions.append(ActionDecl(name, bool(bits & 1), capability, bool(bits & 2), body, rollback,
+                                  immediate=bool(bits & 4)))
     out["actions"] = tuple(actions)
     tools = []
     for _ in range(r.count("tool count")):

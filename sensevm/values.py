@@ -372,7 +372,7 @@ class ActionDefinition:
 class PreparedAction:
     """One prepared call of an action: bound arguments, a state, and whether it was approved."""
 
-    __slots__ = ("definition", "args", "state", "approved", "body_scope")
+    __slots__ = ("definition", "args", "state", "approved", "body_scope", "session")
     type_name = "Action"
 
     def __init__(self, definition: ActionDefinition, args: list):
@@ -381,6 +381,7 @@ class PreparedAction:
         self.state = "prepared"
         self.approved = False
         self.body_scope: Optional[Scope] = None   # the scope the commit body ran in
+        self.session = None      # the session handle to register with once its body has run
 
     @property
     def name(self) -> str:

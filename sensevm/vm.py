@@ -134,6 +134,11 @@ class VM:
         self.worker_agent = None        # on an async agent's worker: that agent
         self.state_dir = state_dir      # where paused agents are saved (--state-dir)
         self.agents: list = []
+        self.sessions: list = []        # open protocol sessions, innermost last (sessions.py)
+        self.session_counts: dict = {}  # sessions opened so far, by name
+        self.session_approver = None    # the host's verdict on a session left undecided
+        self.session_log_path: Optional[str] = None     # the sessions' write-ahead log
+        self._session_log = None
         self.tests: list[TestResult] = []
         self.builtins = builtin_scope()
         self.prepared = self.load(verified)
@@ -256,6 +261,8 @@ class VM:
         frame = self.frame
         if frame is not None:
             err.with_pos(frame.pos, frame.prepared.path)
+        if self.sessions:
+            self._abort_sessions_left(frame)
         while frame is not None:
             if frame.tests:
                 handler = frame.tests.pop()
@@ -276,6 +283,13 @@ class VM:
             self.depth -= 1
         self.frame = None
         raise err
+
+    def _abort_sessions_left(self, frame) -> None:
+        """Every protocol session the error leaves (outside the block that catches it) aborts."""
+        from .sessions import abort_left
+        while frame is not None and not frame.tests:
+            frame = frame.caller
+        abort_left(self, frame, frame.tests[-1].scope if frame is not None else None)
 
     def _forget_loading(self, frame: Frame) -> None:
         if frame.module in self.loading:
@@ -768,16 +782,17 @@ class VM:
         self.record(action, "approved", f, line=pos.line, host_only=True)
         return action
 
-    def commit(self, f, action: PreparedAction, scope: Scope) -> bool:
-        L.check_commit(action)
+    def commit(self, f, action: PreparedAction, scope: Scope, *, routed: bool = False,
+               confirmed: bool = False) -> bool:
+        """``.commit()``: inside a protocol session, the session decides (sessions.py) and
+        calls back with ``routed``; ``confirmed`` is its confirm firing a queued action."""
+        if self.sessions and not routed:
+            from .sessions import route_commit
+            return route_commit(self, f, action, scope, self.sessions[-1])
+        L.check_commit(action, confirmed)
         decl = action.definition.decl
-        cap = decl.capability
-        if cap is not None and not P.allowed(cap, scope, f):
-            L.transition(action, "commit_denied")
-            self.record(action, "denied", f, detail=f"capability '{cap}' denied by policy")
-            raise SensePolicyError(f"action '{action.name}' requires capability '{cap}', "
-                                   "which is denied by policy", located=False)
-        if decl.approval and not action.approved:
+        self.check_commit_policy(f, action, scope)
+        if decl.approval and not action.approved and not confirmed:
             L.transition(action, "commit_unapproved")
             self.record(action, "denied", f, detail="requires approval")
             raise SenseApprovalError(f"action '{action.name}' requires approval before "
@@ -786,6 +801,9 @@ class VM:
         if self.dry_run:
             L.transition(action, "commit_dry_run")
             self.record(action, "committed", f, detail="dry run — body not executed")
+            if action.session is not None:
+                from .sessions import body_ran
+                body_ran(self, action)      # so a dry run shows the manifest a run will
             f.stack.append(None)
             return False
         prepared = action.definition.body
@@ -798,6 +816,14 @@ class VM:
         self.record(action, "committing", f, host_only=True)
         self._push_body(f, prepared, scope, action, "commit", (f"{decl.kind}:{decl.name}",), None)
         return True
+
+    def check_commit_policy(self, f, action: PreparedAction, scope: Scope) -> None:
+        cap = action.definition.decl.capability
+        if cap is not None and not P.allowed(cap, scope, f):
+            L.transition(action, "commit_denied")
+            self.record(action, "denied", f, detail=f"capability '{cap}' denied by policy")
+            raise SensePolicyError(f"action '{action.name}' requires capability '{cap}', "
+                                   "which is denied by policy", located=False)
 
     def rollback(self, f, action: PreparedAction, scope: Scope, pos: Pos) -> bool:
         L.check_rollback(action)
@@ -850,6 +876,9 @@ class VM:
         if frame.role == "commit":
             L.transition(action, "commit_succeeded")
             self.record(action, "committed", caller)
+            if action.session is not None:
+                from .sessions import body_ran
+                body_ran(self, action)
         else:
             L.transition(action, "rollback_succeeded")
             self.record(action, "rolled_back", caller, line=frame.audit_line)
@@ -915,20 +944,41 @@ class VM:
         return True
 
     def call_tool_now(self, f, tool: ToolDefinition, args: list) -> Any:
-        """Run a (synchronous) tool to its end for host code in ``f`` — a model's request.
+        """Run a (synchronous) tool to its end for host code in ``f`` — a model's request —
+        through ``call_tool``, so the checks and audit are the ones TOOL_CALL makes."""
+        return self.run_now(f, lambda worker: worker.call_tool(f, tool, args))
 
-        Through ``call_tool``, so the checks and audit are the ones TOOL_CALL makes. The body
-        runs on an execution state of its own whose only frame stands on ``f`` for policy and
-        lineage, and control returns here when it returns; an error in it propagates.
+    def run_now(self, f, start) -> Any:
+        """Run to its end the body that ``start(worker)`` pushes, for host code in frame ``f``.
+
+        The body runs on an execution state of its own whose only frame stands on ``f`` for
+        policy and lineage; control returns here when it returns, and an error in it
+        propagates. When ``start`` pushes nothing (a dry run), its result is on ``f``'s stack.
         """
         worker = self.worker()
         worker.depth = self.depth
-        if not worker.call_tool(f, tool, args):
+        if not start(worker):
             return f.stack.pop()
         body = worker.frame
         body.caller, body.origin = None, f
         worker._loop()
         return worker.result
+
+    def session_log(self):
+        """The write-ahead log of this run's sessions, opened at the first session (or None)."""
+        if self.session_log_path is None or self.dry_run:
+            return None                 # a dry run fires nothing, so it owes no record
+        if self._session_log is None:
+            import os
+            from .wal import SessionLog, WalError
+            try:
+                os.makedirs(os.path.dirname(os.path.abspath(self.session_log_path)),
+                            exist_ok=True)
+                self._session_log = SessionLog(self.session_log_path)
+            except (WalError, OSError) as err:
+                raise SenseRuntimeError(f"cannot open the session log: {err}",
+                                        located=False) from None
+        return self._session_log
 
     def record_tool(self, tool, event, frame, line, detail=None) -> None:
         self.audit.append(AuditRecord(

@@ -1,0 +1,305 @@
+"""Protocol sessions in the VM: the handle value, the block's open and close, and routed commits.
+
+``session NAME as s:`` compiles to a call of ``@session_open`` at the block's start and of
+``@session_close`` at its end (resolve.py keeps every jump from leaving the block). While the
+block runs, ``VM.commit`` hands each commit to ``route_commit`` here: a reversible one runs now
+and is registered with its rollback, an irreversible one is queued (state ``queued``, nothing
+runs), an ``irreversible immediate`` one runs after its own approval. The queue fires at the
+confirm, each entry through ``VM.commit`` again (policy re-checked; the confirm stands for a
+declared approval), and an abort replays the rollbacks through ``VM.rollback``: no body is ever
+reached by another path. An error that leaves the block aborts the session (``VM._unwind``).
+
+The protocol itself (state machine, manifest hash, write-ahead log) is ``session.py``.
+"""
+
+from __future__ import annotations
+
+import os
+
+from .errors import SenseApprovalError, SenseError, SenseSessionError
+from . import lifecycle as L
+from .values import Builtin, to_str, type_name
+
+# session.py (and the WAL under it) load when a program opens its first session: the run path
+# of every other program stays light.
+
+SESSION = "@session"          # the block scope's binding of its handle
+
+
+class SessionHandle:
+    """What ``as s`` binds: the session, the block scope it belongs to and the frame running it."""
+
+    __slots__ = ("session", "scope", "frame", "pos", "queued")
+    type_name = "Session"
+
+    def __init__(self, session, scope, frame, pos):
+        self.session = session
+        self.scope = scope
+        self.frame = frame
+        self.pos = pos
+        self.queued: dict = {}          # entry number -> its PreparedAction
+
+    def __str__(self) -> str:
+        return f"<session {self.session.name} state={self.session.state}>"
+
+    def sense_member(self, vm, name: str):
+        s = self.session
+        if name == "state":
+            return s.state
+        if name == "name":
+            return s.name
+        if name in ("manifest", "commit", "abort"):
+            return Builtin(f"{s.name}.{name}", _VERBS[name](self), 0 if name != "commit" else 1,
+                           frames=True)
+        raise SenseSessionError(f"session '{s.name}' has no member '{name}'")
+
+    def member_names(self):
+        return ["abort", "commit", "manifest", "name", "state"]
+
+
+def _manifest_verb(handle):
+    def manifest(vm, frame, args):
+        frame.stack.append(show_manifest(vm, frame, handle))
+        return False
+    return manifest
+
+
+def _commit_verb(handle):
+    def commit(vm, frame, args):
+        confirm(vm, frame, handle, args[0], "program")
+        frame.stack.append(None)
+        return False
+    return commit
+
+
+def _abort_verb(handle):
+    def abort(vm, frame, args):
+        abort_session(vm, frame, handle, "program")
+        frame.stack.append(None)
+        return False
+    return abort
+
+
+_VERBS = {"manifest": _manifest_verb, "commit": _commit_verb, "abort": _abort_verb}
+
+
+# ----------------------------------------------------------------------------- open / close
+
+def policy_digest(scope) -> str:
+    """A digest of every capability rule in force for code in ``scope``."""
+    import hashlib
+    from .policy import rules_in_force
+    rules = sorted(rules_in_force(scope).items())
+    return hashlib.sha256(repr(rules).encode()).hexdigest()
+
+
+def b_session_open(vm, frame, args):
+    from .session import Session
+    name = args[0]
+    scope = frame.scope
+    import hashlib
+    program_hash = vm.program.source_hash.hex() if vm.program.source_hash else ""
+    occurrence = vm.session_counts.get(name, 0) + 1
+    vm.session_counts[name] = occurrence
+    sid = hashlib.sha256(f"{program_hash}:{name}:{occurrence}".encode()).hexdigest()[:32]
+    session = Session(name, program_hash, lambda: policy_digest(scope), vm.session_log(),
+                      session_id=sid)
+    handle = SessionHandle(session, scope, frame, frame.pos)
+    scope.vars[SESSION] = handle
+    vm.sessions.append(handle)
+    _audit(vm, frame, handle, "opened", f"id {session.id}")
+    frame.stack.append(handle)
+    return False
+
+
+def b_session_close(vm, frame, args):
+    handle = frame.scope.vars[SESSION]
+    session = handle.session
+    try:
+        if session.state in ("open", "enumerated"):
+            _host_verdict(vm, frame, handle)
+    except SenseError:
+        if session.state in ("open", "enumerated"):
+            abort_session(vm, frame, handle, "host")     # a refused hash, say
+        raise
+    finally:
+        if handle in vm.sessions:
+            vm.sessions.remove(handle)
+    frame.stack.append(None)
+    return False
+
+
+def _host_verdict(vm, frame, handle) -> None:
+    """The block ended undecided: the host approves exactly this manifest, or it aborts."""
+    session = handle.session
+    manifest = show_manifest(vm, frame, handle)
+    if vm.dry_run:
+        vm.write(render(manifest, session))
+        abort_session(vm, frame, handle, "dry run")
+        return
+    if not session.of("deferred"):
+        confirm(vm, frame, handle, manifest.hash, "nothing to approve")
+        return
+    approver = vm.session_approver
+    answer = approver(session, manifest, render(manifest, session)) if approver else None
+    if answer is None:
+        abort_session(vm, frame, handle, "host")
+        raise SenseSessionError(
+            f"session '{session.name}' ended without a verdict and was aborted: nothing "
+            "irreversible ran (approve it at a terminal, or pass --approve "
+            f"{manifest.hash})", located=False)
+    confirm(vm, frame, handle, answer, "host")
+
+
+def render(manifest, session) -> str:
+    lines = [f"session {session.name}: {manifest.summary}"]
+    lines += [f"  {entry}" for entry in manifest.entries]
+    lines.append(f"  hash {manifest.hash}")
+    return "\n".join(lines) + "\n"
+
+
+def show_manifest(vm, frame, handle):
+    manifest = handle.session.manifest()
+    _audit(vm, frame, handle, "enumerated", manifest.hash)
+    return manifest
+
+
+def confirm(vm, frame, handle, digest, approver: str) -> None:
+    session = handle.session
+    if type(digest) is not str:
+        raise SenseSessionError(f"{session.name}.commit() expects the manifest's hash (a "
+                                f"String), got {type_name(digest)}")
+    session.confirm(digest, approver)
+    _audit(vm, frame, handle, "committed", _counters(session))
+
+
+def abort_session(vm, frame, handle, by: str) -> None:
+    session = handle.session
+    session.abort()
+    for action in handle.queued.values():
+        if action.state == L.QUEUED:
+            L.transition(action, "dropped")
+    _audit(vm, frame, handle, "aborted", f"by {by}; {_counters(session)}")
+
+
+def _counters(session) -> str:
+    c = session.counters
+    return f"commit={c['commit']} perCall={c['perCall']} residue={c['residue']}"
+
+
+def _audit(vm, frame, handle, event: str, detail: str) -> None:
+    from .audit import AuditRecord
+    name = handle.session.name
+    # Host-side: audit_log() keeps the reference's lines for the actions themselves.
+    vm.audit.append(AuditRecord(subject=f"session '{name}'", name=name, kind="session",
+                                event=event, detail=detail, line=frame.pos.line,
+                                lineage=vm.lineage(frame), host_only=True))
+
+
+def abort_left(vm, frame, scope) -> None:
+    """An error is leaving ``scope`` of ``frame`` (or every frame, when ``frame`` is None):
+    abort each open session it leaves, innermost first."""
+    while vm.sessions:
+        handle = vm.sessions[-1]
+        if frame is not None and _survives(handle, frame, scope):
+            return
+        vm.sessions.pop()
+        if handle.session.state in ("open", "enumerated"):
+            try:
+                abort_session(vm, handle.frame, handle, "error")
+            except SenseError:
+                pass                   # a failed rollback is residue, already counted
+
+
+def _survives(handle, frame, scope) -> bool:
+    if handle.frame is frame:
+        while scope is not None:
+            if scope is handle.scope:
+                return True
+            scope = scope.parent
+        return False
+    caller = frame.caller
+    while caller is not None:
+        if caller is handle.frame:
+            return True
+        caller = caller.caller
+    return False
+
+
+# ----------------------------------------------------------------------------- commits
+
+def active(vm):
+    return vm.sessions[-1] if vm.sessions else None
+
+
+def route_commit(vm, f, action, scope, handle) -> bool:
+    """``action.commit()`` inside a protocol session; True if a body frame was pushed."""
+    from .session import canonical
+    session = handle.session
+    decl = action.definition.decl
+    args = canonical(list(action.args), to_str)
+    if decl.reversible or decl.immediate:
+        if decl.immediate and not action.approved:
+            L.check_commit(action)
+            raise SenseApprovalError(
+                f"immediate action '{action.name}' runs at once inside session "
+                f"'{session.name}', so it needs its own approval: call "
+                f"{action.name}.approve() first", located=False)
+        action.session = handle            # registered once its body has run
+        return vm.commit(f, action, scope, routed=True)
+    # Deferred: every check a commit makes now, except running the body.
+    L.check_commit(action)
+    vm.check_commit_policy(f, action, scope)
+    entry = session.enqueue(action.name, args, decl.capability,
+                            lambda entry: _fire(vm, handle, action, scope),
+                            after=_depends(handle, action.args))
+    handle.queued[entry.n] = action
+    L.transition(action, "commit_queued")
+    vm.record(action, "queued", f, detail=f"session {session.name}", host_only=True)
+    f.stack.append(action)
+    return False
+
+
+def _depends(handle, args) -> list:
+    """The queued entries this one depends on: those whose actions it takes as arguments."""
+    by_action = {id(a): n for n, a in handle.queued.items()}
+    return [by_action[id(a)] for a in args if id(a) in by_action]
+
+
+def body_ran(vm, action) -> None:
+    """A reversible or immediate commit's body returned: register it with its session."""
+    from .session import canonical
+    handle, action.session = action.session, None
+    session = handle.session
+    args = canonical(list(action.args), to_str)
+    if action.definition.decl.reversible:
+        session.witness(action.name, args, lambda entry: _undo(vm, handle, action))
+    else:
+        session.immediate(action.name, args)
+
+
+def _fire(vm, handle, action, scope) -> None:
+    frame = handle.frame
+    vm.run_now(frame, lambda worker: worker.commit(frame, action, scope, routed=True,
+                                                   confirmed=True))
+    if action.state != L.COMMITTED:
+        raise SenseSessionError(f"'{action.name}' did not commit (state {action.state})",
+                                located=False)
+
+
+def _undo(vm, handle, action) -> None:
+    if vm.dry_run or action.state != L.COMMITTED:
+        return
+    frame = handle.frame
+    vm.run_now(frame, lambda worker: worker.rollback(frame, action, handle.scope, handle.pos))
+
+
+def default_log_path(vm) -> str:
+    source = vm.program.sources[0].path if vm.program.sources else "program"
+    return os.path.join(os.path.dirname(os.path.abspath(source)), ".sense", "sessions.wal")
+
+
+SESSION_BUILTINS = [
+    Builtin("@session_open", b_session_open, 1, frames=True),
+    Builtin("@session_close", b_session_close, 0, frames=True),
+]

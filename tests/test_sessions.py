@@ -1,0 +1,334 @@
+"""Protocol sessions in the VM: routed commits, the handle's verbs, the host's verdict, dry runs, the WAL."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from conftest import ROOT
+from sensevm.errors import SenseApprovalError, SenseError, SenseSessionError, SenseSyntaxError
+
+DECLS = '''reversible action archive(year: Int) requires files.archive:
+    print("archiving", year)
+rollback:
+    print("restoring", year)
+irreversible action send(to: String) requires email.send:
+    print("SENT", to)
+irreversible action report(to: String) requires email.send, approval:
+    print("REPORTED", to)
+irreversible immediate action charge(cents: Int) requires payment.send:
+    print("CHARGED", cents)
+def run(a):
+    a.verify()
+    return a.commit()
+'''
+
+
+def execute(source, tmp_path, *, approver=None, dry_run=False, wal=None):
+    from sensec.driver import compile_source
+    from sensevm.snb import dump
+    from sensevm.verify import load_verified
+    from sensevm.vm import VM
+    verified = load_verified(dump(compile_source(DECLS + source, str(tmp_path / "main.sns"))))
+    out = io.StringIO()
+    vm = VM(verified, stdout=out, dry_run=dry_run)
+    vm.session_approver = approver
+    vm.session_log_path = wal
+    try:
+        vm.run()
+    except SenseError as err:
+        return out.getvalue(), err
+    return out.getvalue(), None
+
+
+def test_deferred_fire_only_at_the_confirm_in_order(tmp_path):
+    out, err = execute('''session weekly as s:
+    run(send("a@x.example"))
+    run(archive(2025))
+    run(send("b@x.example"))
+    print("before confirm")
+    m = s.manifest()
+    print(m.entries)
+    s.commit(m.hash)
+    print(s.state)
+''', tmp_path)
+    assert err is None, err
+    assert out.splitlines() == [
+        "archiving 2025", "before confirm",
+        "[#1 send('a@x.example') requires email.send, #3 send('b@x.example') requires email.send]",
+        "SENT a@x.example", "SENT b@x.example", "committed"]
+
+
+def test_abort_undoes_newest_first_drops_the_queue_and_immediates_stand(tmp_path):
+    out, err = execute('''session weekly as s:
+    a = archive(2024)
+    run(a)
+    d = send("a@x.example")
+    run(d)
+    c = charge(100)
+    c.verify()
+    c.approve()
+    c.commit()
+    b = archive(2025)
+    run(b)
+    s.abort()
+    print(s.state, a.state, d.state, c.state, b.state)
+''', tmp_path)
+    assert err is None, err
+    assert out.splitlines() == ["archiving 2024", "CHARGED 100", "archiving 2025",
+                                "restoring 2025", "restoring 2024",
+                                "aborted rolled_back dropped committed rolled_back"]
+
+
+@pytest.mark.parametrize("change", [
+    'run(send("late@x.example"))', "run(archive(1))", "policy:\n        deny sms.send"])
+def test_a_manifest_made_stale_is_refused_and_nothing_fires(tmp_path, change):
+    out, err = execute(f'''session weekly as s:
+    run(send("a@x.example"))
+    m = s.manifest()
+    {change}
+    test "stale":
+        s.commit(m.hash)
+    s.abort()
+''', tmp_path)
+    assert err is None, err
+    assert "SENT" not in out
+
+
+def test_stale_hash_error_and_state_errors(tmp_path):
+    out, err = execute('''session weekly as s:
+    run(send("a@x.example"))
+    m = s.manifest()
+    run(send("b@x.example"))
+    s.commit(m.hash)
+''', tmp_path)
+    assert isinstance(err, SenseSessionError) and "does not match" in err.message
+    assert "SENT" not in out
+    for verbs in ("s.commit(m.hash)\n    s.commit(m.hash)", "s.abort()\n    s.commit(m.hash)",
+                  "s.commit(m.hash)\n    run(send(\"x\"))"):
+        out, err = execute(f'''session weekly as s:
+    run(send("a@x.example"))
+    m = s.manifest()
+    {verbs}
+''', tmp_path)
+        assert isinstance(err, SenseSessionError), verbs
+        assert out.count("SENT") == (1 if verbs.startswith("s.commit") else 0)
+
+
+def test_a_failed_fire_is_residue_and_the_queue_goes_on(tmp_path):
+    out, err = execute('''irreversible action boom(n: Int) requires email.send:
+    print(1 / n)
+session weekly as s:
+    b = boom(0)
+    run(b)
+    run(send("after@x.example"))
+    m = s.manifest()
+    s.commit(m.hash)
+    print(b.state, s.state)
+''', tmp_path)
+    assert err is None, err
+    assert out.splitlines() == ["SENT after@x.example", "failed committed"]
+
+
+def test_policy_is_checked_again_when_the_queue_fires(tmp_path):
+    out, err = execute('''session weekly as s:
+    d = send("a@x.example")
+    run(d)
+    policy:
+        deny email.send
+    m = s.manifest()
+    s.commit(m.hash)
+    print(d.state)
+''', tmp_path)
+    assert err is None, err
+    assert out.splitlines() == ["denied"]
+
+
+def test_the_confirm_stands_for_a_declared_approval(tmp_path):
+    out, err = execute('''session weekly as s:
+    run(report("boss@x.example"))
+    s.commit(s.manifest().hash)
+''', tmp_path)
+    assert err is None, err
+    assert out == "REPORTED boss@x.example\n"
+
+
+def test_an_immediate_action_needs_its_own_approval(tmp_path):
+    out, err = execute('''session weekly as s:
+    run(charge(5))
+''', tmp_path)
+    assert isinstance(err, SenseApprovalError)
+    assert "needs its own approval" in err.message
+    assert "CHARGED" not in out
+
+
+def test_an_error_leaving_the_block_aborts_it(tmp_path):
+    out, err = execute('''test "inside":
+    session weekly as s:
+        run(archive(2025))
+        d = send("a@x.example")
+        run(d)
+        print(1 / 0)
+print("after", d.state)
+''', tmp_path)
+    assert isinstance(err, SenseError)          # d is not bound outside the block
+    out, err = execute('''d = nil
+test "inside":
+    session weekly as s:
+        run(archive(2025))
+        d = send("a@x.example")
+        run(d)
+        print(1 / 0)
+print("after", d.state)
+''', tmp_path)
+    assert err is None, err
+    assert out.splitlines() == ["archiving 2025", "restoring 2025", "after dropped"]
+
+
+def test_a_commit_in_a_function_called_from_the_block_is_in_the_session(tmp_path):
+    out, err = execute('''def notify():
+    run(send("fn@x.example"))
+session weekly as s:
+    notify()
+    print("queued, not sent")
+    s.abort()
+''', tmp_path)
+    assert err is None, err
+    assert out == "queued, not sent\n"
+
+
+def test_a_plain_session_is_only_a_scope(tmp_path):
+    out, err = execute('session weekly:\n    run(send("a@x.example"))\n', tmp_path)
+    assert err is None and out == "SENT a@x.example\n"
+
+
+UNDECIDED = '''session weekly as s:
+    run(archive(2025))
+    run(send("a@x.example"))
+print("after")
+'''
+
+
+def test_an_undecided_session_asks_the_host(tmp_path):
+    shown = []
+
+    def yes(session, manifest, text):
+        shown.append(text)
+        return manifest.hash
+    out, err = execute(UNDECIDED, tmp_path, approver=yes)
+    assert err is None, err
+    assert out.splitlines() == ["archiving 2025", "SENT a@x.example", "after"]
+    assert "#2 send('a@x.example') requires email.send" in shown[0]
+
+
+@pytest.mark.parametrize("approver", [None, lambda s, m, t: None,
+                                      lambda s, m, t: "sha256:" + "0" * 64])
+def test_without_the_hosts_yes_it_aborts_and_the_run_fails(tmp_path, approver):
+    out, err = execute(UNDECIDED, tmp_path, approver=approver)
+    assert isinstance(err, SenseSessionError)
+    assert out.splitlines() == ["archiving 2025", "restoring 2025"]
+
+
+def test_a_dry_run_shows_the_manifest_a_run_will_ask_for(tmp_path):
+    asked = []
+    out, err = execute(UNDECIDED, tmp_path, dry_run=True)
+    assert err is None, err
+    assert "SENT" not in out and "archiving" not in out
+    dry_hash = [line.split()[1] for line in out.splitlines() if line.strip().startswith("hash ")]
+    execute(UNDECIDED, tmp_path, approver=lambda s, m, t: asked.append(m.hash) or m.hash)
+    assert dry_hash == asked
+
+
+def test_jumps_cannot_leave_a_session(tmp_path):
+    from sensec.driver import compile_source
+    for stmt in ("return 1", "break", "continue"):
+        source = ("def f():\n    for i in range(2):\n        session s as h:\n"
+                  "            " + stmt + "\n")
+        with pytest.raises(SenseSyntaxError, match="cannot leave session 's'"):
+            compile_source(source, str(tmp_path / "m.sns"))
+
+
+def test_the_run_writes_ahead_and_recover_agrees(tmp_path):
+    from sensevm.wal import recover, scan
+    wal = str(tmp_path / "s.wal")
+    out, err = execute('''session weekly as s:
+    run(archive(1))
+    run(send("a@x.example"))
+    s.commit(s.manifest().hash)
+''', tmp_path, wal=wal)
+    assert err is None, err
+    kinds = [r["rec"] for r in scan(wal).records]
+    assert kinds == ["header", "witnessed", "queued", "approved", "attempt", "flushed",
+                     "discharge", "complete"]
+    (v,) = recover(wal)
+    assert v.verdict == "committed" and v.clean
+
+
+def test_sensevm_run_approve_and_recover_from_the_command_line(tmp_path):
+    (tmp_path / "p.sns").write_text(DECLS + UNDECIDED)
+    env = dict(os.environ, PYTHONPATH=ROOT, NO_COLOR="1")
+
+    def sensevm(*args):
+        return subprocess.run([sys.executable, "-m", "sensevm", *args], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    refused = sensevm("run", "p.sns")
+    assert refused.returncode == 1 and "SENT" not in refused.stdout
+    assert "ended without a verdict and was aborted" in refused.stderr
+    dry = sensevm("run", "--dry-run", "p.sns")
+    digest = next(line.split()[1] for line in dry.stdout.splitlines()
+                  if line.strip().startswith("hash "))
+    done = sensevm("run", "p.sns", "--approve", digest)
+    assert done.returncode == 0, done.stderr
+    assert "SENT a@x.example" in done.stdout
+    recovered = sensevm("recover", ".sense/sessions.wal")
+    assert recovered.returncode == 0
+    assert recovered.stdout.count("session weekly") == 2
+    assert "committed" in recovered.stdout and "rolled back" in recovered.stdout
+
+
+# ----------------------------------------------------------------------------- the property
+
+step = st.sampled_from(["r", "d", "i", "m"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(step, max_size=8), st.sampled_from(["commit", "abort", "host_yes", "host_no",
+                                                     "error"]))
+def test_only_what_the_confirmed_manifest_listed_fires(tmp_path_factory, steps, verdict):
+    tmp = tmp_path_factory.mktemp("prop")
+    lines = ['d_log = []', 'session s1 as s:']
+    for k, kind in enumerate(steps):
+        if kind == "r":
+            lines.append(f"    run(archive({k}))")
+        elif kind == "d":
+            lines.append(f'    run(send("d{k}"))')
+        elif kind == "i":
+            lines += [f"    c{k} = charge({k})", f"    c{k}.verify()", f"    c{k}.approve()",
+                      f"    c{k}.commit()"]
+        else:
+            lines.append("    shown = s.manifest()")
+    lines.append("    final = s.manifest()")
+    lines.append("    print(final.entries)")
+    if verdict == "commit":
+        lines.append("    s.commit(final.hash)")
+    elif verdict == "abort":
+        lines.append("    s.abort()")
+    elif verdict == "error":
+        lines.append("    print(1 / 0)")
+    approver = {"host_yes": lambda s, m, t: m.hash}.get(verdict)
+    out, err = execute("\n".join(lines) + "\n", tmp, approver=approver)
+    listed = [k for k, kind in enumerate(steps) if kind == "d"]
+    sent = [int(line.split()[1][1:]) for line in out.splitlines() if line.startswith("SENT")]
+    if verdict in ("commit", "host_yes") or not listed and verdict == "host_no":
+        assert sent == listed
+        assert err is None, err
+    else:
+        assert sent == []                      # nothing fires after an abort or an error
+        restored = [line for line in out.splitlines() if line.startswith("restoring")]
+        assert len(restored) == steps.count("r")
+    assert out.count("CHARGED") == steps.count("i")   # immediates stand either way
