@@ -43,7 +43,12 @@ CREATE TABLE IF NOT EXISTS memory_log (
 # Not in the reference's schema; harmless to it, and keeps recall/history off a full scan.
 _INDEX = "CREATE INDEX IF NOT EXISTS memory_log_key ON memory_log (key, version)"
 
+_COLUMNS = {"version", "key", "op", "value", "timestamp"}
 _SQLITE_MAX = 2 ** 63 - 1
+
+
+class _NotALog(Exception):
+    """A database whose memory_log table was made by something else."""
 
 
 def default_path(name: str, declaring_file: Optional[str]) -> str:
@@ -168,11 +173,15 @@ class PersistentMemory:
             try:
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute(_SCHEMA)
+                columns = {row[1] for row in conn.execute("PRAGMA table_info(memory_log)")}
+                if not _COLUMNS <= columns:
+                    raise _NotALog("its memory_log table is not a memory log (columns: "
+                                   f"{', '.join(sorted(columns))})")
                 conn.execute(_INDEX)
             except BaseException:
                 conn.close()
                 raise
-        except (sqlite3.Error, OSError) as exc:
+        except (sqlite3.Error, OSError, _NotALog) as exc:
             raise SenseRuntimeError(f"cannot open persistent memory '{self.name}' at "
                                     f"{self.path}: {_reason(exc)}", at[0], path=at[1]) from None
         self.conn = conn
