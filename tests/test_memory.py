@@ -450,3 +450,99 @@ def test_each_reads_what_the_other_wrote(tmp_path):
                          env=env)
     expected = "[ref, ours] [1, 2.5, s, nil, true] [1, 2.5, s, nil, true]\n2\n"
     assert ours.stdout == expected and ref.stdout == expected
+
+
+# ----------------------------------------------------------------------------- memory-path
+
+DECLARES = '''print("this must not run")
+def f():
+    persistent memory inner
+persistent memory top
+persistent memory ex: "rel/x.db"
+if true:
+    agent a:
+        persistent memory deep
+memory not_persistent
+'''
+
+
+def test_memory_path_lists_declarations_without_running(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "f.sns").write_text(DECLARES)
+    proc = sensevm("memory-path", "sub/f.sns", cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stderr == ""
+    mem = tmp_path / "sub" / ".sense_memory"
+    assert proc.stdout == (
+        f"inner: {mem / 'inner.sense_memory.db'}  (default -- next to this file)\n"
+        f"top: {mem / 'top.sense_memory.db'}  (default -- next to this file)\n"
+        "ex: rel/x.db  (explicit path)\n"
+        f"deep: {mem / 'deep.sense_memory.db'}  (default -- next to this file)\n")
+    assert not mem.exists() and not (tmp_path / "rel").exists()
+    proc = sensevm("memory-path", "sub/f.sns", cwd=tmp_path, env={"SENSE_MEMORY_DIR": "d"})
+    assert proc.stdout.split("\n")[:3] == [
+        "inner: d/inner.sense_memory.db  (default -- via SENSE_MEMORY_DIR)",
+        "top: d/top.sense_memory.db  (default -- via SENSE_MEMORY_DIR)",
+        "ex: rel/x.db  (explicit path)"]
+
+
+def test_memory_path_of_a_built_file_uses_its_source(tmp_path):
+    (tmp_path / "f.sns").write_text(DECLARES)
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    subprocess.run([sys.executable, "-m", "sensec", "build", "f.sns", "-o", "f.snb"],
+                   cwd=tmp_path, check=True, env=env)
+    from_snb = sensevm("memory-path", "f.snb", cwd=tmp_path)
+    from_sns = sensevm("memory-path", "f.sns", cwd=tmp_path)
+    assert from_snb.returncode == 0 and from_snb.stdout == from_sns.stdout
+
+
+def test_memory_path_without_declarations_and_without_file(tmp_path):
+    (tmp_path / "none.sns").write_text('memory m\nprint(1)\n')
+    proc = sensevm("memory-path", "none.sns", cwd=tmp_path)
+    assert (proc.returncode, proc.stdout) == (0, "none.sns declares no 'persistent memory'.\n")
+    unset = sensevm("memory-path", cwd=tmp_path)
+    assert unset.returncode == 0
+    assert unset.stdout.startswith("SENSE_MEMORY_DIR is not set.\n")
+    assert "  sensevm memory-path <file.sns>\n" in unset.stdout
+    set_ = sensevm("memory-path", cwd=tmp_path, env={"SENSE_MEMORY_DIR": "/data/mem"})
+    assert set_.stdout.split("\n")[:3] == [
+        "SENSE_MEMORY_DIR is set: /data/mem",
+        "Every persistent memory declared with no explicit path resolves",
+        "flat under this directory: /data/mem/<name>.sense_memory.db"]
+
+
+@pytest.mark.parametrize("setup, arg, message", [
+    (None, "missing.sns", "missing.sns: SenseError: no such file or directory: missing.sns\n"),
+    ("dir", "adir", "adir: SenseError: is a directory, not a source file: adir\n"),
+    ("bad", "bad.sns", "bad.sns:2:10: SenseSyntaxError: unexpected token RPAREN ')'\n"),
+])
+def test_memory_path_errors_exit_1(tmp_path, setup, arg, message):
+    if setup == "dir":
+        (tmp_path / "adir").mkdir()
+    if setup == "bad":
+        (tmp_path / "bad.sns").write_text('persistent memory x\nprint(1 +)\n')
+    proc = sensevm("memory-path", arg, cwd=tmp_path)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.startswith(message)
+
+
+def test_memory_path_usage_error_exits_2(tmp_path):
+    assert sensevm("memory-path", "a.sns", "b.sns", cwd=tmp_path).returncode == 2
+
+
+@needs_ref
+@pytest.mark.parametrize("memory_dir", [None, "", "rel2", "/abs/dir"])
+@pytest.mark.parametrize("arg", [None, "sub/f.sns", "sub/none.sns"])
+def test_memory_path_as_the_reference(tmp_path, memory_dir, arg):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "f.sns").write_text(DECLARES)
+    (tmp_path / "sub" / "none.sns").write_text('memory m\n')
+    env = {} if memory_dir is None else {"SENSE_MEMORY_DIR": memory_dir}
+    ours = sensevm("memory-path", *([arg] if arg else []), cwd=tmp_path, env=env)
+    full = dict(os.environ, **env)
+    if memory_dir is None:
+        full.pop("SENSE_MEMORY_DIR", None)
+    ref = subprocess.run([REF, "memory-path", *([arg] if arg else [])], cwd=tmp_path,
+                         capture_output=True, text=True, env=full)
+    # The one line that names the command to run is ours.
+    assert ours.stdout == ref.stdout.replace("  sense memory-path", "  sensevm memory-path")
+    assert ours.returncode == ref.returncode == 0
