@@ -267,6 +267,19 @@ class FunctionCompiler(n.NodeVisitor):
         self.statement_helper("@set", s.name, s.value, s.pos)
         self.emit(Op.STORE_LOCAL, self.b.string("@delegation"), pos=s.pos)
 
+    def visit_MemoryDecl(self, s: n.MemoryDecl):
+        # `[persistent] memory NAME[: "hint"]`: the helper makes the Memory; NAME is bound
+        # locally, as the reference defines it in the current scope.
+        self.emit(Op.LOAD_NAME, self.b.string("@memory"), pos=s.pos)
+        self.emit(Op.LOAD_CONST, self.b.constant(s.name), pos=s.pos)
+        if s.hint is None:
+            self.emit(Op.LOAD_NIL, pos=s.pos)
+        else:
+            self.emit(Op.LOAD_CONST, self.b.constant(s.hint), pos=s.pos)
+        self.emit(Op.LOAD_TRUE if s.persistent else Op.LOAD_FALSE, pos=s.pos)
+        self.emit(Op.CALL, 3, pos=s.pos)
+        self.emit(Op.STORE_LOCAL, self.b.string(s.name), pos=s.pos)
+
     def statement_helper(self, helper: str, name: str, value: n.Expr, pos: Pos) -> None:
         """Call builtin ``helper(name, value)``; its name cannot be written (or shadowed) in source."""
         self.emit(Op.LOAD_NAME, self.b.string(helper), pos=pos)

@@ -11,12 +11,6 @@ from sensevm.errors import SenseSyntaxError
 
 from . import nodes as n
 
-# Statements of later issues (actions, tools, agents, models, memory, Python interop): the front
-# end parses them so that programs using them get a precise message instead of a parse error.
-_NOT_YET = {
-    n.MemoryDecl: "memory declarations",
-}
-
 
 class Resolver(n.NodeVisitor):
     """Collects every static error of one module (``sensec check`` reports them all)."""
@@ -34,13 +28,6 @@ class Resolver(n.NodeVisitor):
     def visit_Module(self, m: n.Module):
         for stmt in m.body:
             self.visit(stmt)
-
-    def generic_visit(self, node: n.Node):
-        feature = _NOT_YET.get(type(node))
-        if feature is not None:
-            self.error(f"{feature} are not supported by this version of sensec yet", node.pos)
-            return
-        super().generic_visit(node)
 
     def body(self, stmts, *, returns: bool = True) -> None:
         """A body of its own (function, action, rollback, tool, agent): break/continue never

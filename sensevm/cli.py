@@ -244,6 +244,15 @@ def test_command(path):
     sys.exit(run_tests(path))
 
 
+@main.command("memory-path")
+@click.argument("file", required=False)
+def memory_path_command(file):
+    """Show where FILE's 'persistent memory' declarations keep their SQLite files, without
+    running it (without FILE: whether SENSE_MEMORY_DIR is set)."""
+    from .memorypath import memory_path
+    sys.exit(memory_path(file))
+
+
 def entry() -> None:
     """Console-script entry: no Python traceback ever reaches the user."""
     try:

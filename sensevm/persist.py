@@ -100,6 +100,9 @@ class _Saver:
         model_value = self.model_value(v, t, where)
         if model_value is not None:
             return model_value
+        memory_value = self.memory_value(v, t, where)
+        if memory_value is not None:
+            return memory_value
         raise SaveError(f"cannot save {where}: a value of type {t.__name__} cannot be saved",
                         located=False)
 
@@ -119,6 +122,26 @@ class _Saver:
             return self.ref(v, lambda: {"type": "skill", "name": v.name,
                                         "description": v.description,
                                         "tools": self.value(v.tools, where)})
+        return None
+
+    def memory_value(self, v, t, where: str):
+        from .memory import MemoryMethod, PersistentMemory, SessionMemory
+        if t is SessionMemory:
+            # Pairs, not an object: the state file is written with sorted keys, and a
+            # memory's keys() order is its insertion order.
+            return self.ref(v, lambda: {"type": "memory", "name": v.name, "kind": v.kind,
+                                        "store": [[k, self.value(x, where)]
+                                                  for k, x in v.store.items()]})
+        if t is PersistentMemory:
+            # Its contents live in its database; the state names the file (absolute, so a
+            # resume from another directory reaches the same log).
+            return self.ref(v, lambda: {"type": "pmemory", "name": v.name, "path": v.path,
+                                        "location": v.location})
+        if t is MemoryMethod:
+            return self.ref(v, lambda: {"type": "memory_method",
+                                        "memory": self.value(v.memory, where),
+                                        "method": v.method, "pos": [v.pos.line, v.pos.col],
+                                        "path": v.path})
         return None
 
     def scope(self, s: Scope):
@@ -305,6 +328,8 @@ class _Loader:
             return a
         if kind in ("model", "bound_ask", "answer", "skill"):
             return self.model_obj(index, kind, raw)
+        if kind in ("memory", "pmemory", "memory_method"):
+            return self.memory_obj(index, kind, raw)
         raise ValueError(f"unknown saved object type {kind!r}")
 
     def model_obj(self, index: int, kind: str, raw: dict):
@@ -327,6 +352,23 @@ class _Loader:
         else:
             made = self.made[index] = Skill(raw["name"], raw["description"], [])
             made.tools = self.value(raw["tools"])
+        return made
+
+    def memory_obj(self, index: int, kind: str, raw: dict):
+        from .memory import MemoryMethod, PersistentMemory, SessionMemory
+        if kind == "memory":
+            made = self.made[index] = SessionMemory(raw["name"], raw["kind"])
+            for key, value in raw["store"]:
+                made.store[key] = self.value(value)
+        elif kind == "pmemory":
+            # Opened at its first use after the resume, where a problem with the file is
+            # reported with the position of that use.
+            made = self.made[index] = PersistentMemory(raw["name"], raw["path"],
+                                                       raw["location"])
+        else:
+            made = self.made[index] = MemoryMethod(None, raw["method"], Pos(*raw["pos"]),
+                                                   raw["path"])
+            made.memory = self.value(raw["memory"])
         return made
 
     def frames(self, agent: AgentValue, raws: list) -> None:

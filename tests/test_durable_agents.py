@@ -165,3 +165,47 @@ def test_an_agent_holding_models_answers_and_skills_resumes_in_a_new_process(tmp
     state = json.loads((tmp_path / "state" / "aide.json").read_text())
     assert [o["provider"]["used"] for o in state["objects"]
             if o and o.get("type") == "model" and o["name"] == "planner"] == [3]
+
+
+MEMORY_AGENT = '''memory notes: "scratch"
+persistent memory ledger
+notes.remember("first", [1, 2.0])
+notes.remember("second", "two")
+notes.remember("first", [3])
+recall_note = notes.recall
+history = ledger.history
+agent clerk:
+    ledger.remember("before", 1)
+    answer = ask_human("go?")
+    notes.remember("answer", answer)
+    ledger.remember("after", answer)
+    print(notes, notes.keys(), recall_note("first"), notes.kind)
+    print(ledger.keys(), ledger.recall("after"), len(history("before")), ledger.path)
+    set delegation = inference("mock", response_template: "{prompt}")
+    print(ask_with_memory("q", notes).value)
+    recall_note(7)
+start(clerk)
+print(clerk.status)
+'''
+
+
+def test_an_agent_holding_memories_resumes_in_a_new_process(tmp_path):
+    # Session memory is saved with its contents (in insertion order); persistent memory by its
+    # file, which the resumed run reopens; a bound method keeps the line it was read at.
+    (tmp_path / "clerk.sns").write_text(MEMORY_AGENT)
+    first = sensevm("run", "clerk.sns", "--state-dir", "state", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout == "paused\n"
+    db = tmp_path / ".sense_memory" / "ledger.sense_memory.db"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    second = sensevm("resume", str(tmp_path / "state"), "clerk", "yes", cwd=elsewhere)
+    assert second.returncode == 1
+    assert second.stdout.splitlines() == [
+        "<memory notes (3 entries)> [first, second, answer] [3] scratch",
+        f"[before, after] yes 1 {db}",
+        "Known information from memory:", "- first: [3]", "- second: two", "- answer: yes",
+        "", "q"]
+    assert "clerk.sns:6:21: SenseRuntimeError: memory key must be a String, got Int" \
+        in second.stderr
+    assert os.listdir(elsewhere) == []

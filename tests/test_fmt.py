@@ -659,10 +659,10 @@ class Gen:
 
     def simple(self, ctx):
         r = self.rnd
-        kinds = ["expr", "assign", "typed", "local"]
+        kinds = ["expr", "assign", "typed", "local", "memory"]
         kinds += ["break", "continue"] if ctx.loop else []
         kinds += ["return"] if ctx.function else []
-        kinds += ["memory", "model", "set", "pyimport"] if self.full else []
+        kinds += ["model", "set", "pyimport"] if self.full else []
         kind = r.choice(kinds)
         if kind == "expr":
             return self.e()

@@ -1,0 +1,392 @@
+"""Memory (spec 18.2, 18.4, 18.5): session and persistent memory values, ask_with_memory, default locations.
+
+``memory NAME[: "hint"]`` and ``persistent memory NAME[: "path"]`` compile to a call of the
+helper builtin ``@memory(name, hint, persistent)`` (a name source cannot write) and a local
+store, like ``model NAME = ...``.
+
+A persistent memory is an append-only log in SQLite, with the reference's schema, so either
+implementation can read the other's file: every ``remember``/``forget`` is one new row in one
+committed ``BEGIN IMMEDIATE`` transaction (never an UPDATE or DELETE), versions come from
+``AUTOINCREMENT`` and are therefore unique and increasing across every process writing the file,
+and the database runs in WAL mode with a busy timeout so concurrent writers wait instead of
+failing. Any SQLite failure (a file that is not a database, a read-only or locked file) is a
+SenseRuntimeError naming the memory and the file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+from .errors import Pos, SenseRuntimeError
+from .values import Builtin, Closure, to_str, type_name
+
+SUFFIX = ".sense_memory.db"
+ENV_DIR = "SENSE_MEMORY_DIR"
+# How long a write waits for another process's transaction before giving up (seconds).
+BUSY_TIMEOUT = 30.0
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS memory_log (
+    version   INTEGER PRIMARY KEY AUTOINCREMENT,
+    key       TEXT NOT NULL,
+    op        TEXT NOT NULL,
+    value     TEXT,
+    timestamp REAL NOT NULL
+)
+"""
+# Not in the reference's schema; harmless to it, and keeps recall/history off a full scan.
+_INDEX = "CREATE INDEX IF NOT EXISTS memory_log_key ON memory_log (key, version)"
+
+_COLUMNS = {"version", "key", "op", "value", "timestamp"}
+_SQLITE_MAX = 2 ** 63 - 1
+
+
+class _NotALog(Exception):
+    """A database whose memory_log table was made by something else."""
+
+
+def default_path(name: str, declaring_file: Optional[str]) -> str:
+    """Where ``persistent memory NAME`` (no explicit path) keeps its file.
+
+    ``$SENSE_MEMORY_DIR/NAME.sense_memory.db`` when that variable is set (as given, so a relative
+    directory is relative to the working directory), else ``.sense_memory/`` next to the
+    declaring file; code with no file (the REPL) uses the working directory.
+    """
+    filename = name + SUFFIX
+    override = os.environ.get(ENV_DIR)
+    if override:
+        return str(Path(override) / filename)
+    if declaring_file is not None and not declaring_file.startswith("<"):
+        return str(Path(declaring_file).resolve().parent / ".sense_memory" / filename)
+    return filename
+
+
+def _check_key(key, at) -> str:
+    if type(key) is not str:
+        raise SenseRuntimeError(f"memory key must be a String, got {type_name(key)}", at[0],
+                                path=at[1])
+    return key
+
+
+# ----------------------------------------------------------------------------- values
+
+class SessionMemory:
+    """``memory NAME``: an in-process store; keys keep their first insertion position."""
+
+    __slots__ = ("name", "kind", "store")
+    type_name = "Memory"
+    METHODS = {"remember": 2, "recall": 1, "forget": 1, "keys": 0}
+
+    def __init__(self, name: str, kind: Optional[str], store: Optional[dict] = None):
+        self.name = name
+        self.kind = kind
+        self.store: dict[str, Any] = store if store is not None else {}
+
+    def __str__(self) -> str:
+        return f"<memory {self.name} ({len(self.store)} entries)>"
+
+    def sense_member(self, vm, name: str):
+        if name in self.METHODS:
+            return MemoryMethod(self, name, vm.frame.pos, vm.frame.prepared.path)
+        if name == "name":
+            return self.name
+        if name == "kind":
+            return self.kind
+        raise SenseRuntimeError(f"memory '{self.name}' has no member '{name}'")
+
+    def member_names(self):
+        return sorted([*self.METHODS, "kind", "name"])
+
+    def sense_equal(self, other) -> bool:
+        # The reference compares two session memories field by field with host equality
+        # (so a stored 1 equals a stored 1.0 or true); values are held by reference.
+        return (self.name == other.name and self.kind == other.kind
+                and self.store == other.store)
+
+    # The operations; ``at`` is (position, file) of the member expression, where the
+    # reference reports their errors.
+    def remember(self, at, key, value):
+        self.store[_check_key(key, at)] = value
+
+    def recall(self, at, key):
+        return self.store.get(_check_key(key, at))
+
+    def forget(self, at, key):
+        self.store.pop(_check_key(key, at), None)
+
+    def keys(self, at):
+        return list(self.store)
+
+    def snapshot(self, at) -> list:
+        return list(self.store.items())
+
+
+class PersistentMemory:
+    """``persistent memory NAME``: a versioned, append-only log in a SQLite file."""
+
+    __slots__ = ("name", "path", "location", "conn", "lock")
+    type_name = "Memory"
+    METHODS = {"remember": 2, "recall": 1, "forget": 1, "keys": 0, "history": 1, "as_of": 2}
+
+    def __init__(self, name: str, path: str, location: str):
+        self.name = name
+        self.path = path              # as the program sees it (``.path``), possibly relative
+        self.location = location      # absolute, fixed at declaration: what is opened
+        self.conn: Optional[sqlite3.Connection] = None
+        # One connection is shared by every thread of the VM (async tools and agents run on
+        # workers), and a sqlite3 connection must not be used by two threads at once.
+        self.lock = threading.Lock()
+
+    def __str__(self) -> str:
+        return f"<memory {self.name} (persistent, {self.path})>"
+
+    def sense_member(self, vm, name: str):
+        if name in self.METHODS:
+            return MemoryMethod(self, name, vm.frame.pos, vm.frame.prepared.path)
+        if name == "name":
+            return self.name
+        if name == "path":
+            return self.path
+        raise SenseRuntimeError(f"memory '{self.name}' has no member '{name}'")
+
+    def member_names(self):
+        return sorted([*self.METHODS, "name", "path"])
+
+    # ------------------------------------------------------------------ the database
+
+    def open(self, at=(None, None)) -> sqlite3.Connection:
+        """Open (creating it and its directory if needed) the log; idempotent."""
+        if self.conn is not None:
+            return self.conn
+        try:
+            directory = os.path.dirname(self.location)
+            os.makedirs(directory, exist_ok=True)
+            # isolation_level=None: this module issues BEGIN/COMMIT itself.
+            conn = sqlite3.connect(self.location, timeout=BUSY_TIMEOUT, isolation_level=None,
+                                   check_same_thread=False)
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute(_SCHEMA)
+                columns = {row[1] for row in conn.execute("PRAGMA table_info(memory_log)")}
+                if not _COLUMNS <= columns:
+                    raise _NotALog("its memory_log table is not a memory log (columns: "
+                                   f"{', '.join(sorted(columns))})")
+                conn.execute(_INDEX)
+            except BaseException:
+                conn.close()
+                raise
+        except (sqlite3.Error, OSError, _NotALog) as exc:
+            raise SenseRuntimeError(f"cannot open persistent memory '{self.name}' at "
+                                    f"{self.path}: {_reason(exc)}", at[0], path=at[1]) from None
+        self.conn = conn
+        return conn
+
+    def _failed(self, exc: Exception, at) -> SenseRuntimeError:
+        return SenseRuntimeError(f"persistent memory '{self.name}' ({self.path}): {_reason(exc)}",
+                                 at[0], path=at[1])
+
+    def _read(self, at, sql: str, params=()) -> list:
+        with self.lock:
+            conn = self.open(at)
+            try:
+                return conn.execute(sql, params).fetchall()
+            except sqlite3.Error as exc:
+                raise self._failed(exc, at) from None
+
+    def _append(self, at, key: str, op: str, encoded: Optional[str]) -> None:
+        """One record, in one committed transaction: it is written whole or not at all."""
+        with self.lock:
+            conn = self.open(at)
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    conn.execute("INSERT INTO memory_log (key, op, value, timestamp) "
+                                 "VALUES (?, ?, ?, ?)", (key, op, encoded, time.time()))
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as exc:
+                raise self._failed(exc, at) from None
+
+    def _decode(self, text: str, at):
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            raise self._failed(exc, at) from None
+
+    # ------------------------------------------------------------------ the operations
+
+    def remember(self, at, key, value):
+        key = _check_key(key, at)
+        self._append(at, key, "remember", encode(value, at))
+
+    def recall(self, at, key):
+        key = _check_key(key, at)
+        rows = self._read(at, "SELECT op, value FROM memory_log WHERE key = ? "
+                              "ORDER BY version DESC LIMIT 1", (key,))
+        if not rows or rows[0][0] != "remember":
+            return None
+        return self._decode(rows[0][1], at)
+
+    def forget(self, at, key):
+        self._append(at, _check_key(key, at), "forget", None)
+
+    def _latest(self, at) -> list:
+        """(key, encoded value) of every key whose latest record is a remember, in that
+        record's order."""
+        return self._read(at, "SELECT key, value FROM memory_log WHERE op = 'remember' AND "
+                              "version IN (SELECT MAX(version) FROM memory_log GROUP BY key) "
+                              "ORDER BY version")
+
+    def keys(self, at):
+        return [key for key, _ in self._latest(at)]
+
+    def snapshot(self, at) -> list:
+        return [(key, self._decode(value, at)) for key, value in self._latest(at)]
+
+    def history(self, at, key):
+        key = _check_key(key, at)
+        lines = []
+        for version, op, value, stamp in self._read(
+                at, "SELECT version, op, value, timestamp FROM memory_log WHERE key = ? "
+                    "ORDER BY version", (key,)):
+            when = time.ctime(stamp)
+            if op == "remember":
+                shown = to_str(self._decode(value, at))
+                lines.append(f"[v{version}] remember '{key}' = {shown} ({when})")
+            else:
+                lines.append(f"[v{version}] forget '{key}' ({when})")
+        return lines
+
+    def as_of(self, at, key, version):
+        key = _check_key(key, at)
+        if type(version) is not int:
+            raise SenseRuntimeError(f"as_of() expects an Int version, got {type_name(version)}",
+                                    at[0], path=at[1])
+        if version < -_SQLITE_MAX:
+            return None
+        rows = self._read(at, "SELECT op, value FROM memory_log WHERE key = ? AND version <= ? "
+                              "ORDER BY version DESC LIMIT 1", (key, min(version, _SQLITE_MAX)))
+        if not rows or rows[0][0] != "remember":
+            return None
+        return self._decode(rows[0][1], at)
+
+
+def _reason(exc: Exception) -> str:
+    return str(exc) or type(exc).__name__
+
+
+class MemoryMethod:
+    """``m.recall`` and friends: a function value bound to one memory and to the position of
+    the member expression, where its errors are reported (as the reference reports them)."""
+
+    __slots__ = ("memory", "method", "pos", "path")
+    type_name = "Function"
+    is_function = True
+
+    def __init__(self, memory, method: str, pos: Pos, path: Optional[str]):
+        self.memory = memory
+        self.method = method
+        self.pos = pos
+        self.path = path
+
+    def __str__(self) -> str:
+        return f"<builtin {self.memory.name}.{self.method}>"
+
+    def sense_call(self, vm, frame, args) -> bool:
+        arity = self.memory.METHODS[self.method]
+        if len(args) != arity:
+            raise SenseRuntimeError(f"'{self.memory.name}.{self.method}' expects {arity} "
+                                    f"argument(s), got {len(args)}")
+        frame.stack.append(getattr(self.memory, self.method)((self.pos, self.path), *args))
+        return False
+
+
+# ----------------------------------------------------------------------------- JSON values
+
+# The reference's host class names, which its "not JSON serializable" message shows.
+_HOST_NAMES = {"Model": "SenseModel", "Answer": "Answer", "Skill": "SenseSkill",
+               "Agent": "SenseAgent", "Tool": "SenseToolDef", "Module": "SenseModule",
+               "Future": "SenseFuture", "McpServer": "SenseMcpServer"}
+
+
+def host_name(v) -> str:
+    t = type(v)
+    if t is SessionMemory:
+        return "SenseMemory"
+    if t is PersistentMemory:
+        return "SensePersistentMemory"
+    if t is Closure:
+        return "SenseFunction"
+    name = type_name(v)
+    if name == "Function":
+        return "BuiltinFunction"
+    if name == "Action":
+        from .values import ActionDefinition
+        return "SenseActionDef" if t is ActionDefinition else "SenseAction"
+    return _HOST_NAMES.get(name, t.__name__)
+
+
+def _not_json(v):
+    raise TypeError(f"Object of type {host_name(v)} is not JSON serializable")
+
+
+def encode(value, at) -> str:
+    """The JSON text a persistent memory stores for ``value`` (Int, Float, String, Bool, nil
+    and Arrays of those, at any depth)."""
+    try:
+        return json.dumps(value, default=_not_json)
+    except (TypeError, ValueError) as exc:
+        raise SenseRuntimeError(
+            "persistent memory can only store JSON-serializable values "
+            f"(Int/Float/String/Bool/Nil/Array of those): {type(exc).__name__}: {exc}",
+            at[0], path=at[1]) from None
+
+
+# ----------------------------------------------------------------------------- builtins
+
+def b_memory_decl(vm, frame, args):
+    """``@memory(name, hint, persistent)``: the value a memory declaration binds."""
+    name, hint, persistent = args
+    if not persistent:
+        frame.stack.append(SessionMemory(name, hint))
+        return False
+    declaring = frame.prepared.path
+    path = hint if hint is not None else default_path(name, declaring)
+    memory = PersistentMemory(name, path, os.path.abspath(path))
+    memory.open((frame.pos, declaring))
+    frame.stack.append(memory)
+    return False
+
+
+def b_ask_with_memory(vm, frame, args):
+    from .models import _no_model, ask_model, delegated_model
+    prompt, memory = args
+    model = delegated_model(frame.scope)
+    if model is None:
+        raise _no_model("ask_with_memory()", 'inference("mock")')
+    if type(prompt) is not str:
+        raise SenseRuntimeError(f"ask_with_memory() expects a String prompt, got "
+                                f"{type_name(prompt)}")
+    if type(memory) not in (SessionMemory, PersistentMemory):
+        raise SenseRuntimeError(f"ask_with_memory() expects a Memory, got {type_name(memory)}")
+    known = memory.snapshot((frame.pos, frame.prepared.path))
+    if known:
+        lines = "\n".join(f"- {key}: {to_str(value)}" for key, value in known)
+        prompt = f"Known information from memory:\n{lines}\n\n{prompt}"
+    frame.stack.append(ask_model(vm, frame, model, prompt, what="ask_with_memory()"))
+    return False
+
+
+MEMORY_BUILTINS = [
+    Builtin("ask_with_memory", b_ask_with_memory, 2, frames=True),
+    Builtin("@memory", b_memory_decl, 3, frames=True),
+]
