@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from sensevm.cli import internal_error
+from sensevm.launch import internal_error
 from sensevm.diagnostics import report
 from sensevm.files import atomic_write
 from sensevm.errors import SenseError, SnbFormatError, VerifyError
