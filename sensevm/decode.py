@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Iterator, NamedTuple
+from collections import namedtuple
 
 from .opcodes import OPS, Op, Operand
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing would slow every start
+    from typing import Iterator
 
-class Instruction(NamedTuple):
-    offset: int          # byte offset of the opcode
-    op: Op
-    args: tuple          # decoded operands, in the row's order
-    size: int            # bytes, opcode included
+
+# offset: byte offset of the opcode; op: the Op; args: decoded operands, in the row's order;
+# size: bytes, opcode included. (collections.namedtuple, not typing.NamedTuple: no typing import.)
+class Instruction(namedtuple("Instruction", "offset op args size")):
+    __slots__ = ()
 
     @property
     def next_offset(self) -> int:

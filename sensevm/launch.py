@@ -29,10 +29,10 @@ def stale_source(path: str, source_hash: bytes):
             text = fh.read().decode("utf-8")
     except (OSError, UnicodeDecodeError):
         return None
-    import hashlib   # only when there is a source to compare
+    from .digest import sha256
     if text.startswith("\ufeff"):
         text = text[1:]
-    return None if hashlib.sha256(text.encode("utf-8")).digest() == source_hash else source
+    return None if sha256(text.encode("utf-8")).digest() == source_hash else source
 
 
 def run_file(path: str, *, dry_run: bool = False, stdout=None, stderr=None,

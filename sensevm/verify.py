@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import heapq
 import re
-from dataclasses import dataclass
 
 from .decode import DecodeError, Instruction, decode
 from .errors import VerifyError
 from .opcodes import OPS, POPS, PUSHES, F, Op, Operand
 from .program import CodeKind, CodeObject, Program
+from .record import record
 
 __all__ = ["VerifiedCode", "VerifiedProgram", "verify", "load_verified"]
 
@@ -35,7 +35,7 @@ _TOKEN = object()
 _CONSTANT_TYPES = (type(None), bool, int, float, str)
 
 
-@dataclass(frozen=True, eq=False)
+@record(eq=False)
 class VerifiedCode:
     """A code object that passed the verifier, with its decoded instructions."""
     code: CodeObject
