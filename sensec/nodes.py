@@ -19,20 +19,28 @@ class Node:
     __slots__ = ()
     pos: Pos
 
+    # Names of the fields that may hold nodes (all but ``pos``), set by @node: asking
+    # dataclasses.fields() on every call made tree walks the slowest part of a compile.
+    _child_fields: tuple = ()
+
     def children(self):
-        """Yield every child node (through tuples too), in field order."""
-        for f in fields(self):
-            value = getattr(self, f.name)
+        """Every child node (through tuples too), in field order, as a list."""
+        out = []
+        for name in self._child_fields:
+            value = getattr(self, name)
             if isinstance(value, Node):
-                yield value
+                out.append(value)
             elif isinstance(value, tuple):
                 for item in value:
                     if isinstance(item, Node):
-                        yield item
+                        out.append(item)
+        return out
 
 
 def node(cls):
-    return dataclass(frozen=True, slots=True)(cls)
+    cls = dataclass(frozen=True, slots=True)(cls)
+    cls._child_fields = tuple(f.name for f in fields(cls) if f.name != "pos")
+    return cls
 
 
 # ----------------------------------------------------------------------------- types and helpers

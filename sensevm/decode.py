@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import namedtuple
 
 from .opcodes import OPS, Op, Operand
+from .program import write_uvarint
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing would slow every start
@@ -68,7 +69,6 @@ def decode(code: bytes) -> Iterator[Instruction]:
 
 def encode(op: Op, args) -> bytes:
     """The inverse of ``decode`` for one instruction (used by the assembler and tests)."""
-    from .program import write_uvarint
     out = bytearray([op.value])
     if len(args) != len(op.operands):
         raise ValueError(f"{op.name} takes {len(op.operands)} operand(s), got {len(args)}")

@@ -15,8 +15,9 @@ class Pos:
     __match_args__ = ("line", "col")
 
     def __init__(self, line: int, col: int):
-        object.__setattr__(self, "line", line)
-        object.__setattr__(self, "col", col)
+        # The slots' own setters (bound below): the compiler makes one Pos per node.
+        _set_line(self, line)
+        _set_col(self, col)
 
     def __setattr__(self, name, value):
         raise AttributeError(f"cannot assign to field '{name}'")
@@ -40,6 +41,9 @@ class Pos:
     def __reduce__(self):
         return (Pos, (self.line, self.col))
 
+
+_set_line = Pos.line.__set__
+_set_col = Pos.col.__set__
 
 NO_POS = Pos(0, 0)
 

@@ -20,7 +20,7 @@ import re
 
 from .decode import DecodeError, Instruction, decode
 from .errors import VerifyError
-from .opcodes import OPS, POPS, PUSHES, F, Op, Operand
+from .opcodes import OPS, POPS, PUSHES, TERMINATORS, Op, Operand
 from .program import CodeKind, CodeObject, Program
 from .record import record
 
@@ -399,7 +399,7 @@ class _CodeVerifier:
             if branch is not None:
                 target = args[op.operands.index(Operand.TARGET)]
                 edges.append((self.index_of[target], (stack - branch[0] + branch[1], scope, tests)))
-            if not op.flags & F.TERMINATOR:
+            if op not in TERMINATORS:     # a set lookup: IntFlag's & is slow
                 if ins.next_offset >= end:
                     self.fail_at(ins, "control falls off the end of the code")
                 edges.append((i + 1, (stack - pops + pushes, f_scope, f_tests)))
