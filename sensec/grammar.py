@@ -337,6 +337,32 @@ class _Production:
     __repr__ = __str__
 
 
+class _Symbol:
+    """A grammar symbol on the parse stack (ply.yacc.YaccSymbol, lighter)."""
+
+    __slots__ = ("type", "value", "lineno", "lexpos", "lexer")
+
+    def __str__(self) -> str:
+        return self.type
+
+    __repr__ = __str__
+
+
+def _chain_rule_template(self, p):
+    "x : y"
+    p[0] = p[1]
+
+
+def _is_chain_rule(func) -> bool:
+    """Whether a rule's action is exactly ``p[0] = p[1]`` (compared as bytecode, so never stale)."""
+    func = getattr(func, "__func__", func)
+    if func is None:
+        return False
+    code, ref = func.__code__, _chain_rule_template.__code__
+    return (code.co_code == ref.co_code and code.co_names == ref.co_names
+            and code.co_varnames == ref.co_varnames and code.co_consts[1:] == ref.co_consts[1:])
+
+
 _ActionHead = namedtuple("_ActionHead", "pos kind name params capability approval")
 _ToolHead = namedtuple("_ToolHead", "pos is_async name params returns capability description")
 
@@ -460,6 +486,9 @@ class Parser:
         lrtab = types.SimpleNamespace(lr_productions=productions, lr_action=t["action"],
                                       lr_goto=t["goto"])
         self._lr = yacc.LRParser(lrtab, self.p_error)
+        # What _drive needs per production; no action for a chain rule (see _drive).
+        self._rules = [(p.name, p.len, None if p.len and _is_chain_rule(p.callable) else p.callable)
+                       for p in productions]
         tables = _TableLog()
         tables.sr_conflicts, tables.rr_conflicts = t["sr_conflicts"], t["rr_conflicts"]
         build_log = _BuildLog()
@@ -600,9 +629,98 @@ class Parser:
         self._src, self._collect = src, collect
         self._feed = _TokenFeed(tokens, self, begin)
         try:
-            return self._lr.parse(lexer=self._feed, tracking=True)
+            return self._drive(self._feed)
         finally:
             self._feed = None
+
+    def _drive(self, feed):
+        """``self._lr.parse(lexer=feed, tracking=True)``, as ply.yacc's ``parseopt`` runs it.
+
+        The same automaton steps in the same order: the same default reductions without a
+        lookahead, so tokens are drawn from the feed at the same moments, and ``statestack`` /
+        ``symstack`` on the LR parser (which p_error and the token feed read) hold the same
+        things at every call out. It differs only in what it leaves out: PLY's error recovery
+        (p_error always raises, and no rule raises Python's SyntaxError), the end positions
+        nobody reads, and the call of a rule whose whole action is ``p[0] = p[1]`` (a chain
+        rule such as ``unary : postfix``), whose value and position are copied directly. About
+        half of all reductions are such rules.
+        """
+        lr = self._lr
+        actions, goto, defaulted = lr.action, lr.goto, lr.defaulted_states
+        rules = self._rules
+        pslice = yacc.YaccProduction(None)
+        pslice.lexer, pslice.parser = feed, lr
+        get_token = feed.token
+        lr.token = get_token
+        statestack = [0]
+        symstack = []
+        lr.statestack, lr.symstack = statestack, symstack
+        pslice.stack = symstack
+        end = _Symbol()
+        end.type = "$end"
+        symstack.append(end)
+        state = 0
+        lookahead = None
+        while True:
+            if state in defaulted:
+                t = defaulted[state]
+            else:
+                if lookahead is None:
+                    lookahead = get_token()
+                    if lookahead is None:
+                        lookahead = _Symbol()
+                        lookahead.type = "$end"
+                t = actions[state].get(lookahead.type)
+                if t is None:
+                    self._error_at(lookahead, state)
+            if t > 0:
+                statestack.append(t)
+                state = t
+                symstack.append(lookahead)
+                lookahead = None
+                continue
+            if t == 0:
+                return getattr(symstack[-1], "value", None)
+            name, length, action = rules[-t]
+            sym = _Symbol()
+            sym.type = name
+            if length:
+                first = symstack[-length]
+                sym.lineno = first.lineno
+                sym.lexpos = first.lexpos
+                if action is None:              # p[0] = p[1]
+                    sym.value = first.value
+                    del symstack[-length:]
+                else:
+                    sym.value = None
+                    targ = symstack[-length - 1:]
+                    targ[0] = sym
+                    pslice.slice = targ
+                    del symstack[-length:]
+                    lr.state = state
+                    action(pslice)
+                del statestack[-length:]
+            else:
+                sym.value = None
+                sym.lineno = feed.lineno
+                sym.lexpos = feed.lexpos
+                pslice.slice = [sym]
+                lr.state = state
+                action(pslice)
+            symstack.append(sym)
+            state = goto[statestack[-1]][name]
+            statestack.append(state)
+
+    def _error_at(self, lookahead, state) -> None:
+        """What parseopt does on a syntax error, which here always ends in p_error raising."""
+        lr = self._lr
+        errtoken = None if lookahead.type == "$end" else lookahead
+        if errtoken is not None and not hasattr(errtoken, "lexer"):
+            errtoken.lexer = self._feed
+        lr.state = state
+        lr.errorok = False
+        self.p_error(errtoken)
+        raise AssertionError("p_error returned")      # it never does: every path raises
 
     # ------------------------------------------------------------------ positions and errors
 
