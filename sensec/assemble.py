@@ -32,6 +32,13 @@ class Instr:
 # Instructions that name a label: the only ones encoded again once every label has its offset.
 _HAS_TARGET = frozenset(op for op in Op if Operand.TARGET in op.operands)
 
+# Per opcode, indexed by its value (a list index, where a dict key would hash the enum member
+# in Python on every lookup): (jumps, terminates, pops, pushes) for _max_stack.
+_EFFECT = [None] * 256
+for _op in Op:
+    _EFFECT[_op] = (_op in JUMPS, _op in TERMINATORS, POPS[_op], PUSHES[_op])
+del _op
+
 
 class AssemblyError(Exception):
     """A bug in codegen (an unplaced label, an inconsistent stack), never a user error."""
@@ -101,16 +108,17 @@ def _max_stack(instrs, offsets) -> int:
             off, ins = instrs[i]
             a = ins.args[0] if ins.args and not isinstance(ins.args[0], Label) else 0
             b = ins.args[1] if len(ins.args) > 1 and not isinstance(ins.args[1], Label) else 0
-            if ins.op in JUMPS:         # set lookups: IntFlag's & is slow
+            jumps, terminates, pops_of, pushes_of = _EFFECT[ins.op]
+            if jumps:
                 target = next(x for k, x in zip(ins.op.operands, ins.args) if k is Operand.TARGET)
                 pops, pushes = ins.op.branch
                 branch_depth = depth - pops + pushes
                 best = max(best, branch_depth)
                 work.append((index_at[offsets[target]] if offsets[target] in index_at
                              else len(instrs), branch_depth))
-            if ins.op in TERMINATORS:
+            if terminates:
                 break
-            depth = depth - POPS[ins.op](a, b) + PUSHES[ins.op](a, b)
+            depth = depth - pops_of(a, b) + pushes_of(a, b)
             if depth < 0:
                 raise AssemblyError(f"stack underflow at instruction {i} ({ins.op.name})")
             best = max(best, depth)

@@ -69,12 +69,16 @@ def decode(code: bytes) -> Iterator[Instruction]:
 
 def encode(op: Op, args) -> bytes:
     """The inverse of ``decode`` for one instruction (used by the assembler and tests)."""
-    out = bytearray([op.value])
+    # _value_, not .value (an enum descriptor), and one-byte operands inline: the assembler
+    # encodes every instruction of a program through here.
+    out = bytearray((op._value_,))
     if len(args) != len(op.operands):
         raise ValueError(f"{op.name} takes {len(op.operands)} operand(s), got {len(args)}")
     for kind, value in zip(op.operands, args):
         if kind is Operand.TARGET:
             out += int(value).to_bytes(4, "little")
+        elif 0 <= value < 0x80:
+            out.append(value)
         else:
             write_uvarint(out, value)
     return bytes(out)

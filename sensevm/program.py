@@ -144,8 +144,14 @@ def encode_positions(positions) -> bytes:
     write_uvarint(out, len(positions))
     prev_off, prev_line = 0, 0
     for off, line, col in positions:
-        write_uvarint(out, off - prev_off)
-        write_uvarint(out, zigzag(line - prev_line))
-        write_uvarint(out, col)
+        delta, zline = off - prev_off, zigzag(line - prev_line)
+        if 0 <= delta < 0x80 and zline < 0x80 and 0 <= col < 0x80:
+            out.append(delta)       # the usual case, three one-byte varints, inline
+            out.append(zline)
+            out.append(col)
+        else:
+            write_uvarint(out, delta)
+            write_uvarint(out, zline)
+            write_uvarint(out, col)
         prev_off, prev_line = off, line
     return bytes(out)
