@@ -642,8 +642,8 @@ class Parser:
         things at every call out. It differs only in what it leaves out: PLY's error recovery
         (p_error always raises, and no rule raises Python's SyntaxError), the end positions
         nobody reads, and the call of a rule whose whole action is ``p[0] = p[1]`` (a chain
-        rule such as ``unary : postfix``), whose value and position are copied directly. About
-        half of all reductions are such rules.
+        rule such as ``unary : postfix``), whose value and position are copied directly (over
+        a nonterminal, its symbol is just renamed). About half of all reductions are such rules.
         """
         lr = self._lr
         actions, goto, defaulted = lr.action, lr.goto, lr.defaulted_states
@@ -662,9 +662,8 @@ class Parser:
         state = 0
         lookahead = None
         while True:
-            if state in defaulted:
-                t = defaulted[state]
-            else:
+            t = defaulted.get(state)
+            if t is None:
                 if lookahead is None:
                     lookahead = get_token()
                     if lookahead is None:
@@ -682,6 +681,12 @@ class Parser:
             if t == 0:
                 return getattr(symstack[-1], "value", None)
             name, length, action = rules[-t]
+            if action is None and length == 1 and symstack[-1].__class__ is _Symbol:
+                # A chain rule over a nonterminal: that symbol, renamed, is the result (no rule
+                # action or stack slot refers to it once it is reduced).
+                symstack[-1].type = name
+                statestack[-1] = state = goto[statestack[-2]][name]
+                continue
             sym = _Symbol()
             sym.type = name
             if length:
