@@ -31,13 +31,14 @@ def build(file, output):
     """Compile FILE.sns (and the modules it imports) to one .snb file."""
     from sensevm.snb import dump
     from sensevm.verify import load_verified
-    from .driver import compile_file
-    try:
-        program = compile_file(file)
-    except SenseError as err:
-        _report_and_exit(err)
-    data = dump(program)
-    load_verified(data)          # never write a file the VM would refuse
+    from .driver import compile_file, gc_paused
+    with gc_paused():            # see gc_paused: collections here would free nothing
+        try:
+            program = compile_file(file)
+        except SenseError as err:
+            _report_and_exit(err)
+        data = dump(program)
+        load_verified(data)          # never write a file the VM would refuse
     out = output or (file[:-4] if file.endswith(".sns") else file) + ".snb"
     try:
         atomic_write(out, data)
