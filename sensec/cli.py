@@ -32,7 +32,7 @@ def build(file, output):
     from sensevm.snb import dump
     from sensevm.verify import load_verified
     from .driver import compile_file, gc_paused
-    with gc_paused():            # see gc_paused: collections here would free nothing
+    with gc_paused(freeze=True):     # see gc_paused: collections here would free nothing
         try:
             program = compile_file(file)
         except SenseError as err:

@@ -17,19 +17,26 @@ from .resolve import check
 
 
 @contextlib.contextmanager
-def gc_paused():
+def gc_paused(*, freeze: bool = False):
     """No cyclic garbage collection inside the block (restored after, even on an error).
 
     A compile allocates millions of objects that all stay alive until it ends (tokens, nodes,
     instructions), so every collection the allocations trigger walks an ever larger heap and
     frees nothing: on a large file that was a fifth of the compile. Reference counting still
     frees everything as usual; cycles made meanwhile wait for the next collection after.
+
+    The first collection after the block still walks everything allocated in it once. A
+    command that ends soon after (``sensec build``) passes ``freeze=True`` so that it never
+    does: what exists then is moved out of the collector's sight (``gc.freeze``), which is
+    only right when nothing long-lived follows.
     """
     was_enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
+        if freeze:
+            gc.freeze()
         if was_enabled:
             gc.enable()
 

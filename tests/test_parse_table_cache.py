@@ -121,3 +121,37 @@ def test_an_unwritable_cache_directory_still_parses(tmp_path, monkeypatch, yacc_
     assert Parser().build().parse("x = 1\n").body
     assert Parser().build().parse("y = 2\n").body
     assert len(yacc_calls) == 2
+
+
+# ----------------------------------------------------------------------------- gc_paused
+
+def test_gc_paused_restores_the_collector_even_after_an_error():
+    import gc
+
+    from sensec.driver import gc_paused
+    assert gc.isenabled()
+    with gc_paused():
+        assert not gc.isenabled()
+        with gc_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()            # the inner block leaves the outer pause alone
+    assert gc.isenabled()
+    with pytest.raises(ValueError):
+        with gc_paused():
+            raise ValueError("boom")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with gc_paused():
+            pass
+        assert not gc.isenabled()            # it was off before: it stays off
+    finally:
+        gc.enable()
+
+
+def test_compile_source_leaves_the_collector_on():
+    import gc
+
+    from sensec.driver import compile_source
+    compile_source("def f(a):\n    return a + 1\nprint(f(1))\n")
+    assert gc.isenabled()
