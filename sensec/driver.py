@@ -61,11 +61,13 @@ def parse_source(source: str, path: str) -> n.Module:
     return parse(source, path)
 
 
-def _walk(node: n.Node) -> list:
+def _walk(node: n.Node, *, expressions: bool = True) -> list:
     """Every node of the tree, in source order (pre-order), the root first.
 
     Iterative: nested generators cost a frame switch per level for every node yielded, which
-    made walking a large module slower than compiling it.
+    made walking a large module slower than compiling it. With ``expressions=False`` it does
+    not enter expressions (nothing inside an expression is a statement), which is all the
+    declarations and imports below need, and skips most of the tree.
     """
     out = []
     stack = [node]
@@ -74,6 +76,8 @@ def _walk(node: n.Node) -> list:
         out.append(node)
         kids = node.children()
         if kids:
+            if not expressions:
+                kids = [k for k in kids if not isinstance(k, n.Expr)]
             kids.reverse()
             stack.extend(kids)
     return out
@@ -97,7 +101,7 @@ class _Build:
         code_index = b.reserve_code()
         directory = os.path.dirname(os.path.abspath(path)) if not path.startswith("<") else os.getcwd()
         module_slots = {}
-        nodes = _walk(tree)
+        nodes = _walk(tree, expressions=False)      # imports, actions and tools are statements
         for imp in nodes:
             if not isinstance(imp, (n.Import, n.FromImport)) or imp.python:
                 continue

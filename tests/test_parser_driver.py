@@ -88,3 +88,23 @@ def test_chain_rules_are_recognised_by_their_code():
     assert not _is_chain_rule(not_chain)
     assert _is_chain_rule(chain_with_docstring)
     assert not _is_chain_rule(grammar.Parser.p_expr_stmt)
+
+
+def test_no_statement_inside_an_expression():
+    """What lets the compile driver skip expressions when it looks for imports and declarations."""
+    from sensec import nodes as N
+    from sensec.driver import _walk
+    for path in SOURCES[::3]:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            text = fh.read()
+        try:
+            tree = Parser.shared().parse(text)
+        except SenseSyntaxError:
+            continue
+        for node in _walk(tree):
+            if isinstance(node, N.Expr):
+                assert not any(isinstance(x, N.Stmt) for x in _walk(node)), path
+        everything = [x for x in _walk(tree) if not isinstance(x, N.Expr)]
+        pruned = _walk(tree, expressions=False)
+        assert [x for x in everything if isinstance(x, N.Stmt)] == \
+            [x for x in pruned if isinstance(x, N.Stmt)], path
