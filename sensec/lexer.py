@@ -207,7 +207,9 @@ class Lexer:
         skip = re.compile("[" + re.escape(ignore) + "]+").match if ignore else None
         while pos < length:
             if data[pos] in ignore:
-                pos = skip(data, pos).end()
+                pos += 1
+                if pos < length and data[pos] in ignore:     # a longer run (indentation)
+                    pos = skip(data, pos).end()
                 continue
             for regex, index in master:
                 m = regex.match(data, pos)
