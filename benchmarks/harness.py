@@ -94,6 +94,27 @@ def ours_env() -> dict:
     return env
 
 
+def precompile(python: str) -> str:
+    """Byte-compile sensec and sensevm once, untimed, as installing them does; say what happened.
+
+    Every timed run includes interpreter start-up, and CPython's own modules always load from
+    their installed .pyc files. Without this step, an environment that sets
+    PYTHONDONTWRITEBYTECODE (or a read-only checkout) would recompile every module of ours from
+    source on every run, which no installed copy does; the start-up row would then measure
+    the bytecode compiler, not sensevm. The .pyc files go to the usual __pycache__ directories
+    and are checked against the sources on import, as always, so they can never be stale.
+    """
+    try:
+        proc = subprocess.run([python, "-m", "compileall", "-q",
+                               os.path.join(ROOT, "sensevm"), os.path.join(ROOT, "sensec")],
+                              capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"not precompiled ({exc})"
+    if proc.returncode != 0:
+        return f"not precompiled (compileall: exit {proc.returncode})"
+    return "precompiled with compileall, as an install does"
+
+
 def _first_line(run: Run) -> str:
     for line in (run.stderr + "\n" + run.stdout).splitlines():
         if line.strip():
@@ -510,6 +531,7 @@ def main(rounds, quick, only, ref, python, out, timeout, list_only):
               f"{' (--quick sizes)' if quick else ''}\n")
     if ref_path is None:
         _progress(f"note: {ref_reason}; its columns will show n/a\n")
+    bytecode = precompile(python)
     try:
         rows = run_all(benches, s, _progress)
     finally:
@@ -524,7 +546,7 @@ def main(rounds, quick, only, ref, python, out, timeout, list_only):
         "machine": machine_info(python),
         "revision": revision(),
         "settings": {"rounds": rounds, "quick": quick, "only": [b.name for b in benches],
-                     "timeout_s": timeout, "python": python,
+                     "timeout_s": timeout, "python": python, "bytecode": bytecode,
                      # Peak RSS cannot read below the RSS of the process that forked the child.
                      "rss_method": "fork from a small helper, os.wait4" if runner.method == "helper"
                      else "os.wait4 (floor: the harness's own RSS)",

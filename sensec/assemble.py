@@ -7,7 +7,7 @@ from typing import Optional
 
 from sensevm.decode import encode
 from sensevm.errors import Pos, NO_POS
-from sensevm.opcodes import Op, Operand, POPS, PUSHES, F
+from sensevm.opcodes import JUMPS, Op, Operand, POPS, PUSHES, TERMINATORS
 
 
 class Label:
@@ -29,12 +29,24 @@ class Instr:
     pos: Pos = NO_POS
 
 
+# Instructions that name a label: the only ones encoded again once every label has its offset.
+_HAS_TARGET = frozenset(op for op in Op if Operand.TARGET in op.operands)
+
+# Per opcode, indexed by its value (a list index, where a dict key would hash the enum member
+# in Python on every lookup): (jumps, terminates, pops, pushes) for _max_stack.
+_EFFECT = [None] * 256
+for _op in Op:
+    _EFFECT[_op] = (_op in JUMPS, _op in TERMINATORS, POPS[_op], PUSHES[_op])
+del _op
+
+
 class AssemblyError(Exception):
     """A bug in codegen (an unplaced label, an inconsistent stack), never a user error."""
 
 
-def _size(ins: Instr) -> int:
-    return len(encode(ins.op, [0 if isinstance(a, Label) else a for a in ins.args]))
+def _encode_unresolved(ins: Instr) -> bytes:
+    """The instruction's bytes with 0 for every label (a TARGET has a fixed width)."""
+    return encode(ins.op, [0 if isinstance(a, Label) else a for a in ins.args])
 
 
 def assemble(items: list) -> tuple[bytes, int, tuple[tuple[int, int, int], ...]]:
@@ -45,6 +57,7 @@ def assemble(items: list) -> tuple[bytes, int, tuple[tuple[int, int, int], ...]]
     """
     offsets: dict[Label, int] = {}
     instrs: list[tuple[int, Instr]] = []
+    encoded: list[bytes] = []
     offset = 0
     for item in items:
         if isinstance(item, Label):
@@ -52,12 +65,18 @@ def assemble(items: list) -> tuple[bytes, int, tuple[tuple[int, int, int], ...]]
                 raise AssemblyError(f"label {item!r} placed twice")
             offsets[item] = offset
         else:
+            data = _encode_unresolved(item)
             instrs.append((offset, item))
-            offset += _size(item)
+            encoded.append(data)
+            offset += len(data)
 
     code = bytearray()
     positions = []
-    for off, ins in instrs:
+    for (off, ins), data in zip(instrs, encoded):
+        positions.append((off, ins.pos.line, ins.pos.col))
+        if ins.op not in _HAS_TARGET:   # no label operand: the first encoding is final
+            code += data
+            continue
         args = []
         for kind, a in zip(ins.op.operands, ins.args):
             if kind is Operand.TARGET:
@@ -67,7 +86,6 @@ def assemble(items: list) -> tuple[bytes, int, tuple[tuple[int, int, int], ...]]
             else:
                 args.append(a)
         code += encode(ins.op, args)
-        positions.append((off, ins.pos.line, ins.pos.col))
     return bytes(code), _max_stack(instrs, offsets), tuple(positions)
 
 
@@ -90,16 +108,17 @@ def _max_stack(instrs, offsets) -> int:
             off, ins = instrs[i]
             a = ins.args[0] if ins.args and not isinstance(ins.args[0], Label) else 0
             b = ins.args[1] if len(ins.args) > 1 and not isinstance(ins.args[1], Label) else 0
-            if ins.op.flags & F.JUMP:
+            jumps, terminates, pops_of, pushes_of = _EFFECT[ins.op]
+            if jumps:
                 target = next(x for k, x in zip(ins.op.operands, ins.args) if k is Operand.TARGET)
                 pops, pushes = ins.op.branch
                 branch_depth = depth - pops + pushes
                 best = max(best, branch_depth)
                 work.append((index_at[offsets[target]] if offsets[target] in index_at
                              else len(instrs), branch_depth))
-            if ins.op.flags & F.TERMINATOR:
+            if terminates:
                 break
-            depth = depth - POPS[ins.op](a, b) + PUSHES[ins.op](a, b)
+            depth = depth - pops_of(a, b) + pushes_of(a, b)
             if depth < 0:
                 raise AssemblyError(f"stack underflow at instruction {i} ({ins.op.name})")
             best = max(best, depth)

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from sensevm.cli import internal_error
+from sensevm.launch import internal_error
 from sensevm.diagnostics import report
 from sensevm.files import atomic_write
 from sensevm.errors import SenseError, SnbFormatError, VerifyError
@@ -31,13 +31,14 @@ def build(file, output):
     """Compile FILE.sns (and the modules it imports) to one .snb file."""
     from sensevm.snb import dump
     from sensevm.verify import load_verified
-    from .driver import compile_file
-    try:
-        program = compile_file(file)
-    except SenseError as err:
-        _report_and_exit(err)
-    data = dump(program)
-    load_verified(data)          # never write a file the VM would refuse
+    from .driver import compile_file, gc_paused
+    with gc_paused(freeze=True):     # see gc_paused: collections here would free nothing
+        try:
+            program = compile_file(file)
+        except SenseError as err:
+            _report_and_exit(err)
+        data = dump(program)
+        load_verified(data)          # never write a file the VM would refuse
     out = output or (file[:-4] if file.endswith(".sns") else file) + ".snb"
     try:
         atomic_write(out, data)

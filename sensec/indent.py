@@ -84,10 +84,16 @@ class IndentFilter:
         depth = 0              # open brackets on the current logical line
         line_open = False      # has the current logical line produced a token yet?
         self._check_leading_whitespace(0)
+        raw = self._raw
         while True:
-            tok = self._next_raw()
+            # _next_raw(), inlined: this loop runs once per token of every file compiled.
+            tok = self._peeked
             if tok is None:
-                break
+                tok = next(raw, None)
+                if tok is None:
+                    break
+            else:
+                self._peeked = None
             if tok.type == "NEWLINE":
                 if depth:
                     continue

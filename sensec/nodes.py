@@ -7,7 +7,7 @@ Blocks are tuples of statements. Nothing here knows about bytecode.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from typing import Optional
 
 from sensevm.errors import Pos
@@ -19,20 +19,53 @@ class Node:
     __slots__ = ()
     pos: Pos
 
+    # Names of the fields that may hold nodes (all but ``pos``), set by @node: asking
+    # dataclasses.fields() on every call made tree walks the slowest part of a compile.
+    _child_fields: tuple = ()
+
     def children(self):
-        """Yield every child node (through tuples too), in field order."""
-        for f in fields(self):
-            value = getattr(self, f.name)
+        """Every child node (through tuples too), in field order, as a list."""
+        out = []
+        for name in self._child_fields:
+            value = getattr(self, name)
             if isinstance(value, Node):
-                yield value
+                out.append(value)
             elif isinstance(value, tuple):
                 for item in value:
                     if isinstance(item, Node):
-                        yield item
+                        out.append(item)
+        return out
 
 
 def node(cls):
-    return dataclass(frozen=True, slots=True)(cls)
+    cls = dataclass(frozen=True, slots=True)(cls)
+    cls._child_fields = tuple(f.name for f in fields(cls) if f.name != "pos")
+    cls.__init__ = _fast_init(cls)
+    return cls
+
+
+def _fast_init(cls):
+    """The dataclass's ``__init__`` (same signature), storing through the slots' own setters.
+
+    A frozen dataclass stores each field with ``object.__setattr__``, a general attribute
+    lookup per field; the parser makes a node for nearly every token, so this is faster.
+    """
+    params, stores, env = [], [], {}
+    for i, f in enumerate(fields(cls)):
+        if f.default is not MISSING:
+            env[f"_d{i}"] = f.default
+            params.append(f"{f.name}=_d{i}")
+        elif f.default_factory is not MISSING:
+            raise TypeError(f"{cls.__name__}.{f.name}: default_factory is not supported")
+        else:
+            params.append(f.name)
+        env[f"_s{i}"] = getattr(cls, f.name).__set__
+        stores.append(f"    _s{i}(self, {f.name})")
+    source = f"def __init__(self, {', '.join(params)}):\n" + "\n".join(stores or ["    pass"]) + "\n"
+    exec(source, env)
+    init = env["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    return init
 
 
 # ----------------------------------------------------------------------------- types and helpers
@@ -375,15 +408,23 @@ class Module(Node):
 class NodeVisitor:
     """Dispatch ``visit_<ClassName>``; a subclass naming a node class that does not exist is a bug."""
 
+    _visit_table: dict = {}
+
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         known = {c.__name__ for c in _all_node_classes()}
         for attr in vars(cls):
             if attr.startswith("visit_") and attr[6:] not in known:
                 raise TypeError(f"{cls.__name__}.{attr} names no node class")
+        cls._visit_table = {}    # node class -> the function that visits it, filled on use
 
     def visit(self, n: Node):
-        return getattr(self, "visit_" + type(n).__name__, self.generic_visit)(n)
+        # visit_<ClassName> found once per node class, not by building its name on every visit.
+        fn = self._visit_table.get(n.__class__)
+        if fn is None:
+            fn = getattr(type(self), "visit_" + type(n).__name__, None) or type(self).generic_visit
+            self._visit_table[n.__class__] = fn
+        return fn(self, n)
 
     def generic_visit(self, n: Node):
         for child in n.children():

@@ -29,6 +29,11 @@ class Resolver(n.NodeVisitor):
         for stmt in m.body:
             self.visit(stmt)
 
+    def generic_visit(self, node: n.Node):
+        if isinstance(node, n.Expr) and _EXPRESSIONS_UNCHECKED:
+            return      # nothing inside an expression is a statement: no check applies there
+        super().generic_visit(node)
+
     def body(self, stmts, *, returns: bool = True) -> None:
         """A body of its own (function, action, rollback, tool, agent): break/continue never
         cross it (spec 21.3), and a session block around it does not enclose its statements."""
@@ -114,6 +119,13 @@ class Resolver(n.NodeVisitor):
     def visit_FromImport(self, i: n.FromImport):
         if i.python:
             self.error("Python interop is not supported by this version of sensec yet", i.pos)
+
+
+# The resolver may skip expressions only while it has no visit_ method for any of them; a check
+# added for an expression turns the shortcut off.
+_EXPRESSIONS_UNCHECKED = not any(
+    hasattr(Resolver, "visit_" + c.__name__)
+    for c in n._all_node_classes() if issubclass(c, n.Expr))
 
 
 def check(module: n.Module, path: str) -> list[SenseSyntaxError]:

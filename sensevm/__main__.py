@@ -1,4 +1,4 @@
-"""``python -m sensevm``."""
-from .cli import entry
+"""``python -m sensevm``: the same entry as the console script (see sensevm.launch)."""
+from .launch import entry
 
 entry()

@@ -3,29 +3,37 @@
 from __future__ import annotations
 
 import fcntl
-import hashlib
-import json
 import os
 import re
-import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Optional
+
+from .record import Factory, record
+
+# json, datetime, hashlib and threading serve only the durable file (``--audit-log``, ``sensevm
+# audit verify``): they are imported where that is used, not on every ``sensevm run``.
 
 
-@dataclass(frozen=True)
+@record
 class AuditRecord:
     subject: str                 # "irreversible action 'ship'", "tool 'camera'", ...
     name: str
     kind: str                    # "reversible" | "irreversible" | "tool" | "model"
     event: str                   # prepared, verified, committed, denied, failed, rolled_back, called
-    detail: Optional[str] = None
-    line: Optional[int] = None
+    detail: str | None = None
+    line: int | None = None
     lineage: tuple[str, ...] = ()
-    timestamp: float = field(default_factory=time.time)
+    timestamp: float = Factory(time.time)
     host_only: bool = False      # kept in the host-side trail, not in audit_log()'s lines
+
+    def __init__(self, subject, name, kind, event, detail=None, line=None, lineage=(),
+                 timestamp=None, host_only=False):
+        # Written out (not @record's generic one): the VM makes one per lifecycle event.
+        d = self.__dict__
+        d["subject"], d["name"], d["kind"], d["event"] = subject, name, kind, event
+        d["detail"], d["line"], d["lineage"] = detail, line, lineage
+        d["timestamp"] = time.time() if timestamp is None else timestamp
+        d["host_only"] = host_only
 
     def describe(self) -> str:
         """``[line L] SUBJECT -> EVENT (DETAIL) (via F1 > F2)`` as spec section 13 specifies."""
@@ -48,7 +56,7 @@ class AuditLog:
 
     TAIL = 64
 
-    def __init__(self, sink: Optional["AuditFile"] = None):
+    def __init__(self, sink: "AuditFile | None" = None):
         self.sink = sink
         self.records = [] if sink is None else deque(maxlen=self.TAIL)
         # Lines of an earlier run this one continues (a resumed agent): audit_log() shows
@@ -91,11 +99,20 @@ class AuditLogError(Exception):
 
 
 def _utc(timestamp: float) -> str:
+    from datetime import datetime, timezone
     return (datetime.fromtimestamp(timestamp, tz=timezone.utc)
             .isoformat(timespec="microseconds").replace("+00:00", "Z"))
 
 
-_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+_ENCODER = None    # the canonical JSON encoder, made on first use
+
+
+def _encoder():
+    global _ENCODER
+    if _ENCODER is None:
+        import json
+        _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _ENCODER
 
 
 def _escape_surrogate(m: re.Match) -> str:
@@ -104,7 +121,7 @@ def _escape_surrogate(m: re.Match) -> str:
 
 def encode_entry(entry: dict) -> bytes:
     """The canonical bytes of one line, without its newline."""
-    text = _ENCODER.encode(entry)
+    text = _encoder().encode(entry)
     if _SURROGATE.search(text):
         text = _SURROGATE.sub(_escape_surrogate, text)
     return text.encode("utf-8")
@@ -132,10 +149,11 @@ def record_entry(record: AuditRecord, seq: int, prev: str) -> dict:
 
 
 def line_hash(line: bytes) -> str:
+    import hashlib
     return hashlib.sha256(line).hexdigest()
 
 
-@dataclass
+@record(frozen=False)
 class ChainResult:
     """What ``verify_chain`` found. ``records``/``last_seq``/``last_hash``/``end`` describe the
     intact prefix; ``problem`` and ``line`` the first fault (None when the chain is intact)."""
@@ -145,8 +163,8 @@ class ChainResult:
     last_seq: int = 0
     last_hash: str = GENESIS
     end: int = 0                       # byte offset just past the last intact line
-    line: Optional[int] = None
-    problem: Optional[str] = None
+    line: int | None = None
+    problem: str | None = None
     torn: bool = False
 
     @property
@@ -164,7 +182,7 @@ def _is_int(v) -> bool:
     return type(v) is int
 
 
-def _entry_problem(entry) -> Optional[str]:
+def _entry_problem(entry) -> str | None:
     """What is wrong with the shape of one parsed line, or None."""
     if not isinstance(entry, dict):
         return "line is not a JSON object"
@@ -192,6 +210,7 @@ def _entry_problem(entry) -> Optional[str]:
     if len(prev) != 64 or not set(prev) <= _HEX:
         return "prev is not a lowercase hex SHA-256"
     try:
+        from datetime import datetime
         when = datetime.fromisoformat(entry["time"])
     except ValueError:
         when = None
@@ -207,12 +226,13 @@ def _rebuilt_text(entry: dict) -> str:
                        host_only=entry["host_only"]).describe()
 
 
-def _line_problem(number: int, raw: bytes, result: ChainResult) -> Optional[str]:
+def _line_problem(number: int, raw: bytes, result: ChainResult) -> str | None:
     """What is wrong with line ``number`` (``raw`` with its newline) given the intact prefix."""
     line = raw[:-1]
     if not line:
         return "empty line"
     try:
+        import json
         entry = json.loads(line.decode("utf-8"))
     except UnicodeDecodeError:
         return "line is not valid UTF-8"
@@ -279,8 +299,9 @@ class AuditFile:
     def __init__(self, path, *, fsync: bool = True):
         self.path = os.fspath(path)
         self.fsync = fsync
+        import threading
         self._mutex = threading.Lock()       # async tool bodies record from other threads
-        self._failed: Optional[str] = None
+        self._failed: str | None = None
         self.fd = self._open()
         try:
             self._lock_exclusive()
@@ -369,6 +390,7 @@ class AuditFile:
                 with open(self.fd, "rb", closefd=False) as fh:
                     fh.seek(self.start_offset)
                     for raw in fh:
+                        import json
                         entry = json.loads(raw)
                         if not entry["host_only"]:
                             out.append(entry["text"])

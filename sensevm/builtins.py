@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing would slow every start
+    from typing import Any
 
 from .errors import SenseRuntimeError
 from .values import Builtin, Scope, to_str, type_name

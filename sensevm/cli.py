@@ -1,4 +1,4 @@
-"""The ``sensevm`` command: run a .snb (or .sns) program."""
+"""The ``sensevm`` click commands (run, resume, recover, audit, test, memory-path, repl); see launch.py."""
 
 from __future__ import annotations
 
@@ -7,110 +7,13 @@ import sys
 import click
 
 from .errors import SenseError, SnbFormatError, VerifyError
+from . import launch
+# run_file and its helpers live in the click-free launcher, which `sensevm run FILE` uses
+# directly (see sensevm.launch); the commands here use them from there.
+from .launch import _guarded, _open_audit, run_file
 
-
-
-def stale_source(path: str, source_hash: bytes):
-    """The sibling .sns of a .snb file if its text no longer matches the hash in the header."""
-    import hashlib
-    if not path.endswith(".snb"):
-        return None
-    source = path[:-4] + ".sns"
-    try:
-        with open(source, "rb") as fh:
-            text = fh.read().decode("utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    return None if hashlib.sha256(text.encode("utf-8")).digest() == source_hash else source
-
-
-def run_file(path: str, *, dry_run: bool = False, stdout=None, stderr=None,
-             audit_log: str | None = None, state_dir: str | None = None,
-             approve: str | None = None, session_log: str | None = None, stdin=None) -> int:
-    """Run ``path`` as ``sensevm run`` does; return the exit status.
-
-    With ``audit_log``, every audit record is also appended durably to that file (see
-    sensevm.audit.AuditFile); a log that cannot be opened stops the run before it starts.
-    """
-    from .diagnostics import report
-    from .loader import load_path
-    from .vm import VM
-    stdout = stdout if stdout is not None else sys.stdout
-    stderr = stderr if stderr is not None else sys.stderr
-    try:
-        verified, sources = load_path(path)
-    except SenseError as err:
-        report(err, {}, stderr)
-        return 1
-    except (SnbFormatError, VerifyError) as exc:
-        stderr.write(f"{path}: {type(exc).__name__}: {exc}\n")
-        return 1
-    stale = stale_source(path, verified.program.source_hash)
-    if stale:
-        stderr.write(f"warning: {path} is older than {stale}, which has changed since it was "
-                     f"built (rebuild with: sensec build {stale})\n")
-    audit = _open_audit(audit_log, stderr)
-    if audit is None:
-        return 1
-    vm = VM(verified, stdout=stdout, dry_run=dry_run, audit=audit, state_dir=state_dir)
-    _session_host(vm, path, approve, session_log, stdin, stderr)
-    return _guarded(vm.run, audit, sources, stdout, stderr)
-
-
-def _session_host(vm, path: str, approve, session_log, stdin, stderr) -> None:
-    """How this run decides a session its program left undecided, and where sessions log."""
-    import os
-    vm.session_log_path = session_log or os.path.join(
-        os.path.dirname(os.path.abspath(path)), ".sense", "sessions.wal")
-    stdin = stdin if stdin is not None else sys.stdin
-
-    def approver(session, manifest, shown):
-        if approve is not None:
-            return approve                  # confirm() refuses it unless it is this manifest
-        if not (hasattr(stdin, "isatty") and stdin.isatty()):
-            return None                     # no one to ask: fail closed
-        stderr.write(shown + f"Run exactly these {len(manifest.entries)} irreversible "
-                             "action(s)? Type yes to approve, anything else aborts: ")
-        stderr.flush()
-        return manifest.hash if stdin.readline().strip().lower() == "yes" else None
-
-    vm.session_approver = approver
-
-
-def _open_audit(audit_log, stderr):
-    """The run's audit log, durable if asked; None (after saying why) if it cannot be opened."""
-    from .audit import AuditFile, AuditLog, AuditLogError
-    if audit_log is None:
-        return AuditLog()
-    try:
-        return AuditLog(sink=AuditFile(audit_log))
-    except AuditLogError as exc:
-        stderr.write(f"{exc}\n")
-        return None
-
-
-def _guarded(body, audit, sources, stdout, stderr, error_path=None) -> int:
-    """Run ``body``; render a Sense error, stop on an audit failure; always close the log."""
-    from .audit import AuditLogError
-    from .diagnostics import report
-    try:
-        body()
-    except SenseError as err:
-        err.path = err.path or error_path
-        stdout.flush()
-        report(err, sources, stderr)
-        return 1
-    except AuditLogError as exc:
-        # A record that cannot be made durable stops the run: nothing more happens unaudited.
-        stdout.flush()
-        stderr.write(f"{exc}\n")
-        return 1
-    finally:
-        audit.close()
-    stdout.flush()
-    return 0
+# Installs made before the console script moved to sensevm.launch still enter here.
+entry = launch.entry
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -251,26 +154,6 @@ def memory_path_command(file):
     running it (without FILE: whether SENSE_MEMORY_DIR is set)."""
     from .memorypath import memory_path
     sys.exit(memory_path(file))
-
-
-def entry() -> None:
-    """Console-script entry: no Python traceback ever reaches the user."""
-    try:
-        main(prog_name="sensevm")
-    except KeyboardInterrupt:
-        sys.stderr.write("interrupted\n")
-        sys.exit(130)
-    except Exception as exc:  # a bug in sensevm itself: say so plainly, exit 70 (EX_SOFTWARE)
-        internal_error("sensevm", exc)
-
-
-def internal_error(prog: str, exc: BaseException) -> None:
-    import os
-    if os.environ.get("SENSE_DEBUG"):
-        raise exc
-    sys.stderr.write(f"{prog}: internal error: {type(exc).__name__}: {exc}\n"
-                     f"(this is a bug in {prog}; set SENSE_DEBUG=1 to see where)\n")
-    sys.exit(70)
 
 
 @main.command()

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Iterator, NamedTuple
+from collections import namedtuple
 
 from .opcodes import OPS, Op, Operand
+from .program import write_uvarint
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing would slow every start
+    from typing import Iterator
 
 
-class Instruction(NamedTuple):
-    offset: int          # byte offset of the opcode
-    op: Op
-    args: tuple          # decoded operands, in the row's order
-    size: int            # bytes, opcode included
+# offset: byte offset of the opcode; op: the Op; args: decoded operands, in the row's order;
+# size: bytes, opcode included. (collections.namedtuple, not typing.NamedTuple: no typing import.)
+class Instruction(namedtuple("Instruction", "offset op args size")):
+    __slots__ = ()
 
     @property
     def next_offset(self) -> int:
@@ -65,13 +69,16 @@ def decode(code: bytes) -> Iterator[Instruction]:
 
 def encode(op: Op, args) -> bytes:
     """The inverse of ``decode`` for one instruction (used by the assembler and tests)."""
-    from .program import write_uvarint
-    out = bytearray([op.value])
+    # _value_, not .value (an enum descriptor), and one-byte operands inline: the assembler
+    # encodes every instruction of a program through here.
+    out = bytearray((op._value_,))
     if len(args) != len(op.operands):
         raise ValueError(f"{op.name} takes {len(op.operands)} operand(s), got {len(args)}")
     for kind, value in zip(op.operands, args):
         if kind is Operand.TARGET:
             out += int(value).to_bytes(4, "little")
+        elif 0 <= value < 0x80:
+            out.append(value)
         else:
             write_uvarint(out, value)
     return bytes(out)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Optional
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing would slow every start
+    from typing import Optional
 
 from .errors import SenseError
 

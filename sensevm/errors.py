@@ -2,19 +2,48 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
-
-@dataclass(frozen=True, slots=True)
 class Pos:
-    """A source position: 1-based line and column. Line 0 means "no location" (synthetic code)."""
+    """A source position: 1-based line and column. Line 0 means "no location" (synthetic code).
 
-    line: int
-    col: int
+    A value: compared and hashed by (line, col), never changed after construction. Written out
+    by hand rather than as a dataclass because every ``sensevm`` start imports this module, and
+    ``dataclasses`` (which imports ``inspect``) costs more than running a small program.
+    """
+
+    __slots__ = ("line", "col")
+    __match_args__ = ("line", "col")
+
+    def __init__(self, line: int, col: int):
+        # The slots' own setters (bound below): the compiler makes one Pos per node.
+        _set_line(self, line)
+        _set_col(self, col)
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"cannot assign to field '{name}'")
+
+    __delattr__ = __setattr__
+
+    def __eq__(self, other):
+        if other.__class__ is self.__class__:
+            return self.line == other.line and self.col == other.col
+        return NotImplemented
+
+    def __hash__(self):
+        return hash((self.line, self.col))
+
+    def __repr__(self) -> str:
+        return f"Pos(line={self.line!r}, col={self.col!r})"
 
     def __str__(self) -> str:
         return f"{self.line}:{self.col}"
 
+    def __reduce__(self):
+        return (Pos, (self.line, self.col))
+
+
+_set_line = Pos.line.__set__
+_set_col = Pos.col.__set__
 
 NO_POS = Pos(0, 0)
 

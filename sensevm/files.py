@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import tempfile
 
 from .errors import SenseError
 
@@ -23,6 +22,7 @@ def read_bytes(path: str) -> bytes:
 
 def atomic_write(path: str, data: bytes) -> None:
     """Write ``data`` so that a crash leaves either the old file or the whole new one."""
+    import tempfile   # here, not at the top: every `sensevm run` imports this module, few write
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=directory)
     try:

@@ -35,8 +35,9 @@ Changing a row changes ``FINGERPRINT``; the .snb header carries it and a golden 
 
 from __future__ import annotations
 
-import hashlib
 from enum import IntEnum, IntFlag
+
+from .digest import sha256    # not hashlib: see sensevm.digest (start-up time)
 
 FORMAT_MAJOR = 4
 FORMAT_MINOR = 1          # 1: the action manifest's "immediate" flag bit (4)
@@ -223,7 +224,7 @@ def _fingerprint() -> bytes:
     for op in Op:
         rows.append(f"{op.value}|{op.name}|{','.join(o.name for o in op.operands)}|"
                     f"{op.pops}|{op.pushes}|{int(op.flags)}|{op.branch}")
-    return hashlib.sha256("\n".join(rows).encode()).digest()[:8]
+    return sha256("\n".join(rows).encode()).digest()[:8]
 
 
 FINGERPRINT: bytes = _fingerprint()

@@ -9,7 +9,9 @@ caller's ``deny`` reaches every function, tool and action body it calls.
 
 from __future__ import annotations
 
-from typing import Optional
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing would slow every start
+    from typing import Optional
 
 ALLOW, DENY = "allow", "deny"
 

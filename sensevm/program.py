@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
 from enum import IntEnum
-from typing import Optional
 
 from .errors import Pos, NO_POS
+from .record import record
 
 
 class CodeKind(IntEnum):
@@ -19,7 +18,7 @@ class CodeKind(IntEnum):
     AGENT_BODY = 5  # an agent's body: entered only by start()
 
 
-@dataclass(frozen=True)
+@record
 class CodeObject:
     """One compiled body. ``positions`` holds ``(offset, line, col)`` for every instruction start."""
 
@@ -27,8 +26,8 @@ class CodeObject:
     kind: CodeKind
     source: int                                  # index into Program.sources
     params: tuple[str, ...] = ()
-    param_types: tuple[Optional[str], ...] = ()  # annotation text per parameter, or None
-    return_type: Optional[str] = None
+    param_types: tuple[str | None, ...] = ()  # annotation text per parameter, or None
+    return_type: str | None = None
     max_stack: int = 0
     code: bytes = b""
     positions: tuple[tuple[int, int, int], ...] = ()
@@ -42,14 +41,14 @@ class CodeObject:
         return Pos(line, col)
 
 
-@dataclass(frozen=True)
+@record
 class Source:
     """A source file the program was compiled from (kept for error carets)."""
     path: str
     text: str
 
 
-@dataclass(frozen=True)
+@record
 class ModuleEntry:
     """A module that an ``import`` names, resolved at compile time.
 
@@ -62,17 +61,17 @@ class ModuleEntry:
     code: int = -1
     # A module that exists but does not compile: as in the reference, the error surfaces when
     # the import runs (``sensevm run``); ``sensec build`` refuses such a program instead.
-    error: Optional[str] = None
+    error: str | None = None
     error_line: int = 0
     error_col: int = 0
 
 
-@dataclass(frozen=True)
+@record
 class ActionDecl:
     """A declared action, as the manifest records it (parameters live on the body's code object)."""
     name: str
     reversible: bool
-    capability: Optional[str]    # the one capability it requires, if any
+    capability: str | None    # the one capability it requires, if any
     approval: bool               # `requires approval`
     body: int                    # code index, kind ACTION_BODY
     rollback: int = -1           # code index, kind ROLLBACK; -1 for an irreversible action
@@ -85,26 +84,26 @@ class ActionDecl:
         return "irreversible immediate" if self.immediate else "irreversible"
 
 
-@dataclass(frozen=True)
+@record
 class ToolDecl:
     """A declared tool, as the manifest records it (parameters live on the body's code object)."""
     name: str
-    capability: Optional[str]
-    description: Optional[str]
+    capability: str | None
+    description: str | None
     is_async: bool
     body: int                    # code index, kind TOOL_BODY
 
 
-@dataclass(frozen=True)
+@record
 class AgentDecl:
     """A declared agent, as the manifest records it."""
     name: str
     is_async: bool
-    doc: Optional[str]
+    doc: str | None
     body: int                    # code index, kind AGENT_BODY
 
 
-@dataclass(frozen=True)
+@record
 class Program:
     strings: tuple[str, ...] = ()
     constants: tuple = ()                # None, bool, int, float or str
@@ -148,8 +147,14 @@ def encode_positions(positions) -> bytes:
     write_uvarint(out, len(positions))
     prev_off, prev_line = 0, 0
     for off, line, col in positions:
-        write_uvarint(out, off - prev_off)
-        write_uvarint(out, zigzag(line - prev_line))
-        write_uvarint(out, col)
+        delta, zline = off - prev_off, zigzag(line - prev_line)
+        if 0 <= delta < 0x80 and zline < 0x80 and 0 <= col < 0x80:
+            out.append(delta)       # the usual case, three one-byte varints, inline
+            out.append(zline)
+            out.append(col)
+        else:
+            write_uvarint(out, delta)
+            write_uvarint(out, zline)
+            write_uvarint(out, col)
         prev_off, prev_line = off, line
     return bytes(out)

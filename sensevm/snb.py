@@ -426,7 +426,19 @@ def _load_code(r: _Reader, out: dict) -> None:
         code = r.raw(r.length("code length"), "code bytes")
         positions = []
         off = line = 0
+        data, end = r.data, r.end
         for _ in range(r.count("position count")):
+            # Almost every entry is three one-byte varints: read those inline (this loop runs
+            # once per instruction of the program); anything else takes the checked path.
+            pos = r.pos
+            if pos + 3 <= end:
+                b0, b1, b2 = data[pos], data[pos + 1], data[pos + 2]
+                if not (b0 | b1 | b2) & 0x80:
+                    off += b0
+                    line += -((b1 + 1) >> 1) if b1 & 1 else b1 >> 1     # unzigzag
+                    positions.append((off, line, b2))
+                    r.pos = pos + 3
+                    continue
             off += r.uvarint("position offset delta")
             line += unzigzag(r.uvarint("position line delta"))
             positions.append((off, line, r.uvarint("position column")))

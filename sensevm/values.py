@@ -10,7 +10,9 @@ all of these. ``bool`` is a subclass of ``int`` in Python, so every type test he
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Optional
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing would slow every start
+    from typing import Any, Callable, Optional
 
 from .errors import SenseRuntimeError, SenseTypeError
 

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import heapq
 import re
-from dataclasses import dataclass
 
 from .decode import DecodeError, Instruction, decode
 from .errors import VerifyError
-from .opcodes import OPS, POPS, PUSHES, F, Op, Operand
+from .opcodes import OPS, POPS, PUSHES, TERMINATORS, Op, Operand
 from .program import CodeKind, CodeObject, Program
+from .record import record
 
 __all__ = ["VerifiedCode", "VerifiedProgram", "verify", "load_verified"]
 
@@ -35,7 +35,7 @@ _TOKEN = object()
 _CONSTANT_TYPES = (type(None), bool, int, float, str)
 
 
-@dataclass(frozen=True, eq=False)
+@record(eq=False)
 class VerifiedCode:
     """A code object that passed the verifier, with its decoded instructions."""
     code: CodeObject
@@ -399,7 +399,7 @@ class _CodeVerifier:
             if branch is not None:
                 target = args[op.operands.index(Operand.TARGET)]
                 edges.append((self.index_of[target], (stack - branch[0] + branch[1], scope, tests)))
-            if not op.flags & F.TERMINATOR:
+            if op not in TERMINATORS:     # a set lookup: IntFlag's & is slow
                 if ins.next_offset >= end:
                     self.fail_at(ins, "control falls off the end of the code")
                 edges.append((i + 1, (stack - pops + pushes, f_scope, f_tests)))

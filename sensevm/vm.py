@@ -12,7 +12,9 @@ plus a parallel list of source positions used only when an error needs one.
 from __future__ import annotations
 
 import sys
-from typing import Any, Optional
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing would slow every start
+    from typing import Any, Optional
 
 from . import values as V
 from .audit import AuditLog

@@ -1,0 +1,161 @@
+"""``sensevm run FILE`` without click (sensevm.launch) behaves exactly as the click command does."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+# The same command line through the click group, bypassing the launcher's fast path.
+CLICK = ("import sys\n"
+         "from sensevm.cli import main\n"
+         "main(sys.argv[1:], prog_name='sensevm')\n")
+# The launcher (what `python -m sensevm` and the console script run), reporting what it imported.
+FAST = ("import sys, atexit\n"
+        "atexit.register(lambda: sys.__stderr__.write(\n"
+        "    'HEAVY ' + ' '.join(sorted(m for m in sys.modules\n"
+        "        if m.split('.')[0] in ('click', 'ply', 'sensec', 'prompt_toolkit', 'pygments')))\n"
+        "    + '\\n'))\n"
+        "sys.argv[0] = 'sensevm'\n"
+        "from sensevm.launch import entry\n"
+        "entry()\n")
+
+
+def _run(script, args, cwd):
+    env = dict(os.environ, NO_COLOR="1", PYTHONPATH=ROOT)
+    env.pop("_SENSEVM_COMPLETE", None)
+    return subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True,
+                          cwd=cwd, env=env)
+
+
+def both(args, cwd):
+    """(fast, click) results; the fast one's stderr without its import report, plus that report."""
+    fast = _run(FAST, args, cwd)
+    click = _run(CLICK, args, cwd)
+    lines = fast.stderr.splitlines(keepends=True)
+    heavy = lines.pop().split()[1:] if lines and lines[-1].startswith("HEAVY") else None
+    return (fast.returncode, fast.stdout, "".join(lines)), \
+        (click.returncode, click.stdout, click.stderr), heavy
+
+
+def write(tmp_path, name, text):
+    p = tmp_path / name
+    p.write_text(text, encoding="utf-8")
+    return str(p)
+
+
+def build(src):
+    proc = subprocess.run([sys.executable, "-m", "sensec", "build", src], capture_output=True,
+                          text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    return src[:-4] + ".snb"
+
+
+def test_good_run_same_output_and_no_click(tmp_path):
+    snb = build(write(tmp_path, "a.sns", 'print("answer", 6 * 7)\n'))
+    fast, click, heavy = both(["run", snb], tmp_path)
+    assert fast == click == (0, "answer 42\n", "")
+    assert heavy == []          # no click, no compiler, no prompt_toolkit, no pygments
+
+
+def test_runtime_error_same_output(tmp_path):
+    snb = build(write(tmp_path, "boom.sns", 'print("before")\nx = 10\nprint(x / 0)\n'))
+    fast, click, heavy = both(["run", snb], tmp_path)
+    assert fast == click
+    assert fast[0] == 1 and "SenseRuntimeError: division by zero" in fast[2]
+    assert heavy == []
+
+
+def test_relative_path_and_stale_warning_same_output(tmp_path):
+    src = write(tmp_path, "s.sns", 'print(1)\n')
+    build(src)
+    with open(src, "a", encoding="utf-8") as fh:
+        fh.write("print(2)\n")
+    fast, click, _ = both(["run", "s.snb"], tmp_path)
+    assert fast == click
+    assert fast[0] == 0 and fast[2].startswith("warning: s.snb is older than s.sns")
+
+
+def test_missing_file_same_output(tmp_path):
+    fast, click, heavy = both(["run", str(tmp_path / "nope.snb")], tmp_path)
+    assert fast == click
+    assert fast[0] == 1 and "no such file or directory" in fast[2]
+    assert heavy == []
+
+
+def test_corrupt_snb_same_output(tmp_path):
+    snb = build(write(tmp_path, "a.sns", 'print(1)\n'))
+    data = bytearray(open(snb, "rb").read())
+    data[len(data) // 2] ^= 0xFF
+    open(snb, "wb").write(bytes(data))
+    fast, click, _ = both(["run", snb], tmp_path)
+    assert fast == click
+    assert fast[0] == 1 and "SnbFormatError" in fast[2]
+
+
+def test_not_a_snb_header_same_output(tmp_path):
+    bad = tmp_path / "x.snb"
+    bad.write_bytes(b"\x89SNB\r\n\x1a\n" + b"\0" * 10)
+    fast, click, _ = both(["run", str(bad)], tmp_path)
+    assert fast == click and fast[0] == 1
+
+
+def test_source_with_syntax_error_same_output(tmp_path):
+    src = write(tmp_path, "bad.sns", 'print("never")\nx = (1\n')
+    fast, click, _ = both(["run", src], tmp_path)
+    assert fast == click
+    assert fast[0] == 1 and ": SenseSyntaxError: " in fast[2]
+
+
+@pytest.mark.parametrize("args", [
+    ["run"],                              # missing argument: click's usage error
+    ["run", "--help"],
+    ["run", "--dry-run", "X.snb"],
+    ["run", "-"],
+    ["run", "a.snb", "b.snb"],            # extra argument
+    ["run", "--", "a.snb"],
+    [],
+])
+def test_everything_else_goes_to_click(tmp_path, args):
+    args = [str(tmp_path / a) if a.endswith(".snb") else a for a in args]
+    fast, click, heavy = both(args, tmp_path)
+    assert fast == click
+    assert "click" in heavy
+
+
+def test_directory_is_refused_by_click_as_before(tmp_path):
+    fast, click, heavy = both(["run", str(tmp_path)], tmp_path)
+    assert fast == click
+    assert fast[0] == 2 and "is a directory" in fast[2]
+    assert "click" in heavy
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can read any file")
+def test_unreadable_file_is_refused_by_click_as_before(tmp_path):
+    snb = build(write(tmp_path, "a.sns", 'print(1)\n'))
+    os.chmod(snb, 0)
+    fast, click, _ = both(["run", snb], tmp_path)
+    assert fast == click and fast[0] == 2
+
+
+def test_python_dash_m_uses_the_launcher(tmp_path):
+    snb = build(write(tmp_path, "a.sns", 'print("hi")\n'))
+    probe = ("import sys, runpy\n"
+             "sys.argv = ['sensevm', 'run', sys.argv[1]]\n"
+             "try:\n"
+             "    runpy.run_module('sensevm', run_name='__main__')\n"
+             "except SystemExit as e:\n"
+             "    print('EXIT', e.code)\n"
+             "print('CLICK', 'click' in sys.modules)\n")
+    proc = subprocess.run([sys.executable, "-c", probe, snb], capture_output=True, text=True,
+                          cwd=ROOT)
+    assert proc.stdout == "hi\nEXIT 0\nCLICK False\n", proc.stderr
+
+
+def test_console_script_entry_point_is_the_launcher():
+    with open(os.path.join(ROOT, "pyproject.toml"), encoding="utf-8") as fh:
+        assert 'sensevm = "sensevm.launch:entry"' in fh.read()
