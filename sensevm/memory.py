@@ -15,13 +15,9 @@ SenseRuntimeError naming the memory and the file.
 
 from __future__ import annotations
 
-import json
 import os
-import sqlite3
 import threading
 import time
-from pathlib import Path
-from typing import Any, Optional
 
 from .errors import Pos, SenseRuntimeError
 from .values import Builtin, Closure, to_str, type_name
@@ -51,7 +47,7 @@ class _NotALog(Exception):
     """A database whose memory_log table was made by something else."""
 
 
-def default_path(name: str, declaring_file: Optional[str]) -> str:
+def default_path(name: str, declaring_file: str | None) -> str:
     """Where ``persistent memory NAME`` (no explicit path) keeps its file.
 
     ``$SENSE_MEMORY_DIR/NAME.sense_memory.db`` when that variable is set (as given, so a relative
@@ -61,8 +57,10 @@ def default_path(name: str, declaring_file: Optional[str]) -> str:
     filename = name + SUFFIX
     override = os.environ.get(ENV_DIR)
     if override:
+        from pathlib import Path
         return str(Path(override) / filename)
     if declaring_file is not None and not declaring_file.startswith("<"):
+        from pathlib import Path
         return str(Path(declaring_file).resolve().parent / ".sense_memory" / filename)
     return filename
 
@@ -83,10 +81,10 @@ class SessionMemory:
     type_name = "Memory"
     METHODS = {"remember": 2, "recall": 1, "forget": 1, "keys": 0}
 
-    def __init__(self, name: str, kind: Optional[str], store: Optional[dict] = None):
+    def __init__(self, name: str, kind: str | None, store: dict | None = None):
         self.name = name
         self.kind = kind
-        self.store: dict[str, Any] = store if store is not None else {}
+        self.store: dict = store if store is not None else {}
 
     def __str__(self) -> str:
         return f"<memory {self.name} ({len(self.store)} entries)>"
@@ -138,7 +136,7 @@ class PersistentMemory:
         self.name = name
         self.path = path              # as the program sees it (``.path``), possibly relative
         self.location = location      # absolute, fixed at declaration: what is opened
-        self.conn: Optional[sqlite3.Connection] = None
+        self.conn: sqlite3.Connection | None = None
         # One connection is shared by every thread of the VM (async tools and agents run on
         # workers), and a sqlite3 connection must not be used by two threads at once.
         self.lock = threading.Lock()
@@ -164,6 +162,7 @@ class PersistentMemory:
         """Open (creating it and its directory if needed) the log; idempotent."""
         if self.conn is not None:
             return self.conn
+        import sqlite3              # here, not at the top: most runs never open a memory log
         try:
             directory = os.path.dirname(self.location)
             os.makedirs(directory, exist_ok=True)
@@ -192,6 +191,7 @@ class PersistentMemory:
                                  at[0], path=at[1])
 
     def _read(self, at, sql: str, params=()) -> list:
+        import sqlite3
         with self.lock:
             conn = self.open(at)
             try:
@@ -199,8 +199,9 @@ class PersistentMemory:
             except sqlite3.Error as exc:
                 raise self._failed(exc, at) from None
 
-    def _append(self, at, key: str, op: str, encoded: Optional[str]) -> None:
+    def _append(self, at, key: str, op: str, encoded: str | None) -> None:
         """One record, in one committed transaction: it is written whole or not at all."""
+        import sqlite3
         with self.lock:
             conn = self.open(at)
             try:
@@ -217,6 +218,7 @@ class PersistentMemory:
                 raise self._failed(exc, at) from None
 
     def _decode(self, text: str, at):
+        import json
         try:
             return json.loads(text)
         except ValueError as exc:
@@ -292,7 +294,7 @@ class MemoryMethod:
     type_name = "Function"
     is_function = True
 
-    def __init__(self, memory, method: str, pos: Pos, path: Optional[str]):
+    def __init__(self, memory, method: str, pos: Pos, path: str | None):
         self.memory = memory
         self.method = method
         self.pos = pos
@@ -342,6 +344,7 @@ def _not_json(v):
 def encode(value, at) -> str:
     """The JSON text a persistent memory stores for ``value`` (Int, Float, String, Bool, nil
     and Arrays of those, at any depth)."""
+    import json
     try:
         return json.dumps(value, default=_not_json)
     except (TypeError, ValueError) as exc:

@@ -61,6 +61,7 @@ def test_every_opcode_has_a_handler():
 
 
 def test_running_a_snb_file_does_not_import_the_compiler(tmp_path):
+    # Nor what only some programs need: model providers, memory logs, sessions.
     src = tmp_path / "hello.sns"
     src.write_text('print("hello")\n')
     snb = tmp_path / "hello.snb"
@@ -73,7 +74,8 @@ def test_running_a_snb_file_does_not_import_the_compiler(tmp_path):
         "    runpy.run_module('sensevm', run_name='__main__')\n"
         "except SystemExit:\n"
         "    pass\n"
-        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('ply', 'sensec', 'prompt_toolkit', 'pygments'))\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('ply', 'sensec', 'prompt_toolkit', 'pygments',\n"
+        "    'sqlite3', 'http') or m in ('urllib.request', 'sensevm.providers', 'sensevm.session', 'sensevm.wal'))\n"
         "print('IMPORTED', heavy)\n")
     proc = subprocess.run([sys.executable, "-c", probe, str(snb)], capture_output=True,
                           text=True, cwd=ROOT)
