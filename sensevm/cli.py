@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -104,8 +105,13 @@ def main():
               help="Also append every audit record to this file as a hash-chained JSON line.")
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None,
               help="Save every paused agent here, to continue later with `sensevm resume`.")
-def run(file, dry_run, audit_log, state_dir):
+@click.option("--tier", type=click.Choice(["1", "2", "auto"]), default=None,
+              help="Force an execution tier: 1 = interpreter only, 2 = compile every code "
+                   "object it can, auto (default) = compile hot code. Same as SENSE_TIER.")
+def run(file, dry_run, audit_log, state_dir, tier):
     """Verify and run FILE (.snb, or .sns compiled in memory)."""
+    if tier is not None:
+        os.environ["SENSE_TIER"] = tier
     sys.exit(run_file(file, dry_run=dry_run, audit_log=audit_log, state_dir=state_dir))
 
 

@@ -31,6 +31,23 @@ DRY_RUN_BANNER = "DRY RUN — no actions will actually commit\n\n"
 DEFAULT_MAX_DEPTH = 20_000
 DEFAULT_MAX_ARRAY = 50_000_000
 
+# Execution tiers (see tier2.py): 1 = the dispatch loop only; 2 = every code object that tier 2
+# accepts runs as compiled Python from its first instruction; auto = compile a code object once
+# it is hot (HOT_THRESHOLD frame entries plus loop back-edges). SENSE_TIER sets the default.
+TIERS = ("1", "2", "auto")
+HOT_THRESHOLD = 32
+# A tier-2 frame runs the tier-2 frame it just pushed by calling its generator directly, which
+# saves a trip through the loop; at most this many deep, so the host stack stays small.
+INLINE_LIMIT = 32
+
+
+def default_tier() -> str:
+    import os
+    tier = os.environ.get("SENSE_TIER", "auto") or "auto"
+    if tier not in TIERS:
+        raise ValueError(f"SENSE_TIER must be one of {', '.join(TIERS)}, not {tier!r}")
+    return tier
+
 
 class PreparedCode:
     """A verified code object in the shape the dispatch loop wants.
@@ -41,9 +58,11 @@ class PreparedCode:
     """
 
     __slots__ = ("code", "index", "instrs", "positions", "path", "param_checks", "return_check",
-                 "unit", "program")
+                 "unit", "program", "t2", "heat")
 
     def __init__(self, code, instrs, positions, path, param_checks, return_check):
+        self.t2 = None            # tier 2: None = not tried yet, False = declined, else Compiled
+        self.heat = 0             # frame entries and loop back-edges seen by tier 1
         self.index = -1
         self.unit: list = []
         self.program = None
@@ -84,7 +103,7 @@ class Frame:
     return and failure move the action's state; ``tags`` are its audit lineage frames."""
 
     __slots__ = ("prepared", "instrs", "ip", "stack", "scope", "closure", "tests", "module",
-                 "caller", "action", "role", "tags", "audit_line", "origin")
+                 "caller", "action", "role", "tags", "audit_line", "origin", "gen", "gvm")
 
     def __init__(self, prepared: PreparedCode, scope: Scope, caller: Optional["Frame"],
                  closure: Optional[Closure] = None, module: Optional[ModuleValue] = None,
@@ -104,6 +123,8 @@ class Frame:
         self.tests: list[TestHandler] = []
         self.module = module
         self.caller = caller
+        self.gen = None       # a tier-2 generator running this frame, made by the VM ``gvm``
+        self.gvm = None
 
     @property
     def pos(self) -> Pos:
@@ -117,7 +138,7 @@ class VM:
     def __init__(self, verified, *, stdout=None, max_depth: int = DEFAULT_MAX_DEPTH,
                  max_array: int = DEFAULT_MAX_ARRAY, dry_run: bool = False,
                  audit: Optional[AuditLog] = None, stdin=None,
-                 state_dir: Optional[str] = None):
+                 state_dir: Optional[str] = None, tier: Optional[str] = None):
         from .verify import VerifiedProgram
         if not isinstance(verified, VerifiedProgram):
             raise TypeError("the VM runs only a VerifiedProgram (see sensevm.verify)")
@@ -142,6 +163,10 @@ class VM:
         self.frame: Optional[Frame] = None
         self.depth = 0
         self.result: Any = None
+        self.inlined = 0
+        self.tier = default_tier() if tier is None else str(tier)
+        if self.tier not in TIERS:
+            raise ValueError(f"tier must be one of {', '.join(TIERS)}, not {tier!r}")
         self.handlers = self._handler_table()
 
     # ------------------------------------------------------------------ preparation
@@ -194,6 +219,8 @@ class VM:
         param_checks = tuple(
             (name, text, checker(text)) if text is not None else None
             for name, text in zip(code.params, code.param_types))
+        if not any(param_checks):
+            param_checks = ()       # nothing to check: the call loops skip it at once
         return_check = (code.return_type, checker(code.return_type)) if code.return_type else None
         return PreparedCode(code, instrs, positions, path, param_checks, return_check)
 
@@ -233,9 +260,20 @@ class VM:
 
     def _loop(self) -> None:
         handlers = self.handlers
+        tiered = self.tier != "1"
         while self.frame is not None:
             frame = self.frame
             try:
+                gen = frame.gen
+                if gen is not None:
+                    if frame.gvm is self:
+                        next(gen, None)
+                        continue
+                    # Made by another VM (a worker thread resumed it): the frame is spilled,
+                    # so tier 1 continues it here.
+                    frame.gen = None
+                elif tiered and frame.ip == 0 and self._tier2(frame):
+                    continue
                 instrs = frame.instrs
                 while True:
                     op, a, b = instrs[frame.ip]
@@ -258,6 +296,7 @@ class VM:
             err.with_pos(frame.pos, frame.prepared.path)
         while frame is not None:
             if frame.tests:
+                frame.gen = None
                 handler = frame.tests.pop()
                 self.tests.append(TestResult(handler.name, False, err, frame.prepared.path,
                                              handler.pos))
@@ -290,24 +329,7 @@ class VM:
         """Call ``callee``; returns True when a new frame was pushed."""
         t = type(callee)
         if t is Closure:
-            prepared = callee.code
-            code = prepared.code
-            params = code.params
-            if len(args) != len(params):
-                raise SenseRuntimeError(
-                    f"'{callee.name}' expects {len(params)} argument(s), got {len(args)}")
-            scope = Scope(callee.scope)
-            bindings = scope.vars
-            for i, check in enumerate(prepared.param_checks):
-                if check is not None and not check[2](args[i]):
-                    raise SenseTypeError(f"argument '{check[0]}' of '{callee.name}' expects "
-                                         f"{check[1]}, got {type_name(args[i])}")
-            for name, value in zip(params, args):
-                bindings[name] = value
-            if self.depth >= self.max_depth:
-                raise SenseRecursionError()
-            self.depth += 1
-            self.frame = Frame(prepared, scope, frame, closure=callee)
+            self._enter_closure(frame, callee, args)
             return True
         if t is ActionDefinition:
             frame.stack.append(self.prepare(frame, callee, args))
@@ -327,6 +349,51 @@ class VM:
             return sense_call(self, frame, args)
         raise SenseRuntimeError(f"value of type {type_name(callee)} is not callable")
 
+    def _enter_closure(self, frame: Frame, callee: Closure, args: list) -> Frame:
+        """Check a call of a ``def`` function and push its frame (spec 6)."""
+        prepared = callee.code
+        params = prepared.code.params
+        if len(args) != len(params):
+            raise SenseRuntimeError(
+                f"'{callee.name}' expects {len(params)} argument(s), got {len(args)}")
+        scope = Scope(callee.scope)
+        bindings = scope.vars
+        for i, check in enumerate(prepared.param_checks):
+            if check is not None and not check[2](args[i]):
+                raise SenseTypeError(f"argument '{check[0]}' of '{callee.name}' expects "
+                                     f"{check[1]}, got {type_name(args[i])}")
+        for name, value in zip(params, args):
+            bindings[name] = value
+        if self.depth >= self.max_depth:
+            raise SenseRecursionError()
+        self.depth += 1
+        new = self.frame = Frame(prepared, scope, frame, closure=callee)
+        return new
+
+    def call_t2(self, frame: Frame, callee, args: list) -> bool:
+        """A call made by tier-2 code (its frame spilled); True when it must yield to the loop.
+
+        A ``def`` function whose code is in tier 2 runs right here (see inline()).
+        """
+        if type(callee) is not Closure:
+            return self._call(frame, callee, args) and not self.inline(frame)
+        new = self._enter_closure(frame, callee, args)
+        if self.inlined >= INLINE_LIMIT:
+            return True
+        t2 = callee.code.t2
+        if t2 is None or t2 is False:
+            t2 = self._compiled(callee.code)
+            if t2 is None:
+                return True
+        gen = new.gen = t2.fn(self, new, 0)
+        new.gvm = self
+        self.inlined += 1
+        try:
+            next(gen, None)
+        finally:
+            self.inlined -= 1
+        return self.frame is not frame
+
     # ------------------------------------------------------------------ the handlers
 
     def _handler_table(self):
@@ -336,7 +403,63 @@ class VM:
             if handler is None:
                 raise NotImplementedError(f"the VM has no handler for {op.name}")
             table[op.value] = handler
+        if self.tier != "1":
+            # Backward jumps count towards tier 2 and can switch a running frame over to it.
+            table[Op.JUMP] = self.op_JUMP_counting
         return table
+
+    # ------------------------------------------------------------------ tier 2
+
+    def _compiled(self, code):
+        """The tier-2 form of ``code`` if it is (now) hot enough and tier 2 accepts it."""
+        t2 = code.t2
+        if t2 is None:
+            code.heat += 1
+            if self.tier == "auto" and code.heat < HOT_THRESHOLD:
+                return None
+            from .tier2 import compile_code
+            t2 = code.t2 = compile_code(code) or False
+        return t2 or None
+
+    def _tier2(self, frame) -> bool:
+        """Start ``frame`` in tier 2 at its current instruction if possible."""
+        t2 = self._compiled(frame.prepared)
+        if t2 is None or frame.ip not in t2.entries:
+            return False
+        frame.gen = t2.fn(self, frame, frame.ip)
+        frame.gvm = self
+        return True
+
+    def inline(self, caller) -> bool:
+        """Run the frame ``caller`` just pushed, here, while it stays in tier 2; True when it
+        has already returned to ``caller`` (its result is on caller.stack).
+
+        Otherwise (it pushed a frame of its own, paused, or is not tier-2 code) the caller
+        yields to the loop as usual, which continues whatever frame is current.
+        """
+        frame = self.frame
+        if frame is None or self.inlined >= INLINE_LIMIT:
+            return False
+        gen = frame.gen
+        if gen is None or frame.gvm is not self:
+            if frame.ip != 0 or not self._tier2(frame):
+                return False
+            gen = frame.gen
+        elif gen.gi_running:
+            return False        # control went back to a frame further up this Python stack
+        self.inlined += 1
+        try:
+            next(gen, None)
+        finally:
+            self.inlined -= 1
+        return self.frame is caller
+
+    def op_JUMP_counting(self, f, a, b):
+        back = a < f.ip
+        f.ip = a
+        if back and f.prepared.t2 is not False:
+            return self._tier2(f)
+        return False
 
     def op_NOP(self, f, a, b):
         pass
@@ -988,8 +1111,9 @@ class VM:
         worker.frame = None
         worker.depth = 1
         worker.result = None
+        worker.inlined = 0
         worker.worker_agent = None
-        worker.handlers = worker._handler_table()
+        worker.handlers = worker._handler_table()   # bound to the worker
         return worker
 
     def snapshot(self, frame):
