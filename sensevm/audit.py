@@ -27,6 +27,17 @@ class AuditRecord:
     timestamp: float = field(default_factory=time.time)
     host_only: bool = False      # kept in the host-side trail, not in audit_log()'s lines
 
+    @classmethod
+    def make(cls, subject: str, name: str, kind: str, event: str, detail: Optional[str],
+             line: Optional[int], lineage: tuple, host_only: bool = False) -> "AuditRecord":
+        """Exactly ``cls(...)`` with these fields and the current time, built without the frozen
+        dataclass's one object.__setattr__ per field: the VM makes one per lifecycle step."""
+        record = object.__new__(cls)
+        record.__dict__.update(subject=subject, name=name, kind=kind, event=event, detail=detail,
+                               line=line, lineage=lineage, timestamp=time.time(),
+                               host_only=host_only)
+        return record
+
     def describe(self) -> str:
         """``[line L] SUBJECT -> EVENT (DETAIL) (via F1 > F2)`` as spec section 13 specifies."""
         text = f"[line {self.line}] " if self.line is not None else ""

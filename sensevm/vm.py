@@ -853,10 +853,10 @@ class VM:
     def record(self, action: PreparedAction, event: str, frame, *, line: Optional[int] = None,
                detail: Optional[str] = None, host_only: bool = False) -> None:
         decl = action.definition.decl
-        self.audit.append(AuditRecord(
-            subject=f"{decl.kind} action '{decl.name}'", name=decl.name, kind=decl.kind,
-            event=event, detail=detail, line=line, lineage=self.lineage(frame),
-            host_only=host_only))
+        kind = decl.kind
+        self.audit.append(AuditRecord.make(
+            f"{kind} action '{decl.name}'", decl.name, kind, event, detail, line,
+            self.lineage(frame), host_only))
 
     def prepare(self, f, definition: ActionDefinition, args: list) -> PreparedAction:
         params = definition.params
@@ -1038,9 +1038,8 @@ class VM:
         return True
 
     def record_tool(self, tool, event, frame, line, detail=None) -> None:
-        self.audit.append(AuditRecord(
-            subject=f"tool '{tool.name}'", name=tool.name, kind="tool", event=event,
-            detail=detail, line=line, lineage=self.lineage(frame)))
+        self.audit.append(AuditRecord.make(
+            f"tool '{tool.name}'", tool.name, "tool", event, detail, line, self.lineage(frame)))
 
     def _start_async(self, f, tool: ToolDefinition, scope: Scope, tags) -> Future:
         """Run the body on a worker thread with an execution state of its own.
