@@ -11,6 +11,7 @@ plus a parallel list of source positions used only when an error needs one.
 
 from __future__ import annotations
 
+import operator
 import sys
 from typing import Any, Optional
 
@@ -30,6 +31,17 @@ from .values import (ActionDefinition, AgentValue, ArrayIterator, Builtin, Closu
 DRY_RUN_BANNER = "DRY RUN — no actions will actually commit\n\n"
 DEFAULT_MAX_DEPTH = 20_000
 DEFAULT_MAX_ARRAY = 50_000_000
+
+_LOAD_NAME, _LOAD_CONST, _STORE_NAME, _POP_JUMP_IF_FALSE, _JUMP = (
+    int(Op.LOAD_NAME), int(Op.LOAD_CONST), int(Op.STORE_NAME), int(Op.POP_JUMP_IF_FALSE),
+    int(Op.JUMP))
+_PUSH_SCOPE, _POP_SCOPE, _ADD, _DIV, _MOD, _GE = (
+    int(Op.PUSH_SCOPE), int(Op.POP_SCOPE), int(Op.ADD), int(Op.DIV), int(Op.MOD), int(Op.GE))
+# ADD .. GE on two Ints, except DIV (always a Float, checked for zero) and MOD by zero.
+_INT_OPS = {int(Op.ADD): operator.add, int(Op.SUB): operator.sub, int(Op.MUL): operator.mul,
+            int(Op.MOD): operator.mod, int(Op.EQ): operator.eq,
+            int(Op.NE): operator.ne, int(Op.LT): operator.lt, int(Op.LE): operator.le,
+            int(Op.GT): operator.gt, int(Op.GE): operator.ge}
 
 # Execution tiers (see tier2.py): 1 = the dispatch loop only; 2 = every code object that tier 2
 # accepts runs as compiled Python from its first instruction; auto = compile a code object once
@@ -274,12 +286,67 @@ class VM:
                     frame.gen = None
                 elif tiered and frame.ip == 0 and self._tier2(frame):
                     continue
+                # The hot state lives in locals: ``ip`` is written back to the frame before
+                # any handler runs (handlers, errors and saves read frame.ip), and the most
+                # frequent instructions are done right here instead of through the table.
                 instrs = frame.instrs
+                stack = frame.stack
+                ip = frame.ip
                 while True:
-                    op, a, b = instrs[frame.ip]
-                    frame.ip += 1
+                    op, a, b = instrs[ip]
+                    ip += 1
+                    if op == _LOAD_NAME:
+                        scope = frame.scope
+                        while scope is not None:
+                            bindings = scope.vars
+                            if a in bindings:
+                                stack.append(bindings[a])
+                                break
+                            scope = scope.parent
+                        else:
+                            frame.ip = ip
+                            raise SenseNameError(f"undefined variable '{a}'")
+                        continue
+                    if op == _LOAD_CONST:
+                        stack.append(a)
+                        continue
+                    if op == _STORE_NAME:
+                        value = stack.pop()
+                        scope = frame.scope
+                        while scope is not None:
+                            bindings = scope.vars
+                            if a in bindings:
+                                bindings[a] = value
+                                break
+                            scope = scope.parent
+                        else:
+                            frame.scope.vars[a] = value
+                        continue
+                    if op == _POP_JUMP_IF_FALSE:
+                        if not stack.pop():
+                            ip = a
+                        continue
+                    if op == _JUMP and not tiered:
+                        ip = a
+                        continue
+                    if _ADD <= op <= _GE and op != _DIV:
+                        # Int operands: the result Python gives is the Sense result.
+                        right = stack[-1]
+                        left = stack[-2]
+                        if type(left) is int and type(right) is int and (right or op != _MOD):
+                            del stack[-1]
+                            stack[-1] = _INT_OPS[op](left, right)
+                            continue
+                    elif op == _PUSH_SCOPE:
+                        frame.scope = Scope(frame.scope)
+                        continue
+                    elif op == _POP_SCOPE and a == 1:
+                        frame.scope = frame.scope.parent
+                        continue
+                    frame.ip = ip
                     if handlers[op](frame, a, b):
                         break
+                    ip = frame.ip
             except SenseError as err:
                 self._unwind(err)
             except RecursionError:
