@@ -356,8 +356,6 @@ class _Gen:
         e(0, "def t2(vm, f, L):", 0)
         e(1, "H = vm.handlers", 0)
         e(1, "sc = f.scope", 0)
-        if slots:
-            e(1, " = ".join(slots) + " = None", 0)
         # Entry at instruction L: the scope depth tells how far out the function scope is.
         e(1, "fs = sc", 0)
         e(1, "if L:", 0)
@@ -373,11 +371,13 @@ class _Gen:
             e(2, f"{'if' if k == 1 else 'elif'} k == {k}: {', '.join(slots[:k])}, = stk", 0)
         e(1, "v0 = fs.vars", 0)
         e(1, "P = fs.parent", 0)
-        e(1, "pv = P.vars if P is not None else {}", 0)
-        e(1, "pp = P.parent if P is not None else None", 0)
+        e(1, "pv = P.vars if P is not None else EMPTY", 0)
         e(1, "U = UNSET", 0)
         for name, local in self.cached.items():
-            e(1, f"{local} = v0.get({name!r}, U)", 0)
+            if name in self.fixed:
+                e(1, f"{local} = v0[{name!r}]", 0)
+            else:
+                e(1, f"{local} = v0.get({name!r}, U)", 0)
         if self.elide:
             e(1, "sc = fs", 0)
         e(1, "try:", 0)
@@ -391,6 +391,7 @@ class _Gen:
         e(2, "raise", 0)
         self.ns["DEPTH"] = {j: self.state[j][1] for j in self.entries}
         self.ns["UNSET"] = UNSET
+        self.ns["EMPTY"] = {}
         return "\n".join(self.lines) + "\n"
 
     def _tree(self, blocks, indent):
@@ -443,7 +444,7 @@ class _Gen:
             lines.append(f"if {q} in v0: {dst} = v0[{q}]")
             kw = "elif"
         lines.append(f"{kw} {q} in pv: {dst} = pv[{q}]")
-        lines.append(f"else: {dst} = load_name(pp, {q})")
+        lines.append(f"else: {dst} = load_name(P.parent, {q})")
         return lines
 
     def instr(self, i, op, a, b, depth, scope, indent):

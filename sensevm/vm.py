@@ -110,6 +110,9 @@ class TestResult:
         self.pos = pos
 
 
+_NO_TESTS = ()      # most frames never run a test block: they share this empty sequence
+
+
 class Frame:
     """One running body. ``action``/``role`` mark an action's commit body or rollback block, whose
     return and failure move the action's state; ``tags`` are its audit lineage frames."""
@@ -132,7 +135,7 @@ class Frame:
         self.stack: list = []
         self.scope = scope
         self.closure = closure
-        self.tests: list[TestHandler] = []
+        self.tests: list[TestHandler] = _NO_TESTS     # a list once a test block starts
         self.module = module
         self.caller = caller
         self.gen = None       # a tier-2 generator running this frame, made by the VM ``gvm``
@@ -434,7 +437,7 @@ class VM:
         if self.depth >= self.max_depth:
             raise SenseRecursionError()
         self.depth += 1
-        new = self.frame = Frame(prepared, scope, frame, closure=callee)
+        new = self.frame = Frame(prepared, scope, frame, callee)     # positional: cheaper
         return new
 
     def call_t2(self, frame: Frame, callee, args: list) -> bool:
@@ -807,6 +810,8 @@ class VM:
         return True
 
     def op_TEST_BEGIN(self, f, a, b):
+        if f.tests is _NO_TESTS:
+            f.tests = []
         f.tests.append(TestHandler(a, b, len(f.stack), f.scope, f.pos))
         f.scope = Scope(f.scope)
 
@@ -1016,8 +1021,7 @@ class VM:
         if self.depth >= self.max_depth:
             raise SenseRecursionError()
         self.depth += 1
-        self.frame = Frame(prepared, scope, f, action=action, role=role, tags=tags,
-                           audit_line=line)
+        self.frame = Frame(prepared, scope, f, None, None, action, role, tags, line)
 
     def _body_returned(self, frame, value):
         if frame.role == "agent":
@@ -1101,7 +1105,7 @@ class VM:
         if self.depth >= self.max_depth:
             raise SenseRecursionError()
         self.depth += 1
-        self.frame = Frame(tool.body, scope, f, action=tool, role="tool", tags=tags)
+        self.frame = Frame(tool.body, scope, f, None, None, tool, "tool", tags)
         return True
 
     def record_tool(self, tool, event, frame, line, detail=None) -> None:
