@@ -35,7 +35,8 @@ import math
 from typing import Optional
 
 from . import values as V
-from .errors import SenseNameError, SenseRuntimeError, SenseTypeError
+from .errors import (SenseError, SenseNameError, SenseRecursionError, SenseRuntimeError,
+                     SenseTypeError)
 from .opcodes import JUMPS, POPS, PUSHES, TERMINATORS, F, Op
 from .program import CodeKind
 from .values import ArrayIterator, Builtin, Closure, Scope, type_name
@@ -47,18 +48,34 @@ DECLINED_OPS = frozenset({Op.TEST_BEGIN, Op.TEST_END, Op.TEST_ABANDON})
 # agent declared here) or that write into the current scope's policy table.
 CAPTURING_OPS = frozenset({Op.MAKE_FUNCTION, Op.MAKE_ACTION, Op.MAKE_TOOL, Op.MAKE_AGENT})
 POLICY_OPS = frozenset({Op.POLICY_ALLOW, Op.POLICY_DENY})
+# The instructions the generator does itself, without the frame: a function made of only
+# these has a leaf form (see Compiled).
+LEAF_OPS = frozenset({
+    Op.NOP, Op.LOAD_CONST, Op.LOAD_NIL, Op.LOAD_TRUE, Op.LOAD_FALSE, Op.POP, Op.DUP,
+    Op.LOAD_NAME, Op.STORE_NAME, Op.STORE_LOCAL, Op.CHECK_DECL, Op.PUSH_SCOPE, Op.POP_SCOPE,
+    Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.MOD, Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE, Op.NEG,
+    Op.NOT, Op.JUMP, Op.POP_JUMP_IF_FALSE, Op.POP_JUMP_IF_TRUE, Op.JUMP_IF_FALSE_OR_POP,
+    Op.JUMP_IF_TRUE_OR_POP, Op.BUILD_ARRAY, Op.INDEX, Op.STORE_INDEX, Op.GET_ITER, Op.FOR_ITER,
+    Op.RETURN})
 
 
 class Compiled:
     """A tier-2 code object: ``fn(vm, frame, entry)`` makes the generator; ``entries`` are the
-    instruction indices it can start at (function entry and loop headers)."""
+    instruction indices it can start at (function entry and loop headers).
 
-    __slots__ = ("fn", "entries", "source")
+    ``leaf`` is set for a function that calls nothing and hands nothing to a tier-1 handler:
+    ``leaf(vm, scope)`` runs its whole body as a plain Python call and returns the result.
+    Nothing can observe such a body's frame while it runs (no callee, no builtin, no audit
+    record), so vm.call_t2 runs it without one; an error leaving it carries its position.
+    """
 
-    def __init__(self, fn, entries, source):
+    __slots__ = ("fn", "entries", "source", "leaf")
+
+    def __init__(self, fn, entries, source, leaf=None):
         self.fn = fn
         self.entries = entries
         self.source = source
+        self.leaf = leaf
 
 
 # ----------------------------------------------------------------------------- run-time helpers
@@ -146,6 +163,17 @@ def decl_error(name, text, value):
     return SenseTypeError(f"cannot assign value of type {type_name(value)} to '{name}: {text}'")
 
 
+def leaf_error(exc, pos, path):
+    """The error a leaf body's exception becomes, placed at ``pos`` as the loop would have."""
+    if isinstance(exc, SenseError):
+        return exc.with_pos(pos, path)
+    if isinstance(exc, RecursionError):
+        return SenseRecursionError().with_pos(pos, path)
+    if isinstance(exc, MemoryError):
+        return SenseRuntimeError("out of memory", located=False).with_pos(pos, path)
+    return exc
+
+
 def return_error(name, text, value):
     return SenseTypeError(f"'{name}' declared to return {text}, got {type_name(value)}")
 
@@ -154,7 +182,7 @@ _RUNTIME = {
     "load_name": load_name, "store_name": store_name, "store_outer": store_outer,
     "materialize": materialize,
     "index_get": index_get, "index_set": index_set, "get_iter": get_iter,
-    "decl_error": decl_error, "return_error": return_error,
+    "decl_error": decl_error, "return_error": return_error, "leaf_error": leaf_error,
     "add": V.add, "arith": V.arith, "compare": V.compare, "equal": V.equal,
     "negate": V.negate, "Scope": Scope, "Closure": Closure, "Builtin": Builtin,
     "ArrayIterator": ArrayIterator, "SenseRuntimeError": SenseRuntimeError,
@@ -249,6 +277,7 @@ class _Gen:
         self.linemap: dict[int, int] = {}
         self.ns: dict = dict(_RUNTIME)
         self.nconst = 0
+        self.leaf = False       # generating the leaf form (see Compiled)
 
     # -- helpers
 
@@ -338,6 +367,16 @@ class _Gen:
         self.dispatch = dispatch
         self.entries = frozenset(j for j in dispatch if j == 0 or j in loop_heads)
 
+    def is_leaf(self) -> bool:
+        """A function whose every instruction is done in place: no call, no member read (it
+        may capture the frame), no closure made, nothing handed to a tier-1 handler."""
+        if self.kind is not CodeKind.FUNCTION:
+            return False
+        for i, (op, _, _) in enumerate(self.instrs):
+            if self.state[i] is not None and op not in LEAF_OPS:
+                return False
+        return True
+
     # -- emission
 
     def generate(self) -> str:
@@ -353,10 +392,13 @@ class _Gen:
         maxdepth = max((st[0] for st in self.state if st is not None), default=0)
         slots = [f"s{i}" for i in range(maxdepth + 2)]
         e = self.emit
-        e(0, "def t2(vm, f, L):", 0)
-        e(1, "H = vm.handlers", 0)
-        e(1, "sc = f.scope", 0)
-        # Entry at instruction L: the scope depth tells how far out the function scope is.
+        if self.leaf:
+            e(0, "def leaf(vm, sc):", 0)
+            e(1, "L = 0", 0)
+        else:
+            e(0, "def t2(vm, f, L):", 0)
+            e(1, "H = vm.handlers", 0)
+            e(1, "sc = f.scope", 0)
         e(1, "fs = sc", 0)
         e(1, "if L:", 0)
         # Entered at a loop header (a frame switching over from tier 1): its stack is in the
@@ -384,11 +426,19 @@ class _Gen:
         e(2, "while True:", 0)
         order = sorted(j for j in self.dispatch if self.state[j] is not None)
         self._tree(order, 3)
-        e(2, "if L is None: yield    # always a generator, even without calls", 0)
-        e(1, "except Exception as exc:", 0)
-        e(2, "tb = exc.__traceback__", 0)
-        e(2, "f.ip = LINEMAP.get(tb.tb_lineno, f.ip) if tb is not None else f.ip", 0)
-        e(2, "raise", 0)
+        if self.leaf:
+            e(1, "except Exception as exc:", 0)
+            e(2, "tb = exc.__traceback__", 0)
+            e(2, "ip = LINEMAP.get(tb.tb_lineno, 1) if tb is not None else 1", 0)
+            e(2, "raise leaf_error(exc, POSITIONS[ip - 1], PATH) from None", 0)
+            self.ns["POSITIONS"] = self.prepared.positions
+            self.ns["PATH"] = self.prepared.path
+        else:
+            e(2, "if L is None: yield    # always a generator, even without calls", 0)
+            e(1, "except Exception as exc:", 0)
+            e(2, "tb = exc.__traceback__", 0)
+            e(2, "f.ip = LINEMAP.get(tb.tb_lineno, f.ip) if tb is not None else f.ip", 0)
+            e(2, "raise", 0)
         self.ns["DEPTH"] = {j: self.state[j][1] for j in self.entries}
         self.ns["UNSET"] = UNSET
         self.ns["EMPTY"] = {}
@@ -653,6 +703,9 @@ class _Gen:
     def ret(self, i, top, indent):
         ip = i + 1
         e = self.emit
+        if self.leaf:
+            e(indent, f"return {top}", ip)      # vm.call_t2 checks the declared return type
+            return
         prepared = self.prepared
         if self.kind is CodeKind.FUNCTION:
             # A function frame: no module, no role (tier 1's op_RETURN, closure branch).
@@ -711,4 +764,15 @@ def compile_code(prepared) -> Optional[Compiled]:
     except (SyntaxError, RecursionError, MemoryError):
         return None     # a Python limit (nesting, size): tier 1 runs it as it is
     exec(code, gen.ns)
-    return Compiled(gen.ns["t2"], gen.entries, source)
+    compiled = Compiled(gen.ns["t2"], gen.entries, source)
+    if gen.is_leaf():
+        gen.leaf = True
+        gen.ns = dict(gen.ns)       # its own globals: LINEMAP differs from the generator's
+        leaf_source = gen.generate()
+        gen.ns["LINEMAP"] = gen.linemap
+        try:
+            exec(compile(leaf_source, filename, "exec"), gen.ns)
+        except (SyntaxError, RecursionError, MemoryError):
+            return compiled
+        compiled.leaf = gen.ns["leaf"]
+    return compiled

@@ -447,6 +447,10 @@ class VM:
         """
         if type(callee) is not Closure:
             return self._call(frame, callee, args) and not self.inline(frame)
+        t2 = callee.code.t2
+        if t2 and t2.leaf is not None:
+            self._call_leaf(frame, callee, args, t2.leaf)
+            return False
         new = self._enter_closure(frame, callee, args)
         if self.inlined >= INLINE_LIMIT:
             return True
@@ -463,6 +467,36 @@ class VM:
         finally:
             self.inlined -= 1
         return self.frame is not frame
+
+    def _call_leaf(self, frame: Frame, callee: Closure, args: list, leaf) -> None:
+        """A call of a leaf function (tier2.Compiled): the checks of _enter_closure and op_RETURN
+        in the same order, the body run as one Python call with no frame of its own."""
+        prepared = callee.code
+        params = prepared.code.params
+        if len(args) != len(params):
+            raise SenseRuntimeError(
+                f"'{callee.name}' expects {len(params)} argument(s), got {len(args)}")
+        scope = Scope(callee.scope)
+        bindings = scope.vars
+        for i, check in enumerate(prepared.param_checks):
+            if check is not None and not check[2](args[i]):
+                raise SenseTypeError(f"argument '{check[0]}' of '{callee.name}' expects "
+                                     f"{check[1]}, got {type_name(args[i])}")
+        for name, value in zip(params, args):
+            bindings[name] = value
+        if self.depth >= self.max_depth:
+            raise SenseRecursionError()
+        self.depth += 1
+        try:
+            value = leaf(self, scope)
+        finally:
+            self.depth -= 1
+        check = prepared.return_check
+        if check is not None and not check[1](value):
+            # Reported at the call, as for functions: the callee's frame is gone.
+            raise SenseTypeError(
+                f"'{callee.name}' declared to return {check[0]}, got {type_name(value)}")
+        frame.stack.append(value)
 
     # ------------------------------------------------------------------ the handlers
 

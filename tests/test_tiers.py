@@ -182,3 +182,38 @@ def test_unknown_tier_is_refused(monkeypatch):
         default_tier()
     monkeypatch.setenv("SENSE_TIER", "2")
     assert default_tier() == "2"
+
+
+LEAF = """\
+def bad(x):
+    y = 1
+    if x > 40:
+        return x + "s"
+    return x
+def typed(x) -> Int:
+    return x
+def run():
+    i = 0
+    while i < 50:
+        i = i + 1
+        bad(i)
+    return i
+test "caught in a leaf":
+    run()
+print(typed(3))
+print(typed("no"))
+"""
+
+
+def test_leaf_functions_fail_where_tier_one_does(tmp_path):
+    """A function that calls nothing runs without a frame in tier 2: its errors still carry its
+    own position, a test block around the call still records them, and a declared return type
+    is still reported at the call."""
+    one = _run_source(tmp_path, LEAF, "1")
+    two = _run_source(tmp_path, LEAF, "2")
+    assert one[:5] == two[:5]
+    (name, passed, text, _), = one[4]
+    assert not passed and text.startswith("[line 4] '+' requires both operands to be String")
+    assert one[0] == "3\n"
+    assert one[1][1] == "[line 17] 'typed' declared to return Int, got String"
+    assert two[5].prepared[1].t2.leaf is not None       # `bad` really ran as a leaf
