@@ -419,8 +419,9 @@ class VM:
             return sense_call(self, frame, args)
         raise SenseRuntimeError(f"value of type {type_name(callee)} is not callable")
 
-    def _enter_closure(self, frame: Frame, callee: Closure, args: list) -> Frame:
-        """Check a call of a ``def`` function and push its frame (spec 6)."""
+    def _bind_call(self, callee: Closure, args: list) -> Scope:
+        """Spec 6: check the arity, then each annotated parameter, then the depth; return the
+        new scope of the call, its parameters bound."""
         prepared = callee.code
         params = prepared.code.params
         if len(args) != len(params):
@@ -436,8 +437,13 @@ class VM:
             bindings[name] = value
         if self.depth >= self.max_depth:
             raise SenseRecursionError()
+        return scope
+
+    def _enter_closure(self, frame: Frame, callee: Closure, args: list) -> Frame:
+        """Check a call of a ``def`` function and push its frame."""
+        scope = self._bind_call(callee, args)
         self.depth += 1
-        new = self.frame = Frame(prepared, scope, frame, callee)     # positional: cheaper
+        new = self.frame = Frame(callee.code, scope, frame, callee)     # positional: cheaper
         return new
 
     def call_t2(self, frame: Frame, callee, args: list) -> bool:
@@ -471,27 +477,13 @@ class VM:
     def _call_leaf(self, frame: Frame, callee: Closure, args: list, leaf) -> None:
         """A call of a leaf function (tier2.Compiled): the checks of _enter_closure and op_RETURN
         in the same order, the body run as one Python call with no frame of its own."""
-        prepared = callee.code
-        params = prepared.code.params
-        if len(args) != len(params):
-            raise SenseRuntimeError(
-                f"'{callee.name}' expects {len(params)} argument(s), got {len(args)}")
-        scope = Scope(callee.scope)
-        bindings = scope.vars
-        for i, check in enumerate(prepared.param_checks):
-            if check is not None and not check[2](args[i]):
-                raise SenseTypeError(f"argument '{check[0]}' of '{callee.name}' expects "
-                                     f"{check[1]}, got {type_name(args[i])}")
-        for name, value in zip(params, args):
-            bindings[name] = value
-        if self.depth >= self.max_depth:
-            raise SenseRecursionError()
+        scope = self._bind_call(callee, args)
         self.depth += 1
         try:
             value = leaf(self, scope)
         finally:
             self.depth -= 1
-        check = prepared.return_check
+        check = callee.code.return_check
         if check is not None and not check[1](value):
             # Reported at the call, as for functions: the callee's frame is gone.
             raise SenseTypeError(
