@@ -80,6 +80,9 @@ class Compiled:
 
 # ----------------------------------------------------------------------------- run-time helpers
 
+UNSET = object()     # a variable mirrored in a Python local that is not bound (yet)
+
+
 def load_name(scope, name):
     """The nearest binding of ``name`` from ``scope`` outward (spec 5)."""
     while scope is not None:
@@ -152,11 +155,28 @@ def get_iter(obj):
     raise SenseRuntimeError(f"cannot iterate over value of type {type_name(obj)}")
 
 
-def materialize(scope, depth):
-    """``depth`` empty block scopes over ``scope``: what tier 1 would have pushed by now."""
-    for _ in range(depth):
+def chain(scope, *levels):
+    """The block scopes tier 1 would have pushed by now, over the function scope ``scope``:
+    one per level, outermost first, each given as (names, values); UNSET values are unbound."""
+    for names, values in levels:
         scope = Scope(scope)
+        bindings = scope.vars
+        for name, value in zip(names, values):
+            if value is not UNSET:
+                bindings[name] = value
     return scope
+
+
+def store_found(outer, name, value) -> bool:
+    """Update the nearest binding of ``name`` from ``outer`` outward; False if there is none."""
+    s = outer
+    while s is not None:
+        bindings = s.vars
+        if name in bindings:
+            bindings[name] = value
+            return True
+        s = s.parent
+    return False
 
 
 def decl_error(name, text, value):
@@ -180,7 +200,7 @@ def return_error(name, text, value):
 
 _RUNTIME = {
     "load_name": load_name, "store_name": store_name, "store_outer": store_outer,
-    "materialize": materialize,
+    "chain": chain, "store_found": store_found,
     "index_get": index_get, "index_set": index_set, "get_iter": get_iter,
     "decl_error": decl_error, "return_error": return_error, "leaf_error": leaf_error,
     "add": V.add, "arith": V.arith, "compare": V.compare, "equal": V.equal,
@@ -190,9 +210,6 @@ _RUNTIME = {
 
 
 # ----------------------------------------------------------------------------- analysis
-
-UNSET = object()     # a cached variable that is not bound in the function's scope (yet)
-
 
 class _Declined(Exception):
     pass
@@ -228,6 +245,35 @@ def _flow(instrs):
                 state[j] = st
                 work.append(j)
     return state, succ
+
+
+def _regions(instrs, state, succ):
+    """Per instruction, the PUSH_SCOPE sites of its open block scopes, outermost first; None
+    when two paths meet with different ones (then block scopes stay real)."""
+    n = len(instrs)
+    regions = [None] * n
+    regions[0] = ()
+    work = [0]
+    while work:
+        i = work.pop()
+        cur = regions[i]
+        op, a, b = instrs[i]
+        after = cur
+        if op == Op.PUSH_SCOPE:
+            after = cur + (i,)
+        elif op == Op.POP_SCOPE:
+            after = cur[:len(cur) - a]
+        for j in succ[i]:
+            # A branch keeps the entry state, the fall-through gets the scope effect (only
+            # PUSH/POP_SCOPE have one, and neither branches).
+            new = after if j == i + 1 or op not in JUMPS else cur
+            old = regions[j]
+            if old is None:
+                regions[j] = new
+                work.append(j)
+            elif old != new:
+                return None
+    return regions
 
 
 def _defined(instrs, state, succ, params):
@@ -338,10 +384,24 @@ class _Gen:
         if fresh and not captures:
             for j, name in enumerate(sorted(own - blk)):
                 self.cached[name] = f"l{j}"
-        # Block scopes nobody can observe are not made at all: no name is ever bound in one,
-        # none is captured, none gets a policy rule. A spill that may let the frame continue
-        # in tier 1 materializes them, empty, so the scope depth stays tier 1's.
-        self.elide = not blk and not captures and not (ops & POLICY_OPS)
+        # Block variables: with nothing declared here to capture a scope and no policy rule to
+        # write into one, nobody but this frame sees its block scopes, so none is made: each
+        # name a block can bind lives in a Python local of that block (reset when it is
+        # entered). A spill builds the scopes tier 1 would have, with those bindings, so the
+        # frame can be saved or continued by tier 1 at any call.
+        self.regions = _regions(instrs, self.state, self.succ)
+        self.blocal = (not captures and not (ops & POLICY_OPS) and self.regions is not None)
+        self.bnames: dict[int, dict[str, str]] = {}     # PUSH_SCOPE site -> name -> local
+        if self.blocal:
+            for i, (op, a, b) in enumerate(instrs):
+                st = self.state[i]
+                if st is None or st[1] == 0:
+                    continue
+                if op == Op.STORE_LOCAL or (op == Op.STORE_NAME and a not in self.defined[i]):
+                    site = self.regions[i][-1]
+                    names = self.bnames.setdefault(site, {})
+                    if a not in names:
+                        names[a] = f"b{site}_{len(names)}"
 
         # Blocks: leaders are the entry, jump targets and instructions after a jump/terminator.
         n = len(instrs)
@@ -420,8 +480,22 @@ class _Gen:
                 e(1, f"{local} = v0[{name!r}]", 0)
             else:
                 e(1, f"{local} = v0.get({name!r}, U)", 0)
-        if self.elide:
+        if self.blocal:
             e(1, "sc = fs", 0)
+            for names in self.bnames.values():
+                for local in names.values():
+                    e(1, f"{local} = U", 0)
+            # A frame switching over inside blocks: its block scopes are real; read them.
+            for entry in sorted(self.entries):
+                sites = self.regions[entry] if entry < len(self.regions) else ()
+                if not sites or not any(site in self.bnames for site in sites):
+                    continue
+                e(1, f"if L == {entry}:", 0)
+                e(2, "_s = f.scope", 0)
+                for site in reversed(sites):
+                    for name, local in self.bnames.get(site, {}).items():
+                        e(2, f"{local} = _s.vars.get({name!r}, U)", 0)
+                    e(2, "_s = _s.parent", 0)
         e(1, "try:", 0)
         e(2, "while True:", 0)
         order = sorted(j for j in self.dispatch if self.state[j] is not None)
@@ -477,21 +551,31 @@ class _Gen:
                 return
             i = nxt
 
-    def lookup(self, name, scope, dst):
+    def block_locals(self, i, name):
+        """The Python locals of ``name`` in the blocks open at instruction i, innermost first."""
+        return [self.bnames[site][name] for site in reversed(self.regions[i])
+                if name in self.bnames.get(site, ())]
+
+    def lookup(self, i, name, scope, dst):
         """Python statements (as lines) that put the binding of ``name`` into ``dst``."""
         q = repr(name)
-        if name in self.blk and scope > 0:
+        if name in self.blk and scope > 0 and not self.blocal:
             return [f"{dst} = load_name(sc, {q})"]
-        local = self.cached.get(name)
-        if name in self.fixed:
-            return [f"{dst} = {local or f'v0[{q}]'}"]
         lines = []
         kw = "if"
+        if self.blocal and scope > 0:
+            for blocal in self.block_locals(i, name):
+                lines.append(f"{kw} {blocal} is not U: {dst} = {blocal}")
+                kw = "elif"
+        local = self.cached.get(name)
+        if name in self.fixed:
+            line = f"{dst} = {local or f'v0[{q}]'}"
+            return lines + [f"else: {line}"] if lines else [line]
         if local is not None:
-            lines.append(f"if {local} is not U: {dst} = {local}")
+            lines.append(f"{kw} {local} is not U: {dst} = {local}")
             kw = "elif"
         elif self.own is None or name in self.own:
-            lines.append(f"if {q} in v0: {dst} = v0[{q}]")
+            lines.append(f"{kw} {q} in v0: {dst} = v0[{q}]")
             kw = "elif"
         lines.append(f"{kw} {q} in pv: {dst} = pv[{q}]")
         lines.append(f"else: {dst} = load_name(P.parent, {q})")
@@ -546,8 +630,10 @@ class _Gen:
         elif op is Op.DUP:
             e(indent, f"{push} = {top}", ip)
         elif op is Op.LOAD_NAME:
-            for line in self.lookup(a, scope, push):
+            for line in self.lookup(i, a, scope, push):
                 e(indent, line, ip)
+        elif op is Op.STORE_NAME and self.blocal and scope > 0:
+            self.store_in_block(i, a, top, indent)
         elif op is Op.STORE_NAME:
             q = repr(a)
             local = self.cached.get(a)
@@ -572,6 +658,8 @@ class _Gen:
                     e(indent, f"store_outer(P, {q}, {top}, sc)", ip)
             else:
                 e(indent, f"store_name(sc, {q}, {top})", ip)
+        elif op is Op.STORE_LOCAL and self.blocal and scope > 0:
+            e(indent, f"{self.bnames[self.regions[i][-1]][a]} = {top}", ip)
         elif op is Op.STORE_LOCAL:
             local = self.cached.get(a) if scope == 0 else None
             target = "v0" if scope == 0 else "sc.vars"
@@ -581,10 +669,13 @@ class _Gen:
             cname = self.const(check)
             e(indent, f"if not {cname}({top}): raise decl_error({a!r}, {text!r}, {top})", ip)
         elif op is Op.PUSH_SCOPE:
-            if not self.elide:
+            if not self.blocal:
                 e(indent, "sc = Scope(sc)", ip)
+            else:
+                for local in self.bnames.get(i, {}).values():
+                    e(indent, f"{local} = U", ip)       # a fresh block: nothing bound yet
         elif op is Op.POP_SCOPE:
-            if not self.elide and a:
+            if not self.blocal and a:
                 e(indent, "sc = sc.parent" + ".parent" * (a - 1), ip)
         elif op is Op.ADD:
             e(indent, f"if type({sec}) is int is type({top}): {sec} = {sec} + {top}", ip)
@@ -666,8 +757,39 @@ class _Gen:
         return i + 1
 
     def scope_expr(self, i):
-        depth = self.state[i][1]
-        return f"materialize(sc, {depth})" if self.elide and depth else "sc"
+        """The frame's scope as tier 1 would have it at instruction i."""
+        if not self.blocal or not self.regions[i]:
+            return "sc"
+        levels = []
+        for site in self.regions[i]:
+            names = self.bnames.get(site, {})
+            levels.append(f"({tuple(names)!r}, ({''.join(v + ', ' for v in names.values())}))")
+        return f"chain(fs, {', '.join(levels)})"
+
+    def store_in_block(self, i, name, top, indent):
+        """STORE_NAME inside blocks of Python locals: the nearest binding along blocks, the
+        function scope and outwards is updated; else the name is bound in the innermost block."""
+        e = self.emit
+        ip = i + 1
+        q = repr(name)
+        kw = "if"
+        for blocal in self.block_locals(i, name):
+            e(indent, f"{kw} {blocal} is not U: {blocal} = {top}", ip)
+            kw = "elif"
+        local = self.cached.get(name)
+        if local is not None:
+            e(indent, f"{kw} {local} is not U: {local} = v0[{q}] = {top}", ip)
+            kw = "elif"
+        elif self.own is None or name in self.own:
+            e(indent, f"{kw} {q} in v0: v0[{q}] = {top}", ip)
+            kw = "elif"
+        innermost = self.bnames.get(self.regions[i][-1], {}).get(name)
+        if innermost is not None:
+            e(indent, f"{kw} not store_found(P, {q}, {top}): {innermost} = {top}", ip)
+        else:
+            # Known to be bound in the function scope or further out (the analysis).
+            line = f"store_outer(P, {q}, {top}, fs)"
+            e(indent, f"else: {line}" if kw == "elif" else line, ip)
 
     def spill(self, i, items, indent):
         ip = i + 1
@@ -694,7 +816,7 @@ class _Gen:
         e(indent + 1, f"{callee} = {callee}.fn(vm, [{args}])", ip)
         e(indent, "else:", ip)
         e(indent + 1, f"f.stack = [{', '.join(f's{j}' for j in range(base))}]", ip)
-        if self.elide and self.state[i][1]:
+        if self.blocal and self.regions[i]:
             e(indent + 1, f"f.scope = {self.scope_expr(i)}", ip)
         e(indent + 1, f"if vm.call_t2(f, {callee}, [{args}]):", ip)
         e(indent + 2, "yield", ip)

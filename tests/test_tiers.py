@@ -217,3 +217,41 @@ def test_leaf_functions_fail_where_tier_one_does(tmp_path):
     assert one[0] == "3\n"
     assert one[1][1] == "[line 17] 'typed' declared to return Int, got String"
     assert two[5].prepared[1].t2.leaf is not None       # `bad` really ran as a leaf
+
+
+BLOCKS = """\
+x = "global x"
+def show():
+    return x
+def blocks(n):
+    total = 0
+    for x in range(n):              # the loop variable is a fresh binding per iteration
+        if x % 2 == 0:
+            local total = 100       # shadows `total` inside this block only
+            total = total + x
+            continue
+        seen = x                    # bound in the iteration's scope
+        while seen > 0:
+            step = 1
+            seen = seen - step
+            if seen == 3:
+                break
+        total = total + seen + len(show())
+    return total
+print(blocks(60), x)
+def after():
+    for k in [1, 2]:
+        inner = k
+    return inner
+print(after())
+"""
+
+
+def test_block_variables_on_both_tiers(tmp_path):
+    """Names bound in block scopes (for variables, `local`, first assignments) live in Python
+    locals in tier 2: shadowing, freshness per iteration and invisibility after the block must
+    stay exactly tier 1's, and so must a frame switching tiers in the middle of nested loops."""
+    one = _run_source(tmp_path, BLOCKS, "1")
+    for tier in ("2", "auto"):
+        assert _run_source(tmp_path, BLOCKS, tier)[:5] == one[:5]
+    assert one[0] == "324 global x\n" and one[1][1] == "[line 23] undefined variable 'inner'"
