@@ -324,6 +324,7 @@ class _Gen:
         self.ns: dict = dict(_RUNTIME)
         self.nconst = 0
         self.leaf = False       # generating the leaf form (see Compiled)
+        self.chain_keys: dict = {}
 
     # -- helpers
 
@@ -482,11 +483,13 @@ class _Gen:
                 e(1, f"{local} = v0.get({name!r}, U)", 0)
         if self.blocal:
             e(1, "sc = fs", 0)
+            e(1, "bk = -1", 0)
+            e(1, "bsc = None", 0)
             for names in self.bnames.values():
                 for local in names.values():
                     e(1, f"{local} = U", 0)
             # A frame switching over inside blocks: its block scopes are real; read them.
-            for entry in sorted(self.entries):
+            for entry in ([] if self.leaf else sorted(self.entries)):
                 sites = self.regions[entry] if entry < len(self.regions) else ()
                 if not sites or not any(site in self.bnames for site in sites):
                     continue
@@ -660,6 +663,7 @@ class _Gen:
                 e(indent, f"store_name(sc, {q}, {top})", ip)
         elif op is Op.STORE_LOCAL and self.blocal and scope > 0:
             e(indent, f"{self.bnames[self.regions[i][-1]][a]} = {top}", ip)
+            e(indent, "bk = -1", ip)
         elif op is Op.STORE_LOCAL:
             local = self.cached.get(a) if scope == 0 else None
             target = "v0" if scope == 0 else "sc.vars"
@@ -674,6 +678,7 @@ class _Gen:
             else:
                 for local in self.bnames.get(i, {}).values():
                     e(indent, f"{local} = U", ip)       # a fresh block: nothing bound yet
+                e(indent, "bk = -1", ip)
         elif op is Op.POP_SCOPE:
             if not self.blocal and a:
                 e(indent, "sc = sc.parent" + ".parent" * (a - 1), ip)
@@ -756,15 +761,21 @@ class _Gen:
             return None
         return i + 1
 
-    def scope_expr(self, i):
-        """The frame's scope as tier 1 would have it at instruction i."""
+    def set_scope(self, i, indent):
+        """Give the frame its scope as tier 1 would have it at instruction i. Block scopes are
+        built once and reused (as tier 1's would be) until a block variable changes or a block
+        is entered: ``bk`` says which blocks ``bsc`` was built for, -1 for none."""
+        ip = i + 1
         if not self.blocal or not self.regions[i]:
-            return "sc"
+            self.emit(indent, "f.scope = sc", ip)
+            return
+        key = self.chain_keys.setdefault(self.regions[i], len(self.chain_keys))
         levels = []
         for site in self.regions[i]:
             names = self.bnames.get(site, {})
             levels.append(f"({tuple(names)!r}, ({''.join(v + ', ' for v in names.values())}))")
-        return f"chain(fs, {', '.join(levels)})"
+        self.emit(indent, f"if bk != {key}: bsc = chain(fs, {', '.join(levels)}); bk = {key}", ip)
+        self.emit(indent, "f.scope = bsc", ip)
 
     def store_in_block(self, i, name, top, indent):
         """STORE_NAME inside blocks of Python locals: the nearest binding along blocks, the
@@ -774,7 +785,7 @@ class _Gen:
         q = repr(name)
         kw = "if"
         for blocal in self.block_locals(i, name):
-            e(indent, f"{kw} {blocal} is not U: {blocal} = {top}", ip)
+            e(indent, f"{kw} {blocal} is not U: {blocal} = {top}; bk = -1", ip)
             kw = "elif"
         local = self.cached.get(name)
         if local is not None:
@@ -785,7 +796,7 @@ class _Gen:
             kw = "elif"
         innermost = self.bnames.get(self.regions[i][-1], {}).get(name)
         if innermost is not None:
-            e(indent, f"{kw} not store_found(P, {q}, {top}): {innermost} = {top}", ip)
+            e(indent, f"{kw} not store_found(P, {q}, {top}): {innermost} = {top}; bk = -1", ip)
         else:
             # Known to be bound in the function scope or further out (the analysis).
             line = f"store_outer(P, {q}, {top}, fs)"
@@ -795,7 +806,7 @@ class _Gen:
         ip = i + 1
         self.emit(indent, f"f.stack = [{', '.join(items)}]", ip)
         self.emit(indent, f"f.ip = {ip}", ip)
-        self.emit(indent, f"f.scope = {self.scope_expr(i)}", ip)
+        self.set_scope(i, indent)
 
     def reload(self, i, count, indent):
         if count:
@@ -817,7 +828,7 @@ class _Gen:
         e(indent, "else:", ip)
         e(indent + 1, f"f.stack = [{', '.join(f's{j}' for j in range(base))}]", ip)
         if self.blocal and self.regions[i]:
-            e(indent + 1, f"f.scope = {self.scope_expr(i)}", ip)
+            self.set_scope(i, indent + 1)
         e(indent + 1, f"if vm.call_t2(f, {callee}, [{args}]):", ip)
         e(indent + 2, "yield", ip)
         self.reload(i, base + 1, indent + 1)
