@@ -9,21 +9,27 @@ in both tiers.
 The frame stays a real tier-1 frame at every point where anything else can see it: before a
 call, or any instruction handed to its tier-1 handler, the generator writes its stack, scope
 and instruction pointer back into the frame ("spills"). When the handler pushed a frame (a Sense
-call, a commit, start/resume, import ...) the generator yields, and the VM loop runs the new
-frame; when the frame becomes current again the loop resumes the generator, which reloads the
-stack. Calls therefore never recurse in Python, ``max_depth`` and the frame chain (lineage,
-stack-inspecting policy, pause) are exactly tier 1's, and a suspended frame can be saved by
-persist.py and continued by tier 1 in another process: spilled state is tier-1 state.
+call, a commit, start/resume, import ...) the frame is run: by the generator itself, which
+drives the callee's generator directly up to ``vm.INLINE_LIMIT`` deep, or else by yielding to
+the VM loop, which resumes the generator when the frame is current again. Either way the
+generator then reloads its stack from the frame. So every Sense call still has its frame,
+``max_depth`` and the frame chain (lineage, stack-inspecting policy, pause) are exactly tier 1's,
+the host stack stays small, and a suspended frame can be saved by persist.py and continued by
+tier 1 in another process: spilled state is tier-1 state. (A function that calls nothing runs
+without a frame as a plain Python call: see ``Compiled``.)
 
 Errors: each generated line belongs to one instruction; an exception leaving the generator
 sets ``frame.ip`` from the line it was raised on, so positions match tier 1 exactly.
 
-Names keep tier 1's run-time semantics (spec 5): variables stay in the Scope dicts, and the
-generator only skips look-ups that cannot succeed. That rests on one fact about the VM: a scope
-gains a binding only from the frame that owns it (parameters, STORE_LOCAL, a STORE_NAME that
-found no binding); nested closures and callees can update existing bindings, never create them,
-and no binding is ever removed. So per code object we know statically which names a block scope
-or the function's own scope can ever hold.
+Names keep tier 1's run-time semantics (spec 5). The analysis rests on one fact about the VM: a
+scope gains a binding only from the frame that owns it (parameters, STORE_LOCAL, a STORE_NAME
+that found no binding); nested closures and callees can update existing bindings, never create
+them, and no binding is ever removed. So per code object we know statically which names a block
+scope or the function's own scope can ever hold, and look only there. When, in addition, the
+code declares nothing that could capture its scopes (no def, action, tool or agent inside) and
+writes no policy rule, nobody else can read or write them: the function scope's names are then
+mirrored in Python locals (stores write through to the scope), and block scopes are not made at
+all, their names living in Python locals that a spill turns back into tier-1 scopes.
 
 Declined (they stay in tier 1): code containing test blocks (their recovery restores a stack
 that lives in the frame), and very large code objects.
@@ -37,7 +43,7 @@ from typing import Optional
 from . import values as V
 from .errors import (SenseError, SenseNameError, SenseRecursionError, SenseRuntimeError,
                      SenseTypeError)
-from .opcodes import JUMPS, POPS, PUSHES, TERMINATORS, F, Op
+from .opcodes import JUMPS, POPS, PUSHES, TERMINATORS, Op
 from .program import CodeKind
 from .values import ArrayIterator, Builtin, Closure, Scope, type_name
 
