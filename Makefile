@@ -4,7 +4,7 @@ VENV   ?= .venv
 REFVENV ?= .venv-ref
 PY      = $(VENV)/bin/python
 
-.PHONY: install run test ref bench fuzz golden clean
+.PHONY: install run test test-tiers ref bench fuzz golden clean
 
 install: $(VENV)/.installed
 
@@ -27,8 +27,15 @@ $(REFVENV)/.installed:
 	@$(PYTHON) -m venv $(REFVENV) && $(REFVENV)/bin/pip install -q sense-lang==0.20.0 \
 		&& touch $@ || echo "note: reference interpreter not installed; differential tests will skip"
 
+# The default tier (auto); tests/test_tiers.py and the lifecycle properties also run every
+# corpus program, example and property on tier 1 and on tier 2 and compare them.
 test: install ref
 	SENSE_REF=$(abspath $(REFVENV))/bin/sense $(PY) -m pytest
+
+# The whole suite once more with each tier forced (SENSE_TIER), for CI.
+test-tiers: install ref
+	SENSE_TIER=1 SENSE_REF=$(abspath $(REFVENV))/bin/sense $(PY) -m pytest -q
+	SENSE_TIER=2 SENSE_REF=$(abspath $(REFVENV))/bin/sense $(PY) -m pytest -q
 
 # Times sensevm against CPython and the reference (benchmarks/README.md); e.g. BENCH_ARGS=--quick.
 bench: install ref

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -33,8 +34,13 @@ def main():
               help="Approve a session left undecided if its manifest has exactly this hash.")
 @click.option("--session-log", "session_log", type=click.Path(dir_okay=False), default=None,
               help="The sessions' write-ahead log (default: .sense/sessions.wal beside FILE).")
-def run(file, dry_run, audit_log, state_dir, approve, session_log):
+@click.option("--tier", type=click.Choice(["1", "2", "auto"]), default=None,
+              help="Force an execution tier: 1 = interpreter only, 2 = compile every code "
+                   "object it can, auto (default) = compile hot code. Same as SENSE_TIER.")
+def run(file, dry_run, audit_log, state_dir, approve, session_log, tier):
     """Verify and run FILE (.snb, or .sns compiled in memory)."""
+    if tier is not None:
+        os.environ["SENSE_TIER"] = tier
     sys.exit(run_file(file, dry_run=dry_run, audit_log=audit_log, state_dir=state_dir,
                       approve=approve, session_log=session_log))
 

@@ -23,8 +23,6 @@ from .values import Builtin, to_str, type_name
 # session.py (and the WAL under it) load when a program opens its first session: the run path
 # of every other program stays light.
 
-SESSION = "@session"          # the block scope's binding of its handle
-
 
 class SessionHandle:
     """What ``as s`` binds: the session, the block scope it belongs to and the frame running it."""
@@ -105,7 +103,6 @@ def b_session_open(vm, frame, args):
     session = Session(name, program_hash, lambda: policy_digest(scope), vm.session_log(),
                       session_id=sid)
     handle = SessionHandle(session, scope, frame, frame.pos)
-    scope.vars[SESSION] = handle
     vm.sessions.append(handle)
     _audit(vm, frame, handle, "opened", f"id {session.id}")
     frame.stack.append(handle)
@@ -113,7 +110,10 @@ def b_session_open(vm, frame, args):
 
 
 def b_session_close(vm, frame, args):
-    handle = frame.scope.vars[SESSION]
+    # Sessions nest with the blocks that open them, and no jump leaves a block: the innermost
+    # open session is this block's. (Tier 2 may rebuild block scopes, so none is consulted.)
+    handle = vm.sessions[-1]
+    assert handle.frame is frame, "a session block closed in another frame"
     session = handle.session
     try:
         if session.state in ("open", "enumerated"):
@@ -196,33 +196,25 @@ def _audit(vm, frame, handle, event: str, detail: str) -> None:
                                 lineage=vm.lineage(frame), host_only=True))
 
 
-def abort_left(vm, frame, scope) -> None:
-    """An error is leaving ``scope`` of ``frame`` (or every frame, when ``frame`` is None):
-    abort each open session it leaves, innermost first."""
-    while vm.sessions:
-        handle = vm.sessions[-1]
-        if frame is not None and _survives(handle, frame, scope):
-            return
-        vm.sessions.pop()
-        if handle.session.state in ("open", "enumerated"):
-            try:
-                abort_session(vm, handle.frame, handle, "error")
-            except SenseError:
-                pass                   # a failed rollback is residue, already counted
+def abort_left(vm, left: set, frame, scope) -> None:
+    """An error unwinds the frames in ``left`` and is caught in ``frame`` (if any) with
+    ``scope`` restored: abort each open session it leaves, innermost first. Sessions of other
+    execution states (a worker firing a queued action shares the list) are not touched."""
+    for handle in reversed(list(vm.sessions)):
+        if handle.frame in left or (handle.frame is frame and not _within(scope, handle.scope)):
+            vm.sessions.remove(handle)
+            if handle.session.state in ("open", "enumerated"):
+                try:
+                    abort_session(vm, handle.frame, handle, "error")
+                except SenseError:
+                    pass               # a failed rollback is residue, already counted
 
 
-def _survives(handle, frame, scope) -> bool:
-    if handle.frame is frame:
-        while scope is not None:
-            if scope is handle.scope:
-                return True
-            scope = scope.parent
-        return False
-    caller = frame.caller
-    while caller is not None:
-        if caller is handle.frame:
+def _within(scope, block) -> bool:
+    while scope is not None:
+        if scope is block:
             return True
-        caller = caller.caller
+        scope = scope.parent
     return False
 
 

@@ -11,6 +11,7 @@ plus a parallel list of source positions used only when an error needs one.
 
 from __future__ import annotations
 
+import operator
 import sys
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing would slow every start
@@ -33,6 +34,34 @@ DRY_RUN_BANNER = "DRY RUN — no actions will actually commit\n\n"
 DEFAULT_MAX_DEPTH = 20_000
 DEFAULT_MAX_ARRAY = 50_000_000
 
+_LOAD_NAME, _LOAD_CONST, _STORE_NAME, _POP_JUMP_IF_FALSE, _JUMP = (
+    int(Op.LOAD_NAME), int(Op.LOAD_CONST), int(Op.STORE_NAME), int(Op.POP_JUMP_IF_FALSE),
+    int(Op.JUMP))
+_PUSH_SCOPE, _POP_SCOPE, _ADD, _DIV, _MOD, _GE = (
+    int(Op.PUSH_SCOPE), int(Op.POP_SCOPE), int(Op.ADD), int(Op.DIV), int(Op.MOD), int(Op.GE))
+# ADD .. GE on two Ints, except DIV (always a Float, checked for zero) and MOD by zero.
+_INT_OPS = {int(Op.ADD): operator.add, int(Op.SUB): operator.sub, int(Op.MUL): operator.mul,
+            int(Op.MOD): operator.mod, int(Op.EQ): operator.eq,
+            int(Op.NE): operator.ne, int(Op.LT): operator.lt, int(Op.LE): operator.le,
+            int(Op.GT): operator.gt, int(Op.GE): operator.ge}
+
+# Execution tiers (see tier2.py): 1 = the dispatch loop only; 2 = every code object that tier 2
+# accepts runs as compiled Python from its first instruction; auto = compile a code object once
+# it is hot (HOT_THRESHOLD frame entries plus loop back-edges). SENSE_TIER sets the default.
+TIERS = ("1", "2", "auto")
+HOT_THRESHOLD = 32
+# A tier-2 frame runs the tier-2 frame it just pushed by calling its generator directly, which
+# saves a trip through the loop; at most this many deep, so the host stack stays small.
+INLINE_LIMIT = 32
+
+
+def default_tier() -> str:
+    import os
+    tier = os.environ.get("SENSE_TIER", "auto") or "auto"
+    if tier not in TIERS:
+        raise ValueError(f"SENSE_TIER must be one of {', '.join(TIERS)}, not {tier!r}")
+    return tier
+
 
 class PreparedCode:
     """A verified code object in the shape the dispatch loop wants.
@@ -43,9 +72,11 @@ class PreparedCode:
     """
 
     __slots__ = ("code", "index", "instrs", "positions", "path", "param_checks", "return_check",
-                 "unit", "program")
+                 "unit", "program", "t2", "heat")
 
     def __init__(self, code, instrs, positions, path, param_checks, return_check):
+        self.t2 = None            # tier 2: None = not tried yet, False = declined, else Compiled
+        self.heat = 0             # frame entries and loop back-edges seen by tier 1
         self.index = -1
         self.unit: list = []
         self.program = None
@@ -81,12 +112,15 @@ class TestResult:
         self.pos = pos
 
 
+_NO_TESTS = ()      # most frames never run a test block: they share this empty sequence
+
+
 class Frame:
     """One running body. ``action``/``role`` mark an action's commit body or rollback block, whose
     return and failure move the action's state; ``tags`` are its audit lineage frames."""
 
     __slots__ = ("prepared", "instrs", "ip", "stack", "scope", "closure", "tests", "module",
-                 "caller", "action", "role", "tags", "audit_line", "origin")
+                 "caller", "action", "role", "tags", "audit_line", "origin", "gen", "gvm")
 
     def __init__(self, prepared: PreparedCode, scope: Scope, caller: Optional["Frame"],
                  closure: Optional[Closure] = None, module: Optional[ModuleValue] = None,
@@ -103,9 +137,11 @@ class Frame:
         self.stack: list = []
         self.scope = scope
         self.closure = closure
-        self.tests: list[TestHandler] = []
+        self.tests: list[TestHandler] = _NO_TESTS     # a list once a test block starts
         self.module = module
         self.caller = caller
+        self.gen = None       # a tier-2 generator running this frame, made by the VM ``gvm``
+        self.gvm = None
 
     @property
     def pos(self) -> Pos:
@@ -119,7 +155,7 @@ class VM:
     def __init__(self, verified, *, stdout=None, max_depth: int = DEFAULT_MAX_DEPTH,
                  max_array: int = DEFAULT_MAX_ARRAY, dry_run: bool = False,
                  audit: Optional[AuditLog] = None, stdin=None,
-                 state_dir: Optional[str] = None):
+                 state_dir: Optional[str] = None, tier: Optional[str] = None):
         from .verify import VerifiedProgram
         if not isinstance(verified, VerifiedProgram):
             raise TypeError("the VM runs only a VerifiedProgram (see sensevm.verify)")
@@ -149,6 +185,10 @@ class VM:
         self.frame: Optional[Frame] = None
         self.depth = 0
         self.result: Any = None
+        self.inlined = 0
+        self.tier = default_tier() if tier is None else str(tier)
+        if self.tier not in TIERS:
+            raise ValueError(f"tier must be one of {', '.join(TIERS)}, not {tier!r}")
         self.handlers = self._handler_table()
 
     # ------------------------------------------------------------------ preparation
@@ -201,6 +241,8 @@ class VM:
         param_checks = tuple(
             (name, text, checker(text)) if text is not None else None
             for name, text in zip(code.params, code.param_types))
+        if not any(param_checks):
+            param_checks = ()       # nothing to check: the call loops skip it at once
         return_check = (code.return_type, checker(code.return_type)) if code.return_type else None
         return PreparedCode(code, instrs, positions, path, param_checks, return_check)
 
@@ -240,15 +282,81 @@ class VM:
 
     def _loop(self) -> None:
         handlers = self.handlers
+        tiered = self.tier != "1"
         while self.frame is not None:
             frame = self.frame
             try:
+                gen = frame.gen
+                if gen is not None:
+                    if frame.gvm is self:
+                        next(gen, None)
+                        continue
+                    # Made by another VM (a worker thread resumed it): the frame is spilled,
+                    # so tier 1 continues it here.
+                    frame.gen = None
+                elif tiered and frame.ip == 0 and self._tier2(frame):
+                    continue
+                # The hot state lives in locals: ``ip`` is written back to the frame before
+                # any handler runs (handlers, errors and saves read frame.ip), and the most
+                # frequent instructions are done right here instead of through the table.
                 instrs = frame.instrs
+                stack = frame.stack
+                ip = frame.ip
                 while True:
-                    op, a, b = instrs[frame.ip]
-                    frame.ip += 1
+                    op, a, b = instrs[ip]
+                    ip += 1
+                    if op == _LOAD_NAME:
+                        scope = frame.scope
+                        while scope is not None:
+                            bindings = scope.vars
+                            if a in bindings:
+                                stack.append(bindings[a])
+                                break
+                            scope = scope.parent
+                        else:
+                            frame.ip = ip
+                            raise SenseNameError(f"undefined variable '{a}'")
+                        continue
+                    if op == _LOAD_CONST:
+                        stack.append(a)
+                        continue
+                    if op == _STORE_NAME:
+                        value = stack.pop()
+                        scope = frame.scope
+                        while scope is not None:
+                            bindings = scope.vars
+                            if a in bindings:
+                                bindings[a] = value
+                                break
+                            scope = scope.parent
+                        else:
+                            frame.scope.vars[a] = value
+                        continue
+                    if op == _POP_JUMP_IF_FALSE:
+                        if not stack.pop():
+                            ip = a
+                        continue
+                    if op == _JUMP and not tiered:
+                        ip = a
+                        continue
+                    if _ADD <= op <= _GE and op != _DIV:
+                        # Int operands: the result Python gives is the Sense result.
+                        right = stack[-1]
+                        left = stack[-2]
+                        if type(left) is int and type(right) is int and (right or op != _MOD):
+                            del stack[-1]
+                            stack[-1] = _INT_OPS[op](left, right)
+                            continue
+                    elif op == _PUSH_SCOPE:
+                        frame.scope = Scope(frame.scope)
+                        continue
+                    elif op == _POP_SCOPE and a == 1:
+                        frame.scope = frame.scope.parent
+                        continue
+                    frame.ip = ip
                     if handlers[op](frame, a, b):
                         break
+                    ip = frame.ip
             except SenseError as err:
                 self._unwind(err)
             except RecursionError:
@@ -267,6 +375,7 @@ class VM:
             self._abort_sessions_left(frame)
         while frame is not None:
             if frame.tests:
+                frame.gen = None
                 handler = frame.tests.pop()
                 self.tests.append(TestResult(handler.name, False, err, frame.prepared.path,
                                              handler.pos))
@@ -287,11 +396,14 @@ class VM:
         raise err
 
     def _abort_sessions_left(self, frame) -> None:
-        """Every protocol session the error leaves (outside the block that catches it) aborts."""
+        """Every protocol session the error leaves (outside the block that catches it) aborts:
+        those opened in the frames it unwinds, and in the catching frame outside its handler."""
         from .sessions import abort_left
+        left = set()
         while frame is not None and not frame.tests:
+            left.add(frame)
             frame = frame.caller
-        abort_left(self, frame, frame.tests[-1].scope if frame is not None else None)
+        abort_left(self, left, frame, frame.tests[-1].scope if frame is not None else None)
 
     def _forget_loading(self, frame: Frame) -> None:
         if frame.module in self.loading:
@@ -306,24 +418,7 @@ class VM:
         """Call ``callee``; returns True when a new frame was pushed."""
         t = type(callee)
         if t is Closure:
-            prepared = callee.code
-            code = prepared.code
-            params = code.params
-            if len(args) != len(params):
-                raise SenseRuntimeError(
-                    f"'{callee.name}' expects {len(params)} argument(s), got {len(args)}")
-            scope = Scope(callee.scope)
-            bindings = scope.vars
-            for i, check in enumerate(prepared.param_checks):
-                if check is not None and not check[2](args[i]):
-                    raise SenseTypeError(f"argument '{check[0]}' of '{callee.name}' expects "
-                                         f"{check[1]}, got {type_name(args[i])}")
-            for name, value in zip(params, args):
-                bindings[name] = value
-            if self.depth >= self.max_depth:
-                raise SenseRecursionError()
-            self.depth += 1
-            self.frame = Frame(prepared, scope, frame, closure=callee)
+            self._enter_closure(frame, callee, args)
             return True
         if t is ActionDefinition:
             frame.stack.append(self.prepare(frame, callee, args))
@@ -343,6 +438,77 @@ class VM:
             return sense_call(self, frame, args)
         raise SenseRuntimeError(f"value of type {type_name(callee)} is not callable")
 
+    def _bind_call(self, callee: Closure, args: list) -> Scope:
+        """Spec 6: check the arity, then each annotated parameter, then the depth; return the
+        new scope of the call, its parameters bound."""
+        prepared = callee.code
+        params = prepared.code.params
+        if len(args) != len(params):
+            raise SenseRuntimeError(
+                f"'{callee.name}' expects {len(params)} argument(s), got {len(args)}")
+        scope = Scope(callee.scope)
+        bindings = scope.vars
+        for i, check in enumerate(prepared.param_checks):
+            if check is not None and not check[2](args[i]):
+                raise SenseTypeError(f"argument '{check[0]}' of '{callee.name}' expects "
+                                     f"{check[1]}, got {type_name(args[i])}")
+        for name, value in zip(params, args):
+            bindings[name] = value
+        if self.depth >= self.max_depth:
+            raise SenseRecursionError()
+        return scope
+
+    def _enter_closure(self, frame: Frame, callee: Closure, args: list) -> Frame:
+        """Check a call of a ``def`` function and push its frame."""
+        scope = self._bind_call(callee, args)
+        self.depth += 1
+        new = self.frame = Frame(callee.code, scope, frame, callee)     # positional: cheaper
+        return new
+
+    def call_t2(self, frame: Frame, callee, args: list) -> bool:
+        """A call made by tier-2 code (its frame spilled); True when it must yield to the loop.
+
+        A ``def`` function whose code is in tier 2 runs right here (see inline()).
+        """
+        if type(callee) is not Closure:
+            return self._call(frame, callee, args) and not self.inline(frame)
+        t2 = callee.code.t2
+        if t2 and t2.leaf is not None:
+            self._call_leaf(frame, callee, args, t2.leaf)
+            return False
+        new = self._enter_closure(frame, callee, args)
+        if self.inlined >= INLINE_LIMIT:
+            return True
+        t2 = callee.code.t2
+        if t2 is None or t2 is False:
+            t2 = self._compiled(callee.code)
+            if t2 is None:
+                return True
+        gen = new.gen = t2.fn(self, new, 0)
+        new.gvm = self
+        self.inlined += 1
+        try:
+            next(gen, None)
+        finally:
+            self.inlined -= 1
+        return self.frame is not frame
+
+    def _call_leaf(self, frame: Frame, callee: Closure, args: list, leaf) -> None:
+        """A call of a leaf function (tier2.Compiled): the checks of _enter_closure and op_RETURN
+        in the same order, the body run as one Python call with no frame of its own."""
+        scope = self._bind_call(callee, args)
+        self.depth += 1
+        try:
+            value = leaf(self, scope)
+        finally:
+            self.depth -= 1
+        check = callee.code.return_check
+        if check is not None and not check[1](value):
+            # Reported at the call, as for functions: the callee's frame is gone.
+            raise SenseTypeError(
+                f"'{callee.name}' declared to return {check[0]}, got {type_name(value)}")
+        frame.stack.append(value)
+
     # ------------------------------------------------------------------ the handlers
 
     def _handler_table(self):
@@ -352,7 +518,63 @@ class VM:
             if handler is None:
                 raise NotImplementedError(f"the VM has no handler for {op.name}")
             table[op.value] = handler
+        if self.tier != "1":
+            # Backward jumps count towards tier 2 and can switch a running frame over to it.
+            table[Op.JUMP] = self.op_JUMP_counting
         return table
+
+    # ------------------------------------------------------------------ tier 2
+
+    def _compiled(self, code):
+        """The tier-2 form of ``code`` if it is (now) hot enough and tier 2 accepts it."""
+        t2 = code.t2
+        if t2 is None:
+            code.heat += 1
+            if self.tier == "auto" and code.heat < HOT_THRESHOLD:
+                return None
+            from .tier2 import compile_code
+            t2 = code.t2 = compile_code(code) or False
+        return t2 or None
+
+    def _tier2(self, frame) -> bool:
+        """Start ``frame`` in tier 2 at its current instruction if possible."""
+        t2 = self._compiled(frame.prepared)
+        if t2 is None or frame.ip not in t2.entries:
+            return False
+        frame.gen = t2.fn(self, frame, frame.ip)
+        frame.gvm = self
+        return True
+
+    def inline(self, caller) -> bool:
+        """Run the frame ``caller`` just pushed, here, while it stays in tier 2; True when it
+        has already returned to ``caller`` (its result is on caller.stack).
+
+        Otherwise (it pushed a frame of its own, paused, or is not tier-2 code) the caller
+        yields to the loop as usual, which continues whatever frame is current.
+        """
+        frame = self.frame
+        if frame is None or self.inlined >= INLINE_LIMIT:
+            return False
+        gen = frame.gen
+        if gen is None or frame.gvm is not self:
+            if frame.ip != 0 or not self._tier2(frame):
+                return False
+            gen = frame.gen
+        elif gen.gi_running:
+            return False        # control went back to a frame further up this Python stack
+        self.inlined += 1
+        try:
+            next(gen, None)
+        finally:
+            self.inlined -= 1
+        return self.frame is caller
+
+    def op_JUMP_counting(self, f, a, b):
+        back = a < f.ip
+        f.ip = a
+        if back and f.prepared.t2 is not False:
+            return self._tier2(f)
+        return False
 
     def op_NOP(self, f, a, b):
         pass
@@ -633,6 +855,8 @@ class VM:
         return True
 
     def op_TEST_BEGIN(self, f, a, b):
+        if f.tests is _NO_TESTS:
+            f.tests = []
         f.tests.append(TestHandler(a, b, len(f.stack), f.scope, f.pos))
         f.scope = Scope(f.scope)
 
@@ -746,10 +970,10 @@ class VM:
     def record(self, action: PreparedAction, event: str, frame, *, line: Optional[int] = None,
                detail: Optional[str] = None, host_only: bool = False) -> None:
         decl = action.definition.decl
-        self.audit.append(AuditRecord(
-            subject=f"{decl.kind} action '{decl.name}'", name=decl.name, kind=decl.kind,
-            event=event, detail=detail, line=line, lineage=self.lineage(frame),
-            host_only=host_only))
+        kind = decl.kind
+        self.audit.append(AuditRecord.make(
+            f"{kind} action '{decl.name}'", decl.name, kind, event, detail, line,
+            self.lineage(frame), host_only))
 
     def prepare(self, f, definition: ActionDefinition, args: list) -> PreparedAction:
         params = definition.params
@@ -854,8 +1078,7 @@ class VM:
         if self.depth >= self.max_depth:
             raise SenseRecursionError()
         self.depth += 1
-        self.frame = Frame(prepared, scope, f, action=action, role=role, tags=tags,
-                           audit_line=line)
+        self.frame = Frame(prepared, scope, f, None, None, action, role, tags, line)
 
     def _body_returned(self, frame, value):
         if frame.role == "agent":
@@ -942,7 +1165,7 @@ class VM:
         if self.depth >= self.max_depth:
             raise SenseRecursionError()
         self.depth += 1
-        self.frame = Frame(tool.body, scope, f, action=tool, role="tool", tags=tags)
+        self.frame = Frame(tool.body, scope, f, None, None, tool, "tool", tags)
         return True
 
     def call_tool_now(self, f, tool: ToolDefinition, args: list) -> Any:
@@ -983,9 +1206,8 @@ class VM:
         return self._session_log
 
     def record_tool(self, tool, event, frame, line, detail=None) -> None:
-        self.audit.append(AuditRecord(
-            subject=f"tool '{tool.name}'", name=tool.name, kind="tool", event=event,
-            detail=detail, line=line, lineage=self.lineage(frame)))
+        self.audit.append(AuditRecord.make(
+            f"tool '{tool.name}'", tool.name, "tool", event, detail, line, self.lineage(frame)))
 
     def _start_async(self, f, tool: ToolDefinition, scope: Scope, tags) -> Future:
         """Run the body on a worker thread with an execution state of its own.
@@ -1056,8 +1278,9 @@ class VM:
         worker.frame = None
         worker.depth = 1
         worker.result = None
+        worker.inlined = 0
         worker.worker_agent = None
-        worker.handlers = worker._handler_table()
+        worker.handlers = worker._handler_table()   # bound to the worker
         return worker
 
     def snapshot(self, frame):

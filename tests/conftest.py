@@ -23,8 +23,10 @@ class Outcome:
     exit_code: int
 
 
-def run_program(path: str, *, dry_run: bool = False) -> Outcome:
-    """Compile (in memory), dump, load, verify and run ``path``; capture stdout and the error."""
+def run_program(path: str, *, dry_run: bool = False, tier: Optional[str] = None) -> Outcome:
+    """Compile (in memory), dump, load, verify and run ``path``; capture stdout and the error.
+
+    ``tier`` forces an execution tier ("1", "2"); None leaves the VM's default (SENSE_TIER)."""
     from sensec.driver import compile_file
     from sensevm.snb import dump
     from sensevm.verify import load_verified
@@ -33,7 +35,7 @@ def run_program(path: str, *, dry_run: bool = False) -> Outcome:
     out = io.StringIO()
     try:
         verified = load_verified(dump(compile_file(path, defer_import_errors=True)))
-        VM(verified, stdout=out, dry_run=dry_run).run()
+        VM(verified, stdout=out, dry_run=dry_run, tier=tier).run()
     except SenseError as err:
         return Outcome(out.getvalue(), err, 1)
     return Outcome(out.getvalue(), None, 0)

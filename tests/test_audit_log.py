@@ -508,3 +508,13 @@ def test_cli_refuses_a_log_in_use_or_unopenable(tmp_path):
     proc = sh("sensevm", "audit", "verify", str(tmp_path / "missing.jsonl"))
     assert proc.returncode == 1
     assert proc.stderr == f"{tmp_path / 'missing.jsonl'}: no such audit log file\n"
+
+
+def test_make_builds_the_same_record_as_the_constructor():
+    made = AuditRecord.make("tool 't'", "t", "tool", "called", "why", 3, ("agent:a",), True)
+    built = AuditRecord(subject="tool 't'", name="t", kind="tool", event="called", detail="why",
+                        line=3, lineage=("agent:a",), timestamp=made.timestamp, host_only=True)
+    assert made == built and hash(made) == hash(built) and repr(made) == repr(built)
+    assert made.describe() == built.describe()
+    with pytest.raises(AttributeError):
+        made.event = "denied"           # still frozen

@@ -4,8 +4,9 @@ Each example generates a Sense program: some action declarations (reversible or 
 without a capability and `requires approval`, with bodies and rollback blocks that may fail),
 then a random sequence of prepare / verify / approve / commit / rollback calls, policy changes,
 and calls made from inside a function whose caller denies the capability (spec 21.2). It runs
-the program (plain or dry run) and compares every line of output — body runs, states, errors
-caught, and the final audit log with its line numbers — with what the model predicts.
+the program (plain or dry run) on both execution tiers and compares every line of output — body
+runs, states, errors caught, and the final audit log with its line numbers — with what the model
+predicts.
 """
 
 from __future__ import annotations
@@ -198,9 +199,11 @@ def test_lifecycle_matches_the_model(tmp_path_factory, decl_specs, ops, dry_run)
     source, expected, model = build(decl_specs, ops, dry_run)
     path = tmp_path_factory.mktemp("life") / "p.sns"
     path.write_text(source)
-    outcome = run_program(str(path), dry_run=dry_run)
-    assert outcome.error is None, (outcome.error, source)
-    assert outcome.stdout.split("\n")[:-1] == expected, source
+    # Both execution tiers, each against the model (so also against each other).
+    for tier in ("1", "2"):
+        outcome = run_program(str(path), dry_run=dry_run, tier=tier)
+        assert outcome.error is None, (tier, outcome.error, source)
+        assert outcome.stdout.split("\n")[:-1] == expected, (tier, source)
     # The invariants, stated directly as well as through the output:
     assert all(n <= 1 for n in model.body_runs.values())       # a body runs at most once
     if dry_run:

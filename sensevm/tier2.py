@@ -1,0 +1,917 @@
+"""Tier 2: compiles a verified, hot code object into a Python generator that runs its frames.
+
+The generated generator replaces the dispatch loop for one frame: the operand stack lives in
+Python locals (``s0``, ``s1``, ... by depth, which the verifier fixed per instruction), the
+common instructions are inlined as Python statements, and every other instruction calls the
+tier-1 handler itself, so actions, tools, policy, imports and agents run the very same checks
+in both tiers.
+
+The frame stays a real tier-1 frame at every point where anything else can see it: before a
+call, or any instruction handed to its tier-1 handler, the generator writes its stack, scope
+and instruction pointer back into the frame ("spills"). When the handler pushed a frame (a Sense
+call, a commit, start/resume, import ...) the frame is run: by the generator itself, which
+drives the callee's generator directly up to ``vm.INLINE_LIMIT`` deep, or else by yielding to
+the VM loop, which resumes the generator when the frame is current again. Either way the
+generator then reloads its stack from the frame. So every Sense call still has its frame,
+``max_depth`` and the frame chain (lineage, stack-inspecting policy, pause) are exactly tier 1's,
+the host stack stays small, and a suspended frame can be saved by persist.py and continued by
+tier 1 in another process: spilled state is tier-1 state. (A function that calls nothing runs
+without a frame as a plain Python call: see ``Compiled``.)
+
+Errors: each generated line belongs to one instruction; an exception leaving the generator
+sets ``frame.ip`` from the line it was raised on, so positions match tier 1 exactly.
+
+Names keep tier 1's run-time semantics (spec 5). The analysis rests on one fact about the VM: a
+scope gains a binding only from the frame that owns it (parameters, STORE_LOCAL, a STORE_NAME
+that found no binding); nested closures and callees can update existing bindings, never create
+them, and no binding is ever removed. So per code object we know statically which names a block
+scope or the function's own scope can ever hold, and look only there. When, in addition, the
+code declares nothing that could capture its scopes (no def, action, tool or agent inside) and
+writes no policy rule, nobody else can read or write them: the function scope's names are then
+mirrored in Python locals (stores write through to the scope), and block scopes are not made at
+all, their names living in Python locals that a spill turns back into tier-1 scopes.
+
+Declined (they stay in tier 1): code containing test blocks (their recovery restores a stack
+that lives in the frame), and very large code objects.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+from . import values as V
+from .errors import (SenseError, SenseNameError, SenseRecursionError, SenseRuntimeError,
+                     SenseTypeError)
+from .opcodes import JUMPS, POPS, PUSHES, TERMINATORS, Op
+from .program import CodeKind
+from .values import ArrayIterator, Builtin, Closure, Scope, type_name
+
+MAX_INSTRUCTIONS = 4000     # larger code objects stay in tier 1 (compile time, Python limits)
+MAX_INDENT = 40             # deeper inlining turns the block into a dispatch target instead
+DECLINED_OPS = frozenset({Op.TEST_BEGIN, Op.TEST_END, Op.TEST_ABANDON})
+# Ops that let other code hold on to this frame's scopes (a closure, an action, a tool or an
+# agent declared here) or that write into the current scope's policy table.
+CAPTURING_OPS = frozenset({Op.MAKE_FUNCTION, Op.MAKE_ACTION, Op.MAKE_TOOL, Op.MAKE_AGENT})
+POLICY_OPS = frozenset({Op.POLICY_ALLOW, Op.POLICY_DENY})
+# The instructions the generator does itself, without the frame: a function made of only
+# these has a leaf form (see Compiled).
+LEAF_OPS = frozenset({
+    Op.NOP, Op.LOAD_CONST, Op.LOAD_NIL, Op.LOAD_TRUE, Op.LOAD_FALSE, Op.POP, Op.DUP,
+    Op.LOAD_NAME, Op.STORE_NAME, Op.STORE_LOCAL, Op.CHECK_DECL, Op.PUSH_SCOPE, Op.POP_SCOPE,
+    Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.MOD, Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE, Op.NEG,
+    Op.NOT, Op.JUMP, Op.POP_JUMP_IF_FALSE, Op.POP_JUMP_IF_TRUE, Op.JUMP_IF_FALSE_OR_POP,
+    Op.JUMP_IF_TRUE_OR_POP, Op.BUILD_ARRAY, Op.INDEX, Op.STORE_INDEX, Op.GET_ITER, Op.FOR_ITER,
+    Op.RETURN})
+
+
+class Compiled:
+    """A tier-2 code object: ``fn(vm, frame, entry)`` makes the generator; ``entries`` are the
+    instruction indices it can start at (function entry and loop headers).
+
+    ``leaf`` is set for a function that calls nothing and hands nothing to a tier-1 handler:
+    ``leaf(vm, scope)`` runs its whole body as a plain Python call and returns the result.
+    Nothing can observe such a body's frame while it runs (no callee, no builtin, no audit
+    record), so vm.call_t2 runs it without one; an error leaving it carries its position.
+    """
+
+    __slots__ = ("fn", "entries", "source", "leaf")
+
+    def __init__(self, fn, entries, source, leaf=None):
+        self.fn = fn
+        self.entries = entries
+        self.source = source
+        self.leaf = leaf
+
+
+# ----------------------------------------------------------------------------- run-time helpers
+
+UNSET = object()     # a variable mirrored in a Python local that is not bound (yet)
+
+
+def load_name(scope, name):
+    """The nearest binding of ``name`` from ``scope`` outward (spec 5)."""
+    while scope is not None:
+        bindings = scope.vars
+        if name in bindings:
+            return bindings[name]
+        scope = scope.parent
+    raise SenseNameError(f"undefined variable '{name}'")
+
+
+def store_name(scope, name, value):
+    """Update the nearest existing binding, else bind in ``scope`` (spec 5)."""
+    s = scope
+    while s is not None:
+        bindings = s.vars
+        if name in bindings:
+            bindings[name] = value
+            return
+        s = s.parent
+    scope.vars[name] = value
+
+
+def store_outer(outer, name, value, innermost):
+    """store_name for a name known not to be bound between ``innermost`` and ``outer``."""
+    s = outer
+    while s is not None:
+        bindings = s.vars
+        if name in bindings:
+            bindings[name] = value
+            return
+        s = s.parent
+    innermost.vars[name] = value
+
+
+def index_get(obj, index):
+    """``obj[index]``: exactly tier 1's INDEX."""
+    t = type(obj)
+    if t is list or t is str:
+        if type(index) is not int:
+            raise SenseRuntimeError(f"index must be Int, got {type_name(index)}")
+        if not -len(obj) <= index < len(obj):
+            raise SenseRuntimeError(f"index {index} out of bounds")
+        return obj[index]
+    getter = getattr(obj, "sense_index", None)
+    if getter is None:
+        raise SenseRuntimeError(f"cannot index into type {type_name(obj)}")
+    return getter(index)
+
+
+def index_set(obj, index, value):
+    """``obj[index] = value``: exactly tier 1's STORE_INDEX."""
+    if type(obj) is list:
+        if type(index) is not int:
+            raise SenseRuntimeError(f"array index must be Int, got {type_name(index)}")
+        if not -len(obj) <= index < len(obj):
+            raise SenseRuntimeError(f"array index {index} out of bounds")
+        obj[index] = value
+    else:
+        setter = getattr(obj, "sense_store_index", None)
+        if setter is None:
+            raise SenseRuntimeError(f"cannot index-assign into type {type_name(obj)}")
+        setter(index, value)
+
+
+def get_iter(obj):
+    if type(obj) is list:
+        return ArrayIterator(obj)
+    if type(obj) is str:
+        return ArrayIterator(list(obj))
+    raise SenseRuntimeError(f"cannot iterate over value of type {type_name(obj)}")
+
+
+def chain(scope, *levels):
+    """The block scopes tier 1 would have pushed by now, over the function scope ``scope``:
+    one per level, outermost first, each given as (names, values); UNSET values are unbound."""
+    for names, values in levels:
+        scope = Scope(scope)
+        bindings = scope.vars
+        for name, value in zip(names, values):
+            if value is not UNSET:
+                bindings[name] = value
+    return scope
+
+
+def store_found(outer, name, value) -> bool:
+    """Update the nearest binding of ``name`` from ``outer`` outward; False if there is none."""
+    s = outer
+    while s is not None:
+        bindings = s.vars
+        if name in bindings:
+            bindings[name] = value
+            return True
+        s = s.parent
+    return False
+
+
+def decl_error(name, text, value):
+    return SenseTypeError(f"cannot assign value of type {type_name(value)} to '{name}: {text}'")
+
+
+def leaf_error(exc, pos, path):
+    """The error a leaf body's exception becomes, placed at ``pos`` as the loop would have."""
+    if isinstance(exc, SenseError):
+        return exc.with_pos(pos, path)
+    if isinstance(exc, RecursionError):
+        return SenseRecursionError().with_pos(pos, path)
+    if isinstance(exc, MemoryError):
+        return SenseRuntimeError("out of memory", located=False).with_pos(pos, path)
+    return exc
+
+
+def return_error(name, text, value):
+    return SenseTypeError(f"'{name}' declared to return {text}, got {type_name(value)}")
+
+
+_RUNTIME = {
+    "load_name": load_name, "store_name": store_name, "store_outer": store_outer,
+    "chain": chain, "store_found": store_found,
+    "index_get": index_get, "index_set": index_set, "get_iter": get_iter,
+    "decl_error": decl_error, "return_error": return_error, "leaf_error": leaf_error,
+    "add": V.add, "arith": V.arith, "compare": V.compare, "equal": V.equal,
+    "negate": V.negate, "Scope": Scope, "Closure": Closure, "Builtin": Builtin,
+    "ArrayIterator": ArrayIterator, "SenseRuntimeError": SenseRuntimeError,
+}
+
+
+# ----------------------------------------------------------------------------- analysis
+
+class _Declined(Exception):
+    pass
+
+
+def _flow(instrs):
+    """Stack and scope depth on entry to every reachable instruction, and each one's successors."""
+    n = len(instrs)
+    state = [None] * n
+    succ = [()] * n
+    state[0] = (0, 0)
+    work = [0]
+    while work:
+        i = work.pop()
+        op, a, b = instrs[i]
+        op = Op(op)
+        depth, scope = state[i]
+        out = []
+        pops, pushes = POPS[op](a, b), PUSHES[op](a, b)
+        f_scope = scope
+        if op is Op.PUSH_SCOPE:
+            f_scope = scope + 1
+        elif op is Op.POP_SCOPE:
+            f_scope = scope - a
+        if op in JUMPS:
+            target = a if op is not Op.TEST_BEGIN else b
+            out.append((target, (depth - op.branch[0] + op.branch[1], scope)))
+        if op not in TERMINATORS:
+            out.append((i + 1, (depth - pops + pushes, f_scope)))
+        succ[i] = tuple(j for j, _ in out)
+        for j, st in out:
+            if state[j] is None:
+                state[j] = st
+                work.append(j)
+    return state, succ
+
+
+def _regions(instrs, state, succ):
+    """Per instruction, the PUSH_SCOPE sites of its open block scopes, outermost first; None
+    when two paths meet with different ones (then block scopes stay real)."""
+    n = len(instrs)
+    regions = [None] * n
+    regions[0] = ()
+    work = [0]
+    while work:
+        i = work.pop()
+        cur = regions[i]
+        op, a, b = instrs[i]
+        after = cur
+        if op == Op.PUSH_SCOPE:
+            after = cur + (i,)
+        elif op == Op.POP_SCOPE:
+            after = cur[:len(cur) - a]
+        for j in succ[i]:
+            # A branch keeps the entry state, the fall-through gets the scope effect (only
+            # PUSH/POP_SCOPE have one, and neither branches).
+            new = after if j == i + 1 or op not in JUMPS else cur
+            old = regions[j]
+            if old is None:
+                regions[j] = new
+                work.append(j)
+            elif old != new:
+                return None
+    return regions
+
+
+def _defined(instrs, state, succ, params):
+    """Per instruction: the names certainly bound in the function scope or further out.
+
+    A STORE_NAME or STORE_LOCAL at scope depth 0 leaves its name bound there or outside, and
+    bindings are never removed, so the set only grows along a path; paths meet by intersection.
+    """
+    n = len(instrs)
+    defined = [None] * n
+    defined[0] = frozenset(params)
+    work = [0]
+    while work:
+        i = work.pop()
+        cur = defined[i]
+        op, a, b = instrs[i]
+        if (op == Op.STORE_NAME or op == Op.STORE_LOCAL) and state[i][1] == 0:
+            cur = cur | {a}
+        for j in succ[i]:
+            old = defined[j]
+            new = cur if old is None else (old & cur)
+            if new != old:
+                defined[j] = new
+                work.append(j)
+    return defined
+
+
+# ----------------------------------------------------------------------------- code generation
+
+def _literal(value) -> Optional[str]:
+    t = type(value)
+    if value is None or t is bool or t is int or t is str:
+        return repr(value)
+    if t is float and math.isfinite(value):
+        return repr(value)
+    return None
+
+
+class _Gen:
+    def __init__(self, prepared):
+        self.prepared = prepared
+        self.instrs = prepared.instrs
+        code = prepared.code
+        self.kind = code.kind
+        self.params = tuple(code.params)
+        self.lines: list[str] = []
+        self.linemap: dict[int, int] = {}
+        self.ns: dict = dict(_RUNTIME)
+        self.nconst = 0
+        self.leaf = False       # generating the leaf form (see Compiled)
+        self.chain_keys: dict = {}
+
+    # -- helpers
+
+    def const(self, value) -> str:
+        lit = _literal(value)
+        if lit is not None:
+            return lit
+        name = f"_k{self.nconst}"
+        self.nconst += 1
+        self.ns[name] = value
+        return name
+
+    def emit(self, indent: int, text: str, ip: int) -> None:
+        self.lines.append("    " * indent + text)
+        self.linemap[len(self.lines)] = ip
+
+    # -- analysis
+
+    def analyse(self):
+        instrs = self.instrs
+        if len(instrs) > MAX_INSTRUCTIONS:
+            raise _Declined("too large")
+        for op, _, _ in instrs:
+            if op in DECLINED_OPS:
+                raise _Declined("test blocks")
+        self.state, self.succ = _flow(instrs)
+        # Parameters are bound in the function's own scope only for these kinds; a rollback
+        # block sees its action's parameters one scope further out.
+        fresh = self.kind in (CodeKind.FUNCTION, CodeKind.ACTION_BODY, CodeKind.TOOL_BODY,
+                              CodeKind.ROLLBACK)
+        self.fixed = frozenset(self.params) if self.kind in (
+            CodeKind.FUNCTION, CodeKind.ACTION_BODY, CodeKind.TOOL_BODY) else frozenset()
+        self.defined = _defined(instrs, self.state, self.succ, self.params)
+        # Names a block scope of this frame can ever hold, and names its own scope can hold.
+        blk, own = set(), set(self.params)
+        for i, (op, a, b) in enumerate(instrs):
+            st = self.state[i]
+            if st is None:
+                continue
+            if op == Op.STORE_LOCAL or op == Op.STORE_NAME:
+                if st[1] == 0:
+                    own.add(a)
+                elif op == Op.STORE_LOCAL or a not in self.defined[i]:
+                    blk.add(a)
+        self.blk = blk
+        # A module's or agent's scope may already hold bindings (the REPL, a restored agent).
+        self.own = own if fresh else None
+        # Fixed parameters: always in the function scope and never shadowed by a block.
+        self.fixed = frozenset(p for p in self.fixed if p not in blk)
+        ops = {op for op, _, _ in instrs}
+        captures = bool(ops & CAPTURING_OPS)
+        # Cached variables: when nothing else can ever see this frame's scopes (no closure,
+        # action, tool or agent is declared here), only this frame writes its own scope, so a
+        # name that lives there (never in a block) is mirrored in a Python local. Stores write
+        # through to the scope, which therefore stays exact for a spill, a save or a later
+        # tier-1 continuation.
+        self.cached = {}
+        if fresh and not captures:
+            for j, name in enumerate(sorted(own - blk)):
+                self.cached[name] = f"l{j}"
+        # Block variables: with nothing declared here to capture a scope and no policy rule to
+        # write into one, nobody but this frame sees its block scopes, so none is made: each
+        # name a block can bind lives in a Python local of that block (reset when it is
+        # entered). A spill builds the scopes tier 1 would have, with those bindings, so the
+        # frame can be saved or continued by tier 1 at any call.
+        self.regions = _regions(instrs, self.state, self.succ)
+        self.blocal = (not captures and not (ops & POLICY_OPS) and self.regions is not None)
+        self.bnames: dict[int, dict[str, str]] = {}     # PUSH_SCOPE site -> name -> local
+        if self.blocal:
+            for i, (op, a, b) in enumerate(instrs):
+                st = self.state[i]
+                if st is None or st[1] == 0:
+                    continue
+                if op == Op.STORE_LOCAL or (op == Op.STORE_NAME and a not in self.defined[i]):
+                    site = self.regions[i][-1]
+                    names = self.bnames.setdefault(site, {})
+                    if a not in names:
+                        names[a] = f"b{site}_{len(names)}"
+
+        # Blocks: leaders are the entry, jump targets and instructions after a jump/terminator.
+        n = len(instrs)
+        preds = [0] * n
+        for i in range(n):
+            if self.state[i] is None:
+                continue
+            for j in self.succ[i]:
+                preds[j] += 1
+        self.preds = preds
+        dispatch = {0}
+        loop_heads = set()
+        for i in range(n):
+            if self.state[i] is None:
+                continue
+            op, a, b = instrs[i]
+            if op in JUMPS and op is not Op.TEST_BEGIN and a <= i:
+                dispatch.add(a)
+                loop_heads.add(a)         # loop headers: also where a tier-1 frame can switch in
+            for j in self.succ[i]:
+                if preds[j] > 1:
+                    dispatch.add(j)
+        self.dispatch = dispatch
+        self.entries = frozenset(j for j in dispatch if j == 0 or j in loop_heads)
+
+    def is_leaf(self) -> bool:
+        """A function whose every instruction is done in place: no call, no member read (it
+        may capture the frame), no closure made, nothing handed to a tier-1 handler."""
+        if self.kind is not CodeKind.FUNCTION:
+            return False
+        for i, (op, _, _) in enumerate(self.instrs):
+            if self.state[i] is not None and op not in LEAF_OPS:
+                return False
+        return True
+
+    # -- emission
+
+    def generate(self) -> str:
+        while True:
+            try:
+                return self._generate()
+            except _Deeper as more:
+                self.dispatch.add(more.block)
+
+    def _generate(self) -> str:
+        self.lines = []
+        self.linemap = {}
+        maxdepth = max((st[0] for st in self.state if st is not None), default=0)
+        slots = [f"s{i}" for i in range(maxdepth + 2)]
+        e = self.emit
+        if self.leaf:
+            e(0, "def leaf(vm, sc):", 0)
+            e(1, "L = 0", 0)
+        else:
+            e(0, "def t2(vm, f, L):", 0)
+            e(1, "H = vm.handlers", 0)
+            e(1, "sc = f.scope", 0)
+        e(1, "fs = sc", 0)
+        e(1, "if L:", 0)
+        # Entered at a loop header (a frame switching over from tier 1): its stack is in the
+        # frame, and the function's scope is as many scopes out as the depth there.
+        e(2, "d = DEPTH[L]", 0)
+        e(2, "while d:", 0)
+        e(3, "fs = fs.parent", 0)
+        e(3, "d -= 1", 0)
+        e(2, "stk = f.stack", 0)
+        e(2, "k = len(stk)", 0)
+        for k in range(1, maxdepth + 1):
+            e(2, f"{'if' if k == 1 else 'elif'} k == {k}: {', '.join(slots[:k])}, = stk", 0)
+        e(1, "v0 = fs.vars", 0)
+        e(1, "P = fs.parent", 0)
+        e(1, "pv = P.vars if P is not None else EMPTY", 0)
+        e(1, "U = UNSET", 0)
+        for name, local in self.cached.items():
+            if name in self.fixed:
+                e(1, f"{local} = v0[{name!r}]", 0)
+            else:
+                e(1, f"{local} = v0.get({name!r}, U)", 0)
+        if self.blocal:
+            e(1, "sc = fs", 0)
+            e(1, "bk = -1", 0)
+            e(1, "bsc = None", 0)
+            for names in self.bnames.values():
+                for local in names.values():
+                    e(1, f"{local} = U", 0)
+            # A frame switching over inside blocks: its block scopes are real; read them.
+            for entry in ([] if self.leaf else sorted(self.entries)):
+                sites = self.regions[entry] if entry < len(self.regions) else ()
+                if not sites or not any(site in self.bnames for site in sites):
+                    continue
+                e(1, f"if L == {entry}:", 0)
+                e(2, "_s = f.scope", 0)
+                for site in reversed(sites):
+                    for name, local in self.bnames.get(site, {}).items():
+                        e(2, f"{local} = _s.vars.get({name!r}, U)", 0)
+                    e(2, "_s = _s.parent", 0)
+        e(1, "try:", 0)
+        e(2, "while True:", 0)
+        order = sorted(j for j in self.dispatch if self.state[j] is not None)
+        self._tree(order, 3)
+        if self.leaf:
+            e(1, "except Exception as exc:", 0)
+            e(2, "tb = exc.__traceback__", 0)
+            e(2, "ip = LINEMAP.get(tb.tb_lineno, 1) if tb is not None else 1", 0)
+            e(2, "raise leaf_error(exc, POSITIONS[ip - 1], PATH) from None", 0)
+            self.ns["POSITIONS"] = self.prepared.positions
+            self.ns["PATH"] = self.prepared.path
+        else:
+            e(2, "if L is None: yield    # always a generator, even without calls", 0)
+            e(1, "except Exception as exc:", 0)
+            e(2, "tb = exc.__traceback__", 0)
+            e(2, "f.ip = LINEMAP.get(tb.tb_lineno, f.ip) if tb is not None else f.ip", 0)
+            e(2, "raise", 0)
+        self.ns["DEPTH"] = {j: self.state[j][1] for j in self.entries}
+        self.ns["UNSET"] = UNSET
+        self.ns["EMPTY"] = {}
+        return "\n".join(self.lines) + "\n"
+
+    def _tree(self, blocks, indent):
+        if len(blocks) == 1:
+            self.block(blocks[0], indent)
+            return
+        mid = len(blocks) // 2
+        self.emit(indent, f"if L < {blocks[mid]}:", 0)
+        self._tree(blocks[:mid], indent + 1)
+        self.emit(indent, "else:", 0)
+        self._tree(blocks[mid:], indent + 1)
+
+    def goto(self, j, indent, ip):
+        if j in self.dispatch:
+            self.emit(indent, f"L = {j}", ip)
+            self.emit(indent, "continue", ip)
+        elif indent > MAX_INDENT:
+            raise _Deeper(j)
+        else:
+            self.block(j, indent)
+
+    def block(self, i, indent):
+        """Emit instructions from i until control leaves (always by goto, return or yield)."""
+        instrs = self.instrs
+        while True:
+            op, a, b = instrs[i]
+            depth, scope = self.state[i]
+            nxt = self.instr(i, op, a, b, depth, scope, indent)
+            if nxt is None:
+                return
+            if nxt in self.dispatch or self.preds[nxt] != 1:
+                self.goto(nxt, indent, i + 1)
+                return
+            i = nxt
+
+    def block_locals(self, i, name):
+        """The Python locals of ``name`` in the blocks open at instruction i, innermost first."""
+        return [self.bnames[site][name] for site in reversed(self.regions[i])
+                if name in self.bnames.get(site, ())]
+
+    def lookup(self, i, name, scope, dst):
+        """Python statements (as lines) that put the binding of ``name`` into ``dst``."""
+        q = repr(name)
+        if name in self.blk and scope > 0 and not self.blocal:
+            return [f"{dst} = load_name(sc, {q})"]
+        lines = []
+        kw = "if"
+        if self.blocal and scope > 0:
+            for blocal in self.block_locals(i, name):
+                lines.append(f"{kw} {blocal} is not U: {dst} = {blocal}")
+                kw = "elif"
+        local = self.cached.get(name)
+        if name in self.fixed:
+            line = f"{dst} = {local or f'v0[{q}]'}"
+            return lines + [f"else: {line}"] if lines else [line]
+        if local is not None:
+            lines.append(f"{kw} {local} is not U: {dst} = {local}")
+            kw = "elif"
+        elif self.own is None or name in self.own:
+            lines.append(f"{kw} {q} in v0: {dst} = v0[{q}]")
+            kw = "elif"
+        lines.append(f"{kw} {q} in pv: {dst} = pv[{q}]")
+        lines.append(f"else: {dst} = load_name(P.parent, {q})")
+        return lines
+
+    def instr(self, i, op, a, b, depth, scope, indent):
+        """Emit one instruction; return the index control continues at, or None."""
+        e = self.emit
+        ip = i + 1
+        s = [f"s{j}" for j in range(depth + 2)]
+        top = s[depth - 1] if depth else None
+        sec = s[depth - 2] if depth >= 2 else None
+        push = s[depth]
+        op = Op(op)
+        # The right operand is a constant pushed just before (the common `x + 1`, `i < 10`):
+        # its type test is done here, once.
+        kc = None
+        if (depth and i and self.preds[i] == 1 and i not in self.dispatch
+                and instrs_op(self.instrs[i - 1]) == Op.LOAD_CONST):
+            value = self.instrs[i - 1][1]
+            if type(value) in (int, str) and _literal(value) is not None:
+                kc = (type(value), _literal(value), value)
+        if kc is not None and kc[0] is int and op in _INT_FOLD and (op is not Op.MOD or kc[2]):
+            sym = _INT_FOLD[op]
+            e(indent, f"if type({sec}) is int: {sec} = {sec} {sym} {kc[1]}", ip)
+            if op is Op.ADD:
+                e(indent, f"else: {sec} = add({sec}, {kc[1]})", ip)
+            elif op in (Op.SUB, Op.MUL, Op.MOD):
+                e(indent, f"else: {sec} = arith({sym!r}, {sec}, {kc[1]})", ip)
+            elif op in (Op.EQ, Op.NE):
+                e(indent, f"else: {sec} = {'' if op is Op.EQ else 'not '}equal({sec}, {kc[1]})", ip)
+            else:
+                e(indent, f"else: {sec} = compare({sym!r}, {sec}, {kc[1]})", ip)
+            return i + 1
+        if kc is not None and kc[0] is str and op in (Op.EQ, Op.NE):
+            sym = _INT_FOLD[op]
+            e(indent, f"if type({sec}) is str: {sec} = {sec} {sym} {kc[1]}", ip)
+            e(indent, f"else: {sec} = {'' if op is Op.EQ else 'not '}equal({sec}, {kc[1]})", ip)
+            return i + 1
+        if op is Op.NOP:
+            pass
+        elif op is Op.LOAD_CONST:
+            e(indent, f"{push} = {self.const(a)}", ip)
+        elif op is Op.LOAD_NIL:
+            e(indent, f"{push} = None", ip)
+        elif op is Op.LOAD_TRUE:
+            e(indent, f"{push} = True", ip)
+        elif op is Op.LOAD_FALSE:
+            e(indent, f"{push} = False", ip)
+        elif op is Op.POP:
+            pass
+        elif op is Op.DUP:
+            e(indent, f"{push} = {top}", ip)
+        elif op is Op.LOAD_NAME:
+            for line in self.lookup(i, a, scope, push):
+                e(indent, line, ip)
+        elif op is Op.STORE_NAME and self.blocal and scope > 0:
+            self.store_in_block(i, a, top, indent)
+        elif op is Op.STORE_NAME:
+            q = repr(a)
+            local = self.cached.get(a)
+            if local is not None:
+                if a in self.fixed:
+                    e(indent, f"{local} = v0[{q}] = {top}", ip)
+                else:
+                    e(indent, f"if {local} is not U: {local} = v0[{q}] = {top}", ip)
+                    e(indent, "else:", ip)
+                    # Not in the function's scope: update an outer binding, or (possible
+                    # only at depth 0) bind it in the function's scope.
+                    e(indent + 1, f"store_outer(P, {q}, {top}, fs)", ip)
+                    e(indent + 1, f"{local} = v0.get({q}, U)", ip)
+            elif a in self.fixed:
+                e(indent, f"v0[{q}] = {top}", ip)
+            elif (a not in self.blk or scope == 0) and a in self.defined[i]:
+                # Bound at depth 0 or further out, and no block of this frame can hold it.
+                if self.own is None or a in self.own:
+                    e(indent, f"if {q} in v0: v0[{q}] = {top}", ip)
+                    e(indent, f"else: store_outer(P, {q}, {top}, sc)", ip)
+                else:
+                    e(indent, f"store_outer(P, {q}, {top}, sc)", ip)
+            else:
+                e(indent, f"store_name(sc, {q}, {top})", ip)
+        elif op is Op.STORE_LOCAL and self.blocal and scope > 0:
+            e(indent, f"{self.bnames[self.regions[i][-1]][a]} = {top}", ip)
+            e(indent, "bk = -1", ip)
+        elif op is Op.STORE_LOCAL:
+            local = self.cached.get(a) if scope == 0 else None
+            target = "v0" if scope == 0 else "sc.vars"
+            e(indent, f"{local + ' = ' if local else ''}{target}[{a!r}] = {top}", ip)
+        elif op is Op.CHECK_DECL:
+            text, check = b
+            cname = self.const(check)
+            e(indent, f"if not {cname}({top}): raise decl_error({a!r}, {text!r}, {top})", ip)
+        elif op is Op.PUSH_SCOPE:
+            if not self.blocal:
+                e(indent, "sc = Scope(sc)", ip)
+            else:
+                for local in self.bnames.get(i, {}).values():
+                    e(indent, f"{local} = U", ip)       # a fresh block: nothing bound yet
+                e(indent, "bk = -1", ip)
+        elif op is Op.POP_SCOPE:
+            if not self.blocal and a:
+                e(indent, "sc = sc.parent" + ".parent" * (a - 1), ip)
+        elif op is Op.ADD:
+            e(indent, f"if type({sec}) is int is type({top}): {sec} = {sec} + {top}", ip)
+            e(indent, f"else: {sec} = add({sec}, {top})", ip)
+        elif op in (Op.SUB, Op.MUL):
+            sym = "-" if op is Op.SUB else "*"
+            e(indent, f"if type({sec}) is int is type({top}): {sec} = {sec} {sym} {top}", ip)
+            e(indent, f"else: {sec} = arith({sym!r}, {sec}, {top})", ip)
+        elif op is Op.MOD:
+            e(indent, f"if type({sec}) is int is type({top}) and {top}: {sec} = {sec} % {top}", ip)
+            e(indent, f"else: {sec} = arith('%', {sec}, {top})", ip)
+        elif op is Op.DIV:
+            e(indent, f"{sec} = arith('/', {sec}, {top})", ip)
+        elif op in (Op.LT, Op.LE, Op.GT, Op.GE):
+            sym = {Op.LT: "<", Op.LE: "<=", Op.GT: ">", Op.GE: ">="}[op]
+            e(indent, f"if type({sec}) is int is type({top}): {sec} = {sec} {sym} {top}", ip)
+            e(indent, f"else: {sec} = compare({sym!r}, {sec}, {top})", ip)
+        elif op in (Op.EQ, Op.NE):
+            neg = "" if op is Op.EQ else "not "
+            cmp = "==" if op is Op.EQ else "!="
+            e(indent, f"if type({sec}) is int is type({top}) or type({sec}) is str is type({top}): "
+                      f"{sec} = {sec} {cmp} {top}", ip)
+            e(indent, f"else: {sec} = {neg}equal({sec}, {top})", ip)
+        elif op is Op.NEG:
+            e(indent, f"{top} = negate({top})", ip)
+        elif op is Op.NOT:
+            e(indent, f"{top} = not {top}", ip)
+        elif op is Op.JUMP:
+            self.goto(a, indent, ip)
+            return None
+        elif op in (Op.POP_JUMP_IF_FALSE, Op.POP_JUMP_IF_TRUE):
+            e(indent, f"if {'not ' if op is Op.POP_JUMP_IF_FALSE else ''}{top}:", ip)
+            self.goto(a, indent + 1, ip)
+        elif op in (Op.JUMP_IF_FALSE_OR_POP, Op.JUMP_IF_TRUE_OR_POP):
+            e(indent, f"if {'not ' if op is Op.JUMP_IF_FALSE_OR_POP else ''}{top}:", ip)
+            self.goto(a, indent + 1, ip)
+        elif op is Op.BUILD_ARRAY:
+            if a:
+                items = s[depth - a:depth]
+                e(indent, f"{items[0]} = [{', '.join(items)}]", ip)
+            else:
+                e(indent, f"{push} = []", ip)
+        elif op is Op.INDEX:
+            e(indent, f"if type({sec}) is list and type({top}) is int and "
+                      f"-len({sec}) <= {top} < len({sec}): {sec} = {sec}[{top}]", ip)
+            e(indent, f"else: {sec} = index_get({sec}, {top})", ip)
+        elif op is Op.STORE_INDEX:
+            obj, idx, val = s[depth - 3], s[depth - 2], s[depth - 1]
+            e(indent, f"if type({obj}) is list and type({idx}) is int and "
+                      f"-len({obj}) <= {idx} < len({obj}): {obj}[{idx}] = {val}", ip)
+            e(indent, f"else: index_set({obj}, {idx}, {val})", ip)
+            e(indent, f"{obj} = {val}", ip)
+        elif op is Op.GET_MEMBER:
+            # A member read may capture the frame's scope and position (a bound lifecycle
+            # method does, for its policy check and audit line).
+            e(indent, f"f.ip = {ip}", ip)
+            e(indent, "f.scope = sc", ip)
+            e(indent, f"{top} = vm.member({top}, {a!r})", ip)
+        elif op is Op.GET_ITER:
+            e(indent, f"{top} = get_iter({top})", ip)
+        elif op is Op.FOR_ITER:
+            e(indent, f"if {top}.i < len({top}.items):", ip)
+            e(indent + 1, f"{push} = {top}.items[{top}.i]", ip)
+            e(indent + 1, f"{top}.i += 1", ip)
+            e(indent, "else:", ip)
+            self.goto(a, indent + 1, ip)
+        elif op is Op.MAKE_FUNCTION:
+            e(indent, f"_c = f.prepared.unit[{a}]", ip)
+            e(indent, f"{push} = Closure(_c, sc, _c.code.name)", ip)
+        elif op is Op.CALL:
+            self.call(i, a, depth, indent)
+        elif op is Op.RETURN:
+            self.ret(i, top, indent)
+            return None
+        else:
+            self.generic(i, op, a, b, depth, indent)
+        if op in TERMINATORS:
+            return None
+        return i + 1
+
+    def set_scope(self, i, indent):
+        """Give the frame its scope as tier 1 would have it at instruction i. Block scopes are
+        built once and reused (as tier 1's would be) until a block variable changes or a block
+        is entered: ``bk`` says which blocks ``bsc`` was built for, -1 for none."""
+        ip = i + 1
+        if not self.blocal or not self.regions[i]:
+            self.emit(indent, "f.scope = sc", ip)
+            return
+        key = self.chain_keys.setdefault(self.regions[i], len(self.chain_keys))
+        levels = []
+        for site in self.regions[i]:
+            names = self.bnames.get(site, {})
+            levels.append(f"({tuple(names)!r}, ({''.join(v + ', ' for v in names.values())}))")
+        self.emit(indent, f"if bk != {key}: bsc = chain(fs, {', '.join(levels)}); bk = {key}", ip)
+        self.emit(indent, "f.scope = bsc", ip)
+
+    def store_in_block(self, i, name, top, indent):
+        """STORE_NAME inside blocks of Python locals: the nearest binding along blocks, the
+        function scope and outwards is updated; else the name is bound in the innermost block."""
+        e = self.emit
+        ip = i + 1
+        q = repr(name)
+        kw = "if"
+        for blocal in self.block_locals(i, name):
+            e(indent, f"{kw} {blocal} is not U: {blocal} = {top}; bk = -1", ip)
+            kw = "elif"
+        local = self.cached.get(name)
+        if local is not None:
+            e(indent, f"{kw} {local} is not U: {local} = v0[{q}] = {top}", ip)
+            kw = "elif"
+        elif self.own is None or name in self.own:
+            e(indent, f"{kw} {q} in v0: v0[{q}] = {top}", ip)
+            kw = "elif"
+        innermost = self.bnames.get(self.regions[i][-1], {}).get(name)
+        if innermost is not None:
+            e(indent, f"{kw} not store_found(P, {q}, {top}): {innermost} = {top}; bk = -1", ip)
+        else:
+            # Known to be bound in the function scope or further out (the analysis).
+            line = f"store_outer(P, {q}, {top}, fs)"
+            e(indent, f"else: {line}" if kw == "elif" else line, ip)
+
+    def spill(self, i, items, indent):
+        ip = i + 1
+        self.emit(indent, f"f.stack = [{', '.join(items)}]", ip)
+        self.emit(indent, f"f.ip = {ip}", ip)
+        self.set_scope(i, indent)
+
+    def reload(self, i, count, indent):
+        if count:
+            slots = ", ".join(f"s{j}" for j in range(count))
+            self.emit(indent, f"{slots}, = f.stack", i + 1)
+
+    def call(self, i, n, depth, indent):
+        """CALL n: a plain builtin is called in place; anything else goes through vm._call."""
+        ip = i + 1
+        e = self.emit
+        base = depth - n - 1
+        callee = f"s{base}"
+        args = ", ".join(f"s{j}" for j in range(base + 1, depth))
+        e(indent, f"f.ip = {ip}", ip)
+        e(indent, "f.scope = sc", ip)
+        e(indent, f"if type({callee}) is Builtin and not {callee}.frames and "
+                  f"({callee}.arity is None or {callee}.arity == {n}):", ip)
+        e(indent + 1, f"{callee} = {callee}.fn(vm, [{args}])", ip)
+        e(indent, "else:", ip)
+        e(indent + 1, f"f.stack = [{', '.join(f's{j}' for j in range(base))}]", ip)
+        if self.blocal and self.regions[i]:
+            self.set_scope(i, indent + 1)
+        e(indent + 1, f"if vm.call_t2(f, {callee}, [{args}]):", ip)
+        e(indent + 2, "yield", ip)
+        self.reload(i, base + 1, indent + 1)
+
+    def ret(self, i, top, indent):
+        ip = i + 1
+        e = self.emit
+        if self.leaf:
+            e(indent, f"return {top}", ip)      # vm.call_t2 checks the declared return type
+            return
+        prepared = self.prepared
+        if self.kind is CodeKind.FUNCTION:
+            # A function frame: no module, no role (tier 1's op_RETURN, closure branch).
+            e(indent, "if f.module is None and f.role is None:", ip)
+            e(indent + 1, "c = f.caller", ip)
+            e(indent + 1, "vm.frame = c", ip)
+            e(indent + 1, "vm.depth -= 1", ip)
+            check = prepared.return_check
+            if check is not None:
+                cname = self.const(check[1])
+                e(indent + 1, f"if f.closure is not None and not {cname}({top}): "
+                              f"raise return_error(f.closure.name, {check[0]!r}, {top})", ip)
+            e(indent + 1, f"if c is not None: c.stack.append({top})", ip)
+            e(indent + 1, f"else: vm.result = {top}", ip)
+            e(indent + 1, "return", ip)
+        self.spill(i, [top], indent)
+        e(indent, f"H[{int(Op.RETURN)}](f, None, None)", ip)
+        e(indent, "return", ip)
+
+    def generic(self, i, op, a, b, depth, indent):
+        """Hand the instruction to its tier-1 handler, with the frame spilled."""
+        ip = i + 1
+        pops, pushes = POPS[op](a, b), PUSHES[op](a, b)
+        self.spill(i, [f"s{j}" for j in range(depth)], indent)
+        self.emit(indent, f"if H[{int(op)}](f, {self.const(a)}, {self.const(b)}) and not vm.inline(f):",
+                  ip)
+        self.emit(indent + 1, "yield", ip)
+        self.reload(i, depth - pops + pushes, indent)
+
+
+_INT_FOLD = {Op.ADD: "+", Op.SUB: "-", Op.MUL: "*", Op.MOD: "%", Op.LT: "<", Op.LE: "<=",
+             Op.GT: ">", Op.GE: ">=", Op.EQ: "==", Op.NE: "!="}
+
+
+def instrs_op(ins):
+    return ins[0]
+
+
+class _Deeper(Exception):
+    def __init__(self, block):
+        self.block = block
+
+
+def compile_code(prepared) -> Optional[Compiled]:
+    """The tier-2 form of ``prepared``, or None when it stays in tier 1."""
+    gen = _Gen(prepared)
+    try:
+        gen.analyse()
+    except _Declined:
+        return None
+    source = gen.generate()
+    gen.ns["LINEMAP"] = gen.linemap
+    filename = f"<tier2 {prepared.code.name}#{prepared.index}>"
+    try:
+        code = compile(source, filename, "exec")
+    except (SyntaxError, RecursionError, MemoryError):
+        return None     # a Python limit (nesting, size): tier 1 runs it as it is
+    exec(code, gen.ns)
+    compiled = Compiled(gen.ns["t2"], gen.entries, source)
+    if gen.is_leaf():
+        gen.leaf = True
+        gen.ns = dict(gen.ns)       # its own globals: LINEMAP differs from the generator's
+        leaf_source = gen.generate()
+        gen.ns["LINEMAP"] = gen.linemap
+        try:
+            exec(compile(leaf_source, filename, "exec"), gen.ns)
+        except (SyntaxError, RecursionError, MemoryError):
+            return compiled
+        compiled.leaf = gen.ns["leaf"]
+    return compiled

@@ -1,0 +1,257 @@
+"""Both execution tiers give identical results: every corpus program and example, run on tier 1
+and on tier 2, prints the same output, fails with the same error class, message and position, and
+leaves the same audit log and test results; plus the tier-switching paths tier 2 adds."""
+
+from __future__ import annotations
+
+import glob
+import io
+import os
+
+import pytest
+
+from conftest import ROOT, TESTS
+from expectations import parse_expectations
+
+PROGRAMS = sorted(glob.glob(os.path.join(TESTS, "programs", "*", "*.sns")))
+EXAMPLES = sorted(glob.glob(os.path.join(ROOT, "examples", "*.sns")))
+
+
+def _verified(path):
+    from sensec.driver import compile_file
+    from sensevm.snb import dump
+    from sensevm.verify import load_verified
+    return load_verified(dump(compile_file(path, defer_import_errors=True)))
+
+
+def run_tier(verified, tier, *, dry_run=False, source=None):
+    """Everything observable about one run: stdout, the error, the audit log, test results."""
+    from sensevm.errors import SenseError
+    from sensevm.vm import VM
+    out = io.StringIO()
+    vm = VM(verified, stdout=out, dry_run=dry_run, tier=tier, stdin=io.StringIO(""))
+    error = None
+    try:
+        vm.run()
+    except SenseError as err:
+        error = (type(err).__name__, err.text, err.pos, err.path, err.kind)
+    tests = [(t.name, t.passed, t.error and t.error.text, t.pos) for t in vm.tests]
+    records = [(r.subject, r.event, r.detail, r.line, r.lineage, r.host_only)
+               for r in vm.audit.records]
+    return out.getvalue(), error, vm.audit.lines(), records, tests, vm
+
+
+def assert_same_on_both_tiers(path, dry_run=False):
+    from sensevm.errors import SenseError
+    try:
+        verified = _verified(path)
+    except SenseError:
+        pytest.skip("does not compile (a compile-error program)")
+    one = run_tier(verified, "1", dry_run=dry_run)
+    two = run_tier(verified, "2", dry_run=dry_run)
+    assert one[:5] == two[:5]
+    return two
+
+
+def _id(path: str) -> str:
+    return os.path.relpath(path, os.path.join(TESTS, "programs"))
+
+
+def _meets_expectations(stdout, error, expected):
+    """The `# expect` lines of a corpus program, as test_programs.py checks them."""
+    if expected.syntax_error_line is not None:
+        assert error is not None and error[0] == "SenseSyntaxError", error
+        assert error[2].line == expected.syntax_error_line
+        return
+    assert stdout.split("\n")[:-1] == expected.stdout_lines
+    if expected.error_text is None:
+        assert error is None, error
+    else:
+        assert error is not None and error[1] == expected.error_text, error
+        if expected.error_class:
+            assert error[4] == expected.error_class
+
+
+@pytest.mark.parametrize("path", PROGRAMS, ids=_id)
+def test_corpus_program_same_on_both_tiers(path):
+    """Tier 2 passes the conformance corpus, and matches tier 1 in everything observable."""
+    expected = parse_expectations(path)
+    stdout, error, *_ = assert_same_on_both_tiers(path, dry_run="--dry-run" in expected.flags)
+    _meets_expectations(stdout, error, expected)
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=os.path.basename)
+def test_example_same_on_both_tiers(path):
+    stdout, error, *_ = assert_same_on_both_tiers(
+        path, dry_run=os.path.basename(path) == "dry_run.sns")
+    with open(path[:-4] + ".out", encoding="utf-8", newline="") as fh:
+        assert stdout == fh.read()
+    assert error is None
+
+
+def test_tier_two_really_compiles(tmp_path):
+    """The comparison above would be vacuous if tier 2 declined everything."""
+    path = tmp_path / "p.sns"
+    path.write_text("def f(n):\n    return n + 1\nx = 0\nwhile x < 5:\n    x = f(x)\nprint(x)\n")
+    vm = assert_same_on_both_tiers(str(path))[5]
+    assert all(code.t2 for code in vm.prepared)
+
+
+def _run_source(tmp_path, source, tier, **kw):
+    path = tmp_path / "p.sns"
+    path.write_text(source)
+    return run_tier(_verified(str(path)), tier, **kw)
+
+
+HOT_LOOP = """\
+total = 0
+def step(i):
+    if i % 7 == 3:
+        return i * 2
+    return 1
+i = 0
+while i < 500:
+    local k = step(i)
+    total = total + k
+    i = i + 1
+print(total)
+print(i / 0)
+"""
+
+
+def test_auto_switches_a_running_frame_to_tier_two(tmp_path):
+    """A hot loop in a frame that started in tier 1 continues in tier 2 (at a loop header), with
+    the same result and the same error position afterwards."""
+    auto = _run_source(tmp_path, HOT_LOOP, "auto")
+    one = _run_source(tmp_path, HOT_LOOP, "1")
+    assert auto[:5] == one[:5]
+    assert one[1][0] == "SenseRuntimeError" and one[1][2].line == 12
+    vm = auto[5]
+    assert vm.prepared[vm.program.entry].t2, "the module's loop should have switched tiers"
+
+
+def test_deep_recursion_on_tier_two(tmp_path):
+    source = ("def down(n):\n    if n == 0:\n        return 0\n    return 1 + down(n - 1)\n"
+              "print(down(10000))\nprint(down(100000))\n")
+    out, error, *_ = _run_source(tmp_path, source, "2")
+    assert out == "10000\n"
+    assert error[0] == "SenseRecursionError" and error[1] == "maximum recursion depth exceeded"
+
+
+SCOPES = """\
+g = 1
+def f(x):
+    g = g + x          # updates the global
+    y = 0
+    if x > 0:
+        y = 5          # updates f's y
+        z = 1          # a block binding, gone after the if
+        local g = 100  # shadows the global inside the block
+        y = y + g
+    return y
+print(f(1), g)
+def h():
+    return later     # a global created after h was defined (and compiled)
+i = 0
+while i < 40:
+    i = i + 1
+    f(i)
+later = 7
+print(h(), g)
+def noz():
+    if true:
+        q = 1
+    return q
+print(noz())
+"""
+
+
+def test_scope_rules_on_both_tiers(tmp_path):
+    one = _run_source(tmp_path, SCOPES, "1")
+    two = _run_source(tmp_path, SCOPES, "2")
+    auto = _run_source(tmp_path, SCOPES, "auto")
+    assert one[:5] == two[:5] == auto[:5]
+    assert one[0].splitlines() == ["105 2", "7 822"]
+    assert one[1][:2] == ("SenseNameError", "[line 23] undefined variable 'q'")
+
+
+def test_unknown_tier_is_refused(monkeypatch):
+    from sensevm.vm import default_tier
+    monkeypatch.setenv("SENSE_TIER", "3")
+    with pytest.raises(ValueError):
+        default_tier()
+    monkeypatch.setenv("SENSE_TIER", "2")
+    assert default_tier() == "2"
+
+
+LEAF = """\
+def bad(x):
+    y = 1
+    if x > 40:
+        return x + "s"
+    return x
+def typed(x) -> Int:
+    return x
+def run():
+    i = 0
+    while i < 50:
+        i = i + 1
+        bad(i)
+    return i
+test "caught in a leaf":
+    run()
+print(typed(3))
+print(typed("no"))
+"""
+
+
+def test_leaf_functions_fail_where_tier_one_does(tmp_path):
+    """A function that calls nothing runs without a frame in tier 2: its errors still carry its
+    own position, a test block around the call still records them, and a declared return type
+    is still reported at the call."""
+    one = _run_source(tmp_path, LEAF, "1")
+    two = _run_source(tmp_path, LEAF, "2")
+    assert one[:5] == two[:5]
+    (name, passed, text, _), = one[4]
+    assert not passed and text.startswith("[line 4] '+' requires both operands to be String")
+    assert one[0] == "3\n"
+    assert one[1][1] == "[line 17] 'typed' declared to return Int, got String"
+    assert two[5].prepared[1].t2.leaf is not None       # `bad` really ran as a leaf
+
+
+BLOCKS = """\
+x = "global x"
+def show():
+    return x
+def blocks(n):
+    total = 0
+    for x in range(n):              # the loop variable is a fresh binding per iteration
+        if x % 2 == 0:
+            local total = 100       # shadows `total` inside this block only
+            total = total + x
+            continue
+        seen = x                    # bound in the iteration's scope
+        while seen > 0:
+            step = 1
+            seen = seen - step
+            if seen == 3:
+                break
+        total = total + seen + len(show())
+    return total
+print(blocks(60), x)
+def after():
+    for k in [1, 2]:
+        inner = k
+    return inner
+print(after())
+"""
+
+
+def test_block_variables_on_both_tiers(tmp_path):
+    """Names bound in block scopes (for variables, `local`, first assignments) live in Python
+    locals in tier 2: shadowing, freshness per iteration and invisibility after the block must
+    stay exactly tier 1's, and so must a frame switching tiers in the middle of nested loops."""
+    one = _run_source(tmp_path, BLOCKS, "1")
+    for tier in ("2", "auto"):
+        assert _run_source(tmp_path, BLOCKS, tier)[:5] == one[:5]
+    assert one[0] == "324 global x\n" and one[1][1] == "[line 23] undefined variable 'inner'"
