@@ -313,11 +313,20 @@ def _load_cached_tables(key: str):
 
 def _store_cached_tables(key: str, tables: dict) -> None:
     from sensevm.files import atomic_write
+    path = _table_cache_path(key)
     try:
         os.makedirs(_CACHE_DIR, exist_ok=True)
-        atomic_write(_table_cache_path(key), marshal.dumps((key, tables)))
+        atomic_write(path, marshal.dumps((key, tables)))
     except OSError:
-        pass              # a read-only install: build the tables in every process instead
+        return            # a read-only install: build the tables in every process instead
+    # Tables of earlier grammars can never be read again (their names are other hashes).
+    for name in os.listdir(_CACHE_DIR):
+        old = os.path.join(_CACHE_DIR, name)
+        if name.startswith("sensec-parser-") and name.endswith(".tables") and old != path:
+            try:
+                os.unlink(old)
+            except OSError:
+                pass
 
 
 _TABLE_FIELDS = frozenset({"action", "goto", "productions", "items", "first", "nullable",

@@ -176,6 +176,11 @@ def _run_as_click_would(path: str) -> None:
         sys.stdout = PacifyFlushWrapper(sys.stdout)
         sys.stderr = PacifyFlushWrapper(sys.stderr)
         sys.exit(1)
+    # The run is over and its audit log closed (_guarded). The interpreter's last act would be
+    # a full collection over every object still alive, which for a short run costs more than
+    # the run; freezing them skips that walk. Everything is still freed as usual at exit.
+    import gc
+    gc.freeze()
     sys.exit(code)
 
 
