@@ -372,13 +372,9 @@ class AuditFile:
                 raise AuditLogError(self._failed)
             seq = self.last_seq + 1
             line = encode_entry(record_entry(record, seq, self.last_hash))
-            data = line + b"\n"
             try:
-                written = os.write(self.fd, data)
-                while written < len(data):   # a short write still leaves one contiguous line
-                    written += os.write(self.fd, data[written:])
-                if self.fsync:
-                    os.fsync(self.fd)
+                from .files import append_line
+                append_line(self.fd, line, self.fsync)
             except OSError as exc:
                 self._failed = (f"audit log {self.path}: cannot write record {seq}: "
                                 f"{exc.strerror or exc}; no further records can be written")

@@ -1,4 +1,4 @@
-"""File access shared by every command: reading with clean errors, and atomic writes."""
+"""File access shared by every command: reading with clean errors, atomic writes, durable appends."""
 
 from __future__ import annotations
 
@@ -45,3 +45,17 @@ def atomic_write(path: str, data: bytes) -> None:
             os.close(dir_fd)
     except OSError:
         pass
+
+
+def append_line(fd: int, line: bytes, fsync: bool) -> None:
+    """Append ``line`` and a newline to the file open on ``fd``, durably when ``fsync``.
+
+    A short write is finished, so the line stays contiguous; an OSError is the caller's to
+    report (for a log, it means no later record may be written).
+    """
+    data = line + b"\n"
+    written = os.write(fd, data)
+    while written < len(data):
+        written += os.write(fd, data[written:])
+    if fsync:
+        os.fsync(fd)

@@ -256,29 +256,42 @@ class RemoteSpec(NamedTuple):
 _REMOTE_OPTIONS = ("api_key_env", "base_url", "max_tokens", "temperature", "timeout")
 
 
-class OpenAIProvider:
-    """The chat-completions protocol; ``base_url`` names any server that implements it."""
+class HTTPProvider:
+    """What the HTTP providers share: their settings, and how a paused agent saves them."""
 
-    capability = "model.openai"
-    DEFAULT_BASE = "https://api.openai.com/v1"
+    KIND = ""
+    BASE_ENV = ""                 # the environment variable that may name the server
+    DEFAULT_BASE = ""
 
     def __init__(self, model_id, api_key, key_env, base_url, temperature, max_tokens, timeout):
         self.model_id = model_id
         self.api_key = api_key
         self.key_env = key_env
         self.given_base_url = base_url
-        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL")
+        self.base_url = (base_url or os.environ.get(self.BASE_ENV)
                          or self.DEFAULT_BASE).rstrip("/")
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.timeout = timeout
 
+    def state(self) -> dict:
+        # The key itself is never written down: a restored provider reads its variable again.
+        return {"kind": self.KIND, "model_id": self.model_id, "key_env": self.key_env,
+                "base_url": self.given_base_url, "temperature": self.temperature,
+                "max_tokens": self.max_tokens, "timeout": self.timeout}
+
+
+class OpenAIProvider(HTTPProvider):
+    """The chat-completions protocol; ``base_url`` names any server that implements it."""
+
+    capability = "model.openai"
+    KIND = "openai"
+    BASE_ENV = "OPENAI_BASE_URL"
+    DEFAULT_BASE = "https://api.openai.com/v1"
+
     @property
     def url(self) -> str:
         return self.base_url + "/chat/completions"
-
-    def state(self) -> dict:
-        return remote_state("openai", self)
 
     def _post(self, messages, tools=None) -> dict:
         payload: dict[str, Any] = {"model": self.model_id, "messages": messages}
@@ -332,32 +345,23 @@ class OpenAIProvider:
         return out
 
 
-class AnthropicProvider:
+class AnthropicProvider(HTTPProvider):
     """Anthropic's messages protocol."""
 
     capability = "model.anthropic"
+    KIND = "anthropic"
+    BASE_ENV = "ANTHROPIC_BASE_URL"
     DEFAULT_BASE = "https://api.anthropic.com"
     VERSION = "2023-06-01"
 
     def __init__(self, model_id, api_key, key_env, base_url, temperature, max_tokens, timeout):
-        self.model_id = model_id
-        self.api_key = api_key
-        self.key_env = key_env
-        self.given_base_url = base_url
-        self.base_url = (base_url or os.environ.get("ANTHROPIC_BASE_URL")
-                         or self.DEFAULT_BASE).rstrip("/")
-        self.temperature = temperature
-        self.max_tokens = max_tokens if max_tokens is not None else 1024   # required by the API
-        self.timeout = timeout
+        super().__init__(model_id, api_key, key_env, base_url, temperature,
+                         max_tokens if max_tokens is not None else 1024,   # the API requires it
+                         timeout)
 
     @property
     def url(self) -> str:
         return self.base_url + "/v1/messages"
-
-    def state(self) -> dict:
-        state = remote_state("anthropic", self)
-        state["max_tokens"] = self.max_tokens
-        return state
 
     def _post(self, messages, tools=None) -> dict:
         payload: dict[str, Any] = {"model": self.model_id, "max_tokens": self.max_tokens,
@@ -410,13 +414,6 @@ class AnthropicProvider:
                 else:
                     out.append({"role": "user", "content": [result]})
         return out
-
-
-def remote_state(kind: str, p) -> dict:
-    # The key itself is never written down: a restored provider reads its variable again.
-    return {"kind": kind, "model_id": p.model_id, "key_env": p.key_env,
-            "base_url": p.given_base_url, "temperature": p.temperature,
-            "max_tokens": p.max_tokens, "timeout": p.timeout}
 
 
 def restore(state: dict):

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from .audit import GENESIS, encode_entry, line_hash
+from .files import append_line
 
 VERSION = 1
 KINDS = {
@@ -201,13 +202,8 @@ class SessionLog:
                  **fields}
         entry["crc"] = _crc(entry)
         line = encode_entry(entry)
-        data = line + b"\n"
         try:
-            written = os.write(self.fd, data)
-            while written < len(data):
-                written += os.write(self.fd, data[written:])
-            if self.fsync:
-                os.fsync(self.fd)
+            append_line(self.fd, line, self.fsync)
         except OSError as exc:
             self.failed = (f"write-ahead log {self.path}: cannot write record {self.seq + 1}: "
                            f"{exc.strerror or exc}; nothing more may fire")

@@ -326,3 +326,18 @@ def test_anthropic_messages_protocol_with_a_tool_round(run, server, monkeypatch)
             {"type": "tool_use", "id": "tu_1", "name": "add", "input": {"a": 4, "b": 5}}]},
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "tu_1",
                                       "content": "9"}]}]
+
+
+def test_a_saved_provider_keeps_its_settings_but_never_its_key(monkeypatch):
+    from sensevm.providers import AnthropicProvider, OpenAIProvider, restore
+    monkeypatch.setenv("MY_KEY", "secret-1")
+    for cls in (OpenAIProvider, AnthropicProvider):
+        p = cls("m1", "secret-1", "MY_KEY", "http://127.0.0.1:9/v1", 0.5, None, 7.0)
+        state = p.state()
+        assert "secret-1" not in repr(state)
+        monkeypatch.setenv("MY_KEY", "secret-2")            # rotated while the agent slept
+        back = restore(state)
+        assert type(back) is cls and back.api_key == "secret-2"
+        assert (back.model_id, back.base_url, back.temperature, back.max_tokens, back.timeout) \
+            == (p.model_id, p.base_url, p.temperature, p.max_tokens, p.timeout)
+        monkeypatch.setenv("MY_KEY", "secret-1")
