@@ -332,3 +332,58 @@ def test_only_what_the_confirmed_manifest_listed_fires(tmp_path_factory, steps, 
         restored = [line for line in out.splitlines() if line.startswith("restoring")]
         assert len(restored) == steps.count("r")
     assert out.count("CHARGED") == steps.count("i")   # immediates stand either way
+
+
+class FakeTerminal:
+    """A stdin that says it is a terminal and answers once."""
+
+    def __init__(self, answer):
+        self.answer = answer
+        self.asked = 0
+
+    def isatty(self):
+        return True
+
+    def readline(self):
+        self.asked += 1
+        return self.answer
+
+
+@pytest.mark.parametrize("answer, sent", [("yes\n", True), ("no\n", False), ("", False)])
+def test_a_terminal_is_shown_the_manifest_and_asked_once(tmp_path, answer, sent):
+    from sensevm.launch import run_file
+    (tmp_path / "p.sns").write_text(DECLS + UNDECIDED)
+    out, err, tty = io.StringIO(), io.StringIO(), FakeTerminal(answer)
+    code = run_file(str(tmp_path / "p.sns"), stdout=out, stderr=err, stdin=tty,
+                    session_log=str(tmp_path / "s.wal"))
+    assert tty.asked == 1
+    assert "#2 send('a@x.example') requires email.send" in err.getvalue()
+    assert "Type yes to approve" in err.getvalue()
+    assert ("SENT a@x.example" in out.getvalue()) is sent
+    assert code == (0 if sent else 1)
+
+
+@pytest.mark.parametrize("point, verdict, unknown, owed", [
+    ("after-approved", "committed", [], ["#2 send(a@x.example)", "#3 send(b@x.example)"]),
+    ("after-attempt:3", "committed", ["#3 send(b@x.example)"], []),
+])
+def test_a_run_killed_mid_flush_is_recovered_from_its_log(tmp_path, point, verdict, unknown,
+                                                          owed):
+    from sensevm.wal import recover
+    (tmp_path / "p.sns").write_text(DECLS + '''session weekly as s:
+    run(archive(2025))
+    run(send("a@x.example"))
+    run(send("b@x.example"))
+    s.commit(s.manifest().hash)
+''')
+    env = dict(os.environ, PYTHONPATH=ROOT, NO_COLOR="1", SENSE_CRASH_AT=point)
+    proc = subprocess.run([sys.executable, "-m", "sensevm", "run", "p.sns"], cwd=tmp_path,
+                          env=env, capture_output=True, text=True)
+    assert proc.returncode == 137, proc.stderr
+    wal = str(tmp_path / ".sense" / "sessions.wal")
+    (v,) = recover(wal)
+    assert (v.verdict, v.unknown, v.owed) == (verdict, unknown, owed)
+    assert ("SENT a@x.example" in proc.stdout) == (point == "after-attempt:3")
+    before = open(wal, "rb").read()
+    recover(wal)
+    assert open(wal, "rb").read() == before
