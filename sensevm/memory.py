@@ -27,6 +27,22 @@ ENV_DIR = "SENSE_MEMORY_DIR"
 # How long a write waits for another process's transaction before giving up (seconds).
 BUSY_TIMEOUT = 30.0
 
+# Every memory log this process opened, closed at exit: closing checkpoints SQLite's WAL into
+# the database and removes the -wal/-shm files, which a process that exits without collecting
+# its objects (the fast run path freezes them) would otherwise leave behind.
+_OPEN = None                 # a WeakSet once a log is opened: a collected memory closes itself
+
+
+def _close_all() -> None:
+    for memory in list(_OPEN or ()):
+        with memory.lock:
+            if memory.conn is not None:
+                try:
+                    memory.conn.close()
+                except Exception:       # exiting anyway; the log itself is already durable
+                    pass
+                memory.conn = None
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS memory_log (
     version   INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -128,7 +144,7 @@ class SessionMemory:
 class PersistentMemory:
     """``persistent memory NAME``: a versioned, append-only log in a SQLite file."""
 
-    __slots__ = ("name", "path", "location", "conn", "lock")
+    __slots__ = ("name", "path", "location", "conn", "lock", "__weakref__")
     type_name = "Memory"
     METHODS = {"remember": 2, "recall": 1, "forget": 1, "keys": 0, "history": 1, "as_of": 2}
 
@@ -184,6 +200,13 @@ class PersistentMemory:
             raise SenseRuntimeError(f"cannot open persistent memory '{self.name}' at "
                                     f"{self.path}: {_reason(exc)}", at[0], path=at[1]) from None
         self.conn = conn
+        global _OPEN
+        if _OPEN is None:
+            import atexit
+            import weakref
+            _OPEN = weakref.WeakSet()
+            atexit.register(_close_all)
+        _OPEN.add(self)
         return conn
 
     def _failed(self, exc: Exception, at) -> SenseRuntimeError:
