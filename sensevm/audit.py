@@ -15,6 +15,9 @@ from datetime import datetime, timezone
 from typing import Optional
 
 
+_new, _set = object.__new__, object.__setattr__      # for AuditRecord.make
+
+
 @dataclass(frozen=True)
 class AuditRecord:
     subject: str                 # "irreversible action 'ship'", "tool 'camera'", ...
@@ -30,12 +33,20 @@ class AuditRecord:
     @classmethod
     def make(cls, subject: str, name: str, kind: str, event: str, detail: Optional[str],
              line: Optional[int], lineage: tuple, host_only: bool = False) -> "AuditRecord":
-        """Exactly ``cls(...)`` with these fields and the current time, built without the frozen
-        dataclass's one object.__setattr__ per field: the VM makes one per lifecycle step."""
-        record = object.__new__(cls)
-        record.__dict__.update(subject=subject, name=name, kind=kind, event=event, detail=detail,
-                               line=line, lineage=lineage, timestamp=time.time(),
-                               host_only=host_only)
+        """Exactly ``cls(...)`` with these fields and the current time, without the generated
+        __init__'s keyword handling and per-field method look-ups: the VM makes one record per
+        lifecycle step. Fields are set in declaration order, one at a time, so the record
+        keeps the compact shared-key layout of a constructed one (a dict update would not)."""
+        record = _new(cls)
+        _set(record, "subject", subject)
+        _set(record, "name", name)
+        _set(record, "kind", kind)
+        _set(record, "event", event)
+        _set(record, "detail", detail)
+        _set(record, "line", line)
+        _set(record, "lineage", lineage)
+        _set(record, "timestamp", time.time())
+        _set(record, "host_only", host_only)
         return record
 
     def describe(self) -> str:
