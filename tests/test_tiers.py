@@ -255,3 +255,35 @@ def test_block_variables_on_both_tiers(tmp_path):
     for tier in ("2", "auto"):
         assert _run_source(tmp_path, BLOCKS, tier)[:5] == one[:5]
     assert one[0] == "324 global x\n" and one[1][1] == "[line 23] undefined variable 'inner'"
+
+
+def test_run_command_forces_a_tier(tmp_path):
+    """`sensevm run --tier` selects the tier (through SENSE_TIER), and refuses an unknown one."""
+    import subprocess
+    import sys
+    path = tmp_path / "p.sns"
+    path.write_text(HOT_LOOP)
+    outs = []
+    for tier in ("1", "2", "auto"):
+        done = subprocess.run([sys.executable, "-m", "sensevm", "run", "--tier", tier, str(path)],
+                              capture_output=True, text=True, cwd=ROOT,
+                              env=dict(os.environ, NO_COLOR="1"))
+        assert done.returncode == 1
+        outs.append((done.stdout, done.stderr))
+    assert outs[0] == outs[1] == outs[2]
+    assert "p.sns:12:" in outs[0][1] and "division by zero" in outs[0][1]
+    bad = subprocess.run([sys.executable, "-m", "sensevm", "run", "--tier", "3", str(path)],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert bad.returncode == 2
+
+
+def test_tier_option_sets_the_environment_the_vm_reads(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+    from sensevm.cli import main
+    from sensevm.vm import default_tier
+    monkeypatch.setenv("SENSE_TIER", "auto")    # and restored after the test, whatever it was
+    path = tmp_path / "p.sns"
+    path.write_text('print("hi")\n')
+    result = CliRunner().invoke(main, ["run", "--tier", "2", str(path)])
+    assert result.exit_code == 0 and result.output == "hi\n"
+    assert default_tier() == "2"
