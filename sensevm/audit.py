@@ -77,7 +77,9 @@ class AuditLog:
     def lines(self) -> list[str]:
         if self.sink is not None:
             return self.prefix + self.sink.texts()
-        return self.prefix + [r.describe() for r in self.records if not r.host_only]
+        # As the durable file gives them back (a surrogate pair read back as one character),
+        # so audit_log() is the same with and without --audit-log.
+        return self.prefix + [_storable(r.describe()) for r in self.records if not r.host_only]
 
     def close(self) -> None:
         if self.sink is not None:
