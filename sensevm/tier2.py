@@ -45,7 +45,8 @@ from .errors import (SenseError, SenseNameError, SenseRecursionError, SenseRunti
                      SenseTypeError)
 from .opcodes import JUMPS, POPS, PUSHES, TERMINATORS, Op
 from .program import CodeKind
-from .values import ArrayIterator, Builtin, Closure, Scope, type_name
+from .values import (ArrayIterator, Builtin, Closure, Scope, index_get, index_set,
+                     type_name)
 
 MAX_INSTRUCTIONS = 4000     # larger code objects stay in tier 1 (compile time, Python limits)
 MAX_INDENT = 40             # deeper inlining turns the block into a dispatch target instead
@@ -121,36 +122,6 @@ def store_outer(outer, name, value, innermost):
             return
         s = s.parent
     innermost.vars[name] = value
-
-
-def index_get(obj, index):
-    """``obj[index]``: exactly tier 1's INDEX."""
-    t = type(obj)
-    if t is list or t is str:
-        if type(index) is not int:
-            raise SenseRuntimeError(f"index must be Int, got {type_name(index)}")
-        if not -len(obj) <= index < len(obj):
-            raise SenseRuntimeError(f"index {index} out of bounds")
-        return obj[index]
-    getter = getattr(obj, "sense_index", None)
-    if getter is None:
-        raise SenseRuntimeError(f"cannot index into type {type_name(obj)}")
-    return getter(index)
-
-
-def index_set(obj, index, value):
-    """``obj[index] = value``: exactly tier 1's STORE_INDEX."""
-    if type(obj) is list:
-        if type(index) is not int:
-            raise SenseRuntimeError(f"array index must be Int, got {type_name(index)}")
-        if not -len(obj) <= index < len(obj):
-            raise SenseRuntimeError(f"array index {index} out of bounds")
-        obj[index] = value
-    else:
-        setter = getattr(obj, "sense_store_index", None)
-        if setter is None:
-            raise SenseRuntimeError(f"cannot index-assign into type {type_name(obj)}")
-        setter(index, value)
 
 
 def get_iter(obj):

@@ -157,6 +157,38 @@ def to_str(v: Any, _seen: Optional[set] = None) -> str:
     return str(v)
 
 
+# ----------------------------------------------------------------------------- indexing
+
+def index_get(obj, index):
+    """``obj[index]`` (INDEX, in both tiers)."""
+    t = type(obj)
+    if t is list or t is str:
+        if type(index) is not int:
+            raise SenseRuntimeError(f"index must be Int, got {type_name(index)}")
+        if not -len(obj) <= index < len(obj):
+            raise SenseRuntimeError(f"index {index} out of bounds")
+        return obj[index]
+    getter = getattr(obj, "sense_index", None)
+    if getter is None:
+        raise SenseRuntimeError(f"cannot index into type {type_name(obj)}")
+    return getter(index)
+
+
+def index_set(obj, index, value) -> None:
+    """``obj[index] = value`` (STORE_INDEX, in both tiers)."""
+    if type(obj) is list:
+        if type(index) is not int:
+            raise SenseRuntimeError(f"array index must be Int, got {type_name(index)}")
+        if not -len(obj) <= index < len(obj):
+            raise SenseRuntimeError(f"array index {index} out of bounds")
+        obj[index] = value
+    else:
+        setter = getattr(obj, "sense_store_index", None)
+        if setter is None:
+            raise SenseRuntimeError(f"cannot index-assign into type {type_name(obj)}")
+        setter(index, value)
+
+
 # ----------------------------------------------------------------------------- equality
 
 def equal(a: Any, b: Any) -> bool:

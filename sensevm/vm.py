@@ -28,7 +28,7 @@ from . import policy as P
 from .audit import AuditRecord
 from .errors import SenseApprovalError, SensePolicyError
 from .values import (ActionDefinition, AgentValue, ArrayIterator, Builtin, Closure, Future, ModuleValue,
-                     PreparedAction, Scope, ToolDefinition, type_name)
+                     PreparedAction, Scope, ToolDefinition, index_get, index_set, type_name)
 
 DRY_RUN_BANNER = "DRY RUN — no actions will actually commit\n\n"
 DEFAULT_MAX_DEPTH = 20_000
@@ -736,36 +736,13 @@ class VM:
     def op_INDEX(self, f, a, b):
         stack = f.stack
         index = stack.pop()
-        obj = stack[-1]
-        t = type(obj)
-        if t is list or t is str:
-            if type(index) is not int:
-                raise SenseRuntimeError(f"index must be Int, got {type_name(index)}")
-            if not -len(obj) <= index < len(obj):
-                raise SenseRuntimeError(f"index {index} out of bounds")
-            stack[-1] = obj[index]
-            return
-        getter = getattr(obj, "sense_index", None)
-        if getter is None:
-            raise SenseRuntimeError(f"cannot index into type {type_name(obj)}")
-        stack[-1] = getter(index)
+        stack[-1] = index_get(stack[-1], index)
 
     def op_STORE_INDEX(self, f, a, b):
         stack = f.stack
         value = stack.pop()
         index = stack.pop()
-        obj = stack[-1]
-        if type(obj) is list:
-            if type(index) is not int:
-                raise SenseRuntimeError(f"array index must be Int, got {type_name(index)}")
-            if not -len(obj) <= index < len(obj):
-                raise SenseRuntimeError(f"array index {index} out of bounds")
-            obj[index] = value
-        else:
-            setter = getattr(obj, "sense_store_index", None)
-            if setter is None:
-                raise SenseRuntimeError(f"cannot index-assign into type {type_name(obj)}")
-            setter(index, value)
+        index_set(stack[-1], index, value)
         stack[-1] = value
 
     def op_GET_MEMBER(self, f, a, b):
