@@ -41,12 +41,12 @@ import math
 from typing import Optional
 
 from . import values as V
-from .errors import (SenseError, SenseNameError, SenseRecursionError, SenseRuntimeError,
+from .errors import (SenseError, SenseRecursionError, SenseRuntimeError,
                      SenseTypeError)
 from .opcodes import JUMPS, POPS, PUSHES, TERMINATORS, Op
 from .program import CodeKind
 from .values import (ArrayIterator, Builtin, Closure, Scope, index_get, index_set,
-                     type_name)
+                     load_name, store_name, store_outer, type_name)
 
 MAX_INSTRUCTIONS = 4000     # larger code objects stay in tier 1 (compile time, Python limits)
 MAX_INDENT = 40             # deeper inlining turns the block into a dispatch target instead
@@ -88,40 +88,6 @@ class Compiled:
 # ----------------------------------------------------------------------------- run-time helpers
 
 UNSET = object()     # a variable mirrored in a Python local that is not bound (yet)
-
-
-def load_name(scope, name):
-    """The nearest binding of ``name`` from ``scope`` outward (spec 5)."""
-    while scope is not None:
-        bindings = scope.vars
-        if name in bindings:
-            return bindings[name]
-        scope = scope.parent
-    raise SenseNameError(f"undefined variable '{name}'")
-
-
-def store_name(scope, name, value):
-    """Update the nearest existing binding, else bind in ``scope`` (spec 5)."""
-    s = scope
-    while s is not None:
-        bindings = s.vars
-        if name in bindings:
-            bindings[name] = value
-            return
-        s = s.parent
-    scope.vars[name] = value
-
-
-def store_outer(outer, name, value, innermost):
-    """store_name for a name known not to be bound between ``innermost`` and ``outer``."""
-    s = outer
-    while s is not None:
-        bindings = s.vars
-        if name in bindings:
-            bindings[name] = value
-            return
-        s = s.parent
-    innermost.vars[name] = value
 
 
 def get_iter(obj):

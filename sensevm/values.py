@@ -14,7 +14,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing would slow every start
     from typing import Any, Callable, Optional
 
-from .errors import SenseRuntimeError, SenseTypeError
+from .errors import SenseNameError, SenseRuntimeError, SenseTypeError
 
 
 class Scope:
@@ -155,6 +155,37 @@ def to_str(v: Any, _seen: Optional[set] = None) -> str:
     if t is ModuleValue:
         return f"<module {v.name}>"
     return str(v)
+
+
+# ----------------------------------------------------------------------------- names (spec 5)
+# LOAD_NAME and STORE_NAME in both tiers (the tier-1 loop inlines the same walk for speed).
+
+def load_name(scope, name):
+    """The nearest binding of ``name`` from ``scope`` outward."""
+    while scope is not None:
+        bindings = scope.vars
+        if name in bindings:
+            return bindings[name]
+        scope = scope.parent
+    raise SenseNameError(f"undefined variable '{name}'")
+
+
+def store_outer(outer, name, value, innermost) -> None:
+    """Update the nearest binding of ``name`` from ``outer`` outward, else bind it in
+    ``innermost`` (tier 2 starts at ``outer`` when it knows no scope below can hold it)."""
+    s = outer
+    while s is not None:
+        bindings = s.vars
+        if name in bindings:
+            bindings[name] = value
+            return
+        s = s.parent
+    innermost.vars[name] = value
+
+
+def store_name(scope, name, value) -> None:
+    """Update the nearest existing binding, else bind in ``scope``."""
+    store_outer(scope, name, value, scope)
 
 
 # ----------------------------------------------------------------------------- indexing

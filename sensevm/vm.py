@@ -28,7 +28,8 @@ from . import policy as P
 from .audit import AuditRecord
 from .errors import SenseApprovalError, SensePolicyError
 from .values import (ActionDefinition, AgentValue, ArrayIterator, Builtin, Closure, Future, ModuleValue,
-                     PreparedAction, Scope, ToolDefinition, index_get, index_set, type_name)
+                     PreparedAction, Scope, ToolDefinition, index_get, index_set, load_name,
+                     store_name, type_name)
 
 DRY_RUN_BANNER = "DRY RUN — no actions will actually commit\n\n"
 DEFAULT_MAX_DEPTH = 20_000
@@ -598,25 +599,10 @@ class VM:
         f.stack.append(f.stack[-1])
 
     def op_LOAD_NAME(self, f, a, b):
-        scope = f.scope
-        while scope is not None:
-            bindings = scope.vars
-            if a in bindings:
-                f.stack.append(bindings[a])
-                return
-            scope = scope.parent
-        raise SenseNameError(f"undefined variable '{a}'")
+        f.stack.append(load_name(f.scope, a))
 
     def op_STORE_NAME(self, f, a, b):
-        value = f.stack.pop()
-        scope = f.scope
-        while scope is not None:
-            bindings = scope.vars
-            if a in bindings:
-                bindings[a] = value
-                return
-            scope = scope.parent
-        f.scope.vars[a] = value
+        store_name(f.scope, a, f.stack.pop())
 
     def op_STORE_LOCAL(self, f, a, b):
         f.scope.vars[a] = f.stack.pop()
