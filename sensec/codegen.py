@@ -233,13 +233,15 @@ class FunctionCompiler(n.NodeVisitor):
                                        s.rollback_pos or s.pos)
         self.b.actions.append(ActionDecl(s.name, s.kind == "reversible", s.capability,
                                          s.approval, body_index, rollback_index,
-                                         immediate=s.kind == "irreversible immediate"))
+                                         immediate=s.kind == "irreversible immediate",
+                                         sends=s.sends, roles=s.roles))
         self.emit(Op.MAKE_ACTION, len(self.b.actions) - 1, pos=s.pos)
         self.emit(Op.STORE_LOCAL, self.b.string(s.name), pos=s.pos)
 
     def visit_ToolDef(self, s: n.ToolDef):
         body_index = self.body(s.name, CodeKind.TOOL_BODY, s.body, s.pos, s.params, s.returns)
-        self.b.tools.append(ToolDecl(s.name, s.capability, s.description, s.is_async, body_index))
+        self.b.tools.append(ToolDecl(s.name, s.capability, s.description, s.is_async, body_index,
+                                     trusted=s.trusted))
         self.emit(Op.MAKE_TOOL, len(self.b.tools) - 1, pos=s.pos)
         self.emit(Op.STORE_LOCAL, self.b.string(s.name), pos=s.pos)
 

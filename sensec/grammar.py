@@ -374,8 +374,11 @@ def _is_chain_rule(func) -> bool:
             and code.co_varnames == ref.co_varnames and code.co_consts[1:] == ref.co_consts[1:])
 
 
-_ActionHead = namedtuple("_ActionHead", "pos kind name params capability approval")
-_ToolHead = namedtuple("_ToolHead", "pos is_async name params returns capability description")
+_ActionHead = namedtuple("_ActionHead", "pos kind name params capability approval sends roles")
+_ToolHead = namedtuple("_ToolHead",
+                       "pos is_async name params returns capability description trusted")
+# The second look's roles that a `sends(role: param, ...)` clause may give a parameter.
+SEND_ROLES = ("recipient", "amount", "link", "code", "content")
 
 
 # ----------------------------------------------------------------------------- the parser
@@ -1199,13 +1202,50 @@ class Parser:
     @staticmethod
     def _action(head, body, rollback, rollback_pos):
         return N.ActionDef(head.pos, head.kind, head.name, head.params, head.capability,
-                           head.approval, body, rollback, rollback_pos)
+                           head.approval, body, rollback, rollback_pos, head.sends, head.roles)
 
     def p_action_head(self, p):
         """action_head : action_kind ACTION IDENT param_list
                        | action_kind ACTION IDENT param_list REQUIRES req_list"""
         capability, approval = p[6] if len(p) == 7 else (None, False)
-        p[0] = _ActionHead(self._pos(p, 1), p[1], p[3], p[4], capability, approval)
+        p[0] = _ActionHead(self._pos(p, 1), p[1], p[3], p[4], capability, approval, False, ())
+
+    def p_action_head_sends(self, p):
+        """action_head : action_kind ACTION IDENT param_list sends_clause
+                       | action_kind ACTION IDENT param_list sends_clause REQUIRES req_list"""
+        capability, approval = p[7] if len(p) == 8 else (None, False)
+        names = {param.name for param in p[4]}
+        seen = set()
+        for role, param, pos in p[5]:
+            if role not in SEND_ROLES:
+                self._check_failed(f"unknown role '{role}' in 'sends' (expected one of "
+                                   f"{', '.join(SEND_ROLES)})", pos)
+            elif param not in names:
+                self._check_failed(f"'sends' names '{param}', which is not a parameter of "
+                                   f"'{p[3]}'", pos)
+            elif param in seen:
+                self._check_failed(f"'sends' gives '{param}' a role twice", pos)
+            seen.add(param)
+        p[0] = _ActionHead(self._pos(p, 1), p[1], p[3], p[4], capability, approval, True,
+                           tuple((param, role) for role, param, _ in p[5]))
+
+    def p_sends_clause(self, p):
+        """sends_clause : IDENT
+                        | IDENT LPAREN send_roles RPAREN"""
+        # `sends` stays an ordinary name everywhere else.
+        if p[1] != "sends":
+            self._check_failed(f"expected 'requires' or ':' after the parameters "
+                               f"(got IDENT '{p[1]}')", self._pos(p, 1))
+        p[0] = tuple(p[3]) if len(p) == 5 else ()
+
+    def p_send_roles(self, p):
+        """send_roles : send_role
+                      | send_roles COMMA send_role"""
+        p[0] = [p[1]] if len(p) == 2 else p[1] + [p[3]]
+
+    def p_send_role(self, p):
+        "send_role : IDENT COLON IDENT"
+        p[0] = (p[1], p[3], self._pos(p, 1))
 
     def p_action_kind(self, p):
         """action_kind : REVERSIBLE
@@ -1272,17 +1312,26 @@ class Parser:
         "tool_def : tool_head block"
         h = p[1]
         p[0] = N.ToolDef(h.pos, h.name, h.params, h.returns, h.capability, h.description,
-                         p[2], h.is_async)
+                         p[2], h.is_async, h.trusted)
 
     def p_tool_head(self, p):
         "tool_head : tool_intro IDENT param_list tool_returns tool_requires tool_desc"
-        pos, is_async = p[1]
-        p[0] = _ToolHead(pos, is_async, p[2], p[3], p[4], p[5], p[6])
+        pos, is_async, trusted = p[1]
+        p[0] = _ToolHead(pos, is_async, p[2], p[3], p[4], p[5], p[6], trusted)
 
     def p_tool_intro(self, p):
         """tool_intro : TOOL
                       | ASYNC TOOL"""
-        p[0] = (self._pos(p, 1), len(p) == 3)
+        p[0] = (self._pos(p, 1), len(p) == 3, False)
+
+    def p_tool_intro_trust(self, p):
+        """tool_intro : IDENT TOOL
+                      | IDENT ASYNC TOOL"""
+        # `trusted` / `untrusted` stay ordinary names everywhere else; a plain tool is untrusted.
+        if p[1] not in ("trusted", "untrusted"):
+            self._check_failed(f"expected 'trusted tool' or 'untrusted tool' (got IDENT "
+                               f"'{p[1]}')", self._pos(p, 1))
+        p[0] = (self._pos(p, 1), len(p) == 4, p[1] == "trusted")
 
     def p_tool_returns(self, p):
         """tool_returns : empty

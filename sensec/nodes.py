@@ -315,6 +315,8 @@ class ActionDef(Stmt):
     body: Block
     rollback: Optional[Block] = None
     rollback_pos: Optional[Pos] = None   # where 'rollback' stands, or the first token after the body
+    sends: bool = False                  # a `sends` clause: it sends data out (the second look)
+    roles: tuple = ()                    # (param, role) overrides from `sends(role: param, ...)`
 
 
 @node
@@ -327,6 +329,7 @@ class ToolDef(Stmt):
     description: Optional[str]
     body: Block
     is_async: bool = False
+    trusted: bool = False                # `trusted tool`: its results are records, not content
 
 
 @node

@@ -10,6 +10,7 @@ an execution state of its own; its pause blocks that thread until ``resume``.
 from __future__ import annotations
 
 from .errors import SenseError, SenseRuntimeError
+from .provenance import LABELLED, plain
 from .values import AgentValue, Builtin, type_name
 
 
@@ -135,8 +136,11 @@ def b_pause(vm, frame, args):
 def b_ask_human(vm, frame, args):
     question = args[0]
     if type(question) is not str:
-        raise _error(f"ask_human() expects a String question, got {type_name(question)}",
-                     located=True)
+        if type(question) in LABELLED:
+            question = plain(question)
+        else:
+                raise _error(f"ask_human() expects a String question, got {type_name(question)}",
+                         located=True)
     agent = running_agent(frame)
     if agent is not None:
         return _pause(vm, frame, agent, question)
@@ -148,7 +152,10 @@ def b_ask_human(vm, frame, args):
     if line == "":
         # The reference crashes here (spec 20 item 14); this is a clean error instead.
         raise _error("ask_human() reached the end of input: no answer to read")
-    frame.stack.append(line[:-1] if line.endswith("\n") else line)
+    answer = line[:-1] if line.endswith("\n") else line
+    if vm.look is not None:
+        answer = vm.look.user_text(answer)      # the user's own words (the second look)
+    frame.stack.append(answer)
     return False
 
 

@@ -7,6 +7,8 @@ if TYPE_CHECKING:  # annotations only: importing typing would slow every start
     from typing import Any
 
 from .errors import SenseRuntimeError
+from . import provenance as PV
+from .provenance import LABELLED
 from .values import Builtin, Scope, to_str, type_name
 
 
@@ -38,12 +40,16 @@ def b_len(vm, args):
     x = args[0]
     if type(x) is str or type(x) is list:
         return len(x)
+    if type(x) is PV.LStr:
+        return PV.label(len(x), PV.origins_of(x))
     raise _error(f"len() not supported for type {type_name(x)}")
 
 
 def b_range(vm, args):
     if not 1 <= len(args) <= 3:
         raise _error("range() expects 1 to 3 arguments")
+    if any(type(a) in LABELLED for a in args):
+        return PV.like(b_range(vm, [PV.plain(a) for a in args]), *args)
     for a in args:
         # Bool passes, as in the reference (its host treats True as 1).
         if not isinstance(a, int):
@@ -57,12 +63,19 @@ def b_range(vm, args):
 
 
 def b_str(vm, args):
-    return to_str(args[0])
+    x = args[0]
+    if type(x) in LABELLED:
+        return x if type(x) is PV.LStr else PV.label(to_str(x), x.origins)
+    if type(x) is list:
+        return PV.like(to_str(x), x)
+    return to_str(x)
 
 
 def b_int(vm, args):
     x = args[0]
     t = type(x)
+    if t in LABELLED:
+        return PV.label(b_int(vm, [PV.plain(x)]), PV.origins_of(x))
     try:
         if t is int:
             return x
@@ -76,6 +89,8 @@ def b_int(vm, args):
 def b_float(vm, args):
     x = args[0]
     t = type(x)
+    if t in LABELLED:
+        return PV.label(b_float(vm, [PV.plain(x)]), PV.origins_of(x))
     try:
         if t is float:
             return x
@@ -110,6 +125,11 @@ def b_assert(vm, args):
     return None
 
 
+def b_user_request(vm, args):
+    """The run's request as the user typed it (``sensevm run --request``), or nil."""
+    return vm.request
+
+
 def b_audit_log(vm, args):
     return vm.audit.lines()
 
@@ -139,6 +159,7 @@ CORE = [
     Builtin("push", b_push, 2),
     Builtin("assert", b_assert),
     Builtin("audit_log", b_audit_log, 0),
+    Builtin("user_request", b_user_request, 0),
     Builtin("await", b_await, 1),
     Builtin("mock_model", _retired(
         'mock_model(...) has been replaced -- use inference("mock", ...) instead '

@@ -37,12 +37,20 @@ def main():
 @click.option("--tier", type=click.Choice(["1", "2", "auto"]), default=None,
               help="Force an execution tier: 1 = interpreter only, 2 = compile every code "
                    "object it can, auto (default) = compile hot code. Same as SENSE_TIER.")
-def run(file, dry_run, audit_log, state_dir, approve, session_log, tier):
+@click.option("--request", "request", metavar="TEXT", default=None,
+              help="The user's request in their own words: evidence for the second look, and "
+                   "what user_request() returns.")
+@click.option("--second-look", "second_look", type=click.Choice(["on", "off"]), default="on",
+              show_default=True,
+              help="off: no provenance checks on outgoing actions (for comparison runs only; "
+                   "recorded in the audit log).")
+def run(file, dry_run, audit_log, state_dir, approve, session_log, tier, request, second_look):
     """Verify and run FILE (.snb, or .sns compiled in memory)."""
     if tier is not None:
         os.environ["SENSE_TIER"] = tier
     sys.exit(run_file(file, dry_run=dry_run, audit_log=audit_log, state_dir=state_dir,
-                      approve=approve, session_log=session_log))
+                      approve=approve, session_log=session_log, request=request,
+                      second_look=second_look == "on"))
 
 
 @main.command()

@@ -132,9 +132,11 @@ def _resolve(program: Program, kind: Operand, value: int):
     if kind is Operand.AGENT:
         return pick(program.agents, lambda g: f"{'async ' if g.is_async else ''}agent {g.name}")
     if kind is Operand.TOOL:
-        return pick(program.tools, lambda t: f"{'async ' if t.is_async else ''}tool {t.name}")
+        return pick(program.tools, lambda t: f"{'trusted ' if t.trusted else ''}"
+                                             f"{'async ' if t.is_async else ''}tool {t.name}")
     if kind is Operand.ACTION:
-        return pick(program.actions, lambda a: f"{a.kind} action {a.name}")
+        return pick(program.actions, lambda a: f"{a.kind} action {a.name}"
+                                               f"{' sends' if a.sends else ''}")
     if kind is Operand.TARGET:
         return f"to {value}"
     return None

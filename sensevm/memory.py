@@ -20,6 +20,7 @@ import threading
 import time
 
 from .errors import Pos, SenseRuntimeError
+from .provenance import LStr
 from .values import Builtin, Closure, to_str, type_name
 
 SUFFIX = ".sense_memory.db"
@@ -399,16 +400,19 @@ def b_ask_with_memory(vm, frame, args):
     model = delegated_model(frame.scope)
     if model is None:
         raise _no_model("ask_with_memory()", 'inference("mock")')
-    if type(prompt) is not str:
+    if type(prompt) is not str and type(prompt) is not LStr:
         raise SenseRuntimeError(f"ask_with_memory() expects a String prompt, got "
                                 f"{type_name(prompt)}")
+    context = [prompt]
     if type(memory) not in (SessionMemory, PersistentMemory):
         raise SenseRuntimeError(f"ask_with_memory() expects a Memory, got {type_name(memory)}")
     known = memory.snapshot((frame.pos, frame.prepared.path))
     if known:
         lines = "\n".join(f"- {key}: {to_str(value)}" for key, value in known)
-        prompt = f"Known information from memory:\n{lines}\n\n{prompt}"
-    frame.stack.append(ask_model(vm, frame, model, prompt, what="ask_with_memory()"))
+        prompt = f"Known information from memory:\n{lines}\n\n{to_str(prompt)}"
+        context.extend(value for _, value in known)
+    frame.stack.append(ask_model(vm, frame, model, prompt, what="ask_with_memory()",
+                                 context=context))
     return False
 
 

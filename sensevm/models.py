@@ -19,6 +19,7 @@ import os
 
 from .errors import SenseError, SensePolicyError, SenseRuntimeError, SenseTypeError
 from . import policy as P
+from . import provenance as PV
 from .values import Builtin, ToolDefinition, equal, to_str, type_name
 
 DELEGATION = "@delegation"
@@ -275,15 +276,32 @@ def _failed(vm, frame, model, cap, reason: str, at=None) -> SenseRuntimeError:
     return _error(f"model '{model.name}' failed: {reason}")
 
 
-def ask_model(vm, frame, model: Model, prompt, what: str = "ask()", at=None) -> Answer:
-    """Ask ``model`` for code running in ``frame``; ``at``: where errors and audit lines point."""
+def model_output(vm, model: Model, text, context):
+    """What a model says carries its context's origins (the second look): a model that read a
+    page speaks with the page's influence. Its context's clean text is evidence too."""
+    look = vm.look
+    if look is None:
+        return text
+    origins = PV.EMPTY
+    for value in context:
+        origins = origins | PV.deep_origins(value)
+    look.context(*context)
+    look.live = True
+    return PV.label(text, origins | {PV.model(model.name)})
+
+
+def ask_model(vm, frame, model: Model, prompt, what: str = "ask()", at=None,
+              context=()) -> Answer:
+    """Ask ``model`` for code running in ``frame``; ``at``: where errors and audit lines point;
+    ``context``: values besides the prompt that went into it (their origins)."""
     from .providers import ProviderError
     try:
         if type(prompt) is not str:
-            raise _error(f"{what} expects a String prompt, got {type_name(prompt)}")
+            if type(prompt) is not PV.LStr:
+                raise _error(f"{what} expects a String prompt, got {type_name(prompt)}")
         cap = _gate(vm, frame, model, at)
         try:
-            text, confidence = model.provider.complete(prompt)
+            text, confidence = model.provider.complete(PV.plain(prompt))
         except ProviderError as err:
             raise _failed(vm, frame, model, cap, str(err), at) from None
     except SenseError as err:
@@ -292,6 +310,8 @@ def ask_model(vm, frame, model: Model, prompt, what: str = "ask()", at=None) -> 
         raise
     if cap is not None:
         _record(vm, frame, model, "called", at=at)
+    if type(text) is str:
+        text = model_output(vm, model, text, (prompt,) + tuple(context))
     return Answer(text, confidence, model.name)
 
 
@@ -380,8 +400,9 @@ def b_ask_with_tools(vm, frame, args):
         raise _no_model("ask_with_tools()", 'model claude = inference("anthropic")')
     if type(tools) is not list:
         raise _error(f"ask_with_tools() expects an Array of tools, got {type_name(tools)}")
-    if type(prompt) is not str:
+    if type(prompt) is not str and type(prompt) is not PV.LStr:
         raise _error(f"ask_with_tools() expects a String prompt, got {type_name(prompt)}")
+    context = [prompt]      # everything the model has read (the second look)
     cap = _gate(vm, frame, model)
     specs, by_name, skills = [], {}, []
     for item in tools:
@@ -397,9 +418,10 @@ def b_ask_with_tools(vm, frame, args):
             specs.append(spec)
             by_name[spec["name"]] = tool
     if skills:
-        prompt = ("Available skills:\n" + "\n".join(f"- {s}" for s in skills) + "\n\n" + prompt)
+        prompt = ("Available skills:\n" + "\n".join(f"- {s}" for s in skills) + "\n\n"
+                  + PV.plain(prompt))
 
-    conversation: list = [{"role": "user", "text": prompt}]
+    conversation: list = [{"role": "user", "text": PV.plain(prompt)}]
     for _ in range(MAX_TOOL_ROUNDS):
         try:
             turn = model.provider.turn(conversation, specs)
@@ -412,17 +434,21 @@ def b_ask_with_tools(vm, frame, args):
         if not turn.calls:
             if cap is not None:
                 _record(vm, frame, model, "called")
-            frame.stack.append(Answer(turn.text or "", None, model.name))
+            frame.stack.append(Answer(model_output(vm, model, turn.text or "", context), None,
+                                      model.name))
             return False
         for call in turn.calls:
+            result = _run_requested(vm, frame, by_name, call, model, context)
+            context.append(result)
             conversation.append({"role": "tool", "id": call.id, "name": call.name,
-                                 "text": _run_requested(vm, frame, by_name, call)})
+                                 "text": PV.plain(result)})
     raise _failed(vm, frame, model, cap, f"no final answer within {MAX_TOOL_ROUNDS} tool-call "
                                          "rounds")
 
 
-def _run_requested(vm, frame, by_name: dict, call) -> str:
-    """One tool call a model asked for, through the tool call path; its result as text."""
+def _run_requested(vm, frame, by_name: dict, call, model, context) -> str:
+    """One tool call a model asked for, through the tool call path; its result as text (with
+    the result's origins). The arguments are the model's words: they carry its context's."""
     tool = by_name.get(call.name)
     if tool is None:
         return f"error: no such tool '{call.name}'"
@@ -431,8 +457,10 @@ def _run_requested(vm, frame, by_name: dict, call) -> str:
     try:
         args = []
         for param in tool.params:
-            args.append(from_json(call.arguments.get(param), param))
-        return to_str(vm.call_tool_now(frame, tool, args))
+            args.append(model_output(vm, model, from_json(call.arguments.get(param), param),
+                                     context))
+        result = vm.call_tool_now(frame, tool, args)
+        return PV.like(to_str(result), result)
     except SenseError as err:
         err.with_pos(frame.pos, frame.prepared.path)
         return f"error: {err.text}"

@@ -40,7 +40,8 @@ from enum import IntEnum, IntFlag
 from .digest import sha256    # not hashlib: see sensevm.digest (start-up time)
 
 FORMAT_MAJOR = 4
-FORMAT_MINOR = 1          # 1: the action manifest's "immediate" flag bit (4)
+FORMAT_MINOR = 2          # 1: the action manifest's "immediate" flag bit (4); 2: "sends" (8),
+                          # second-look roles (16) and the tool flag "trusted" (2)
 
 
 class Operand(IntEnum):

@@ -15,11 +15,12 @@ import os
 from typing import Any
 
 from .errors import Pos, SenseRuntimeError
+from . import provenance as PV
 from .files import atomic_write
 from .values import (ActionDefinition, AgentValue, ArrayIterator, BoundLifecycleMethod, Builtin,
                      Closure, Future, ModuleValue, PreparedAction, Scope, ToolDefinition)
 
-STATE_VERSION = 1
+STATE_VERSION = 2         # 2: provenance (labels, pc labels, second-look state)
 
 
 class SaveError(SenseRuntimeError):
@@ -52,6 +53,13 @@ class _Saver:
             return {"int": str(v)}
         if t is float:
             return {"float": v.hex()}
+        if t in PV.LABELLED:
+            # Provenance is saved with the value: a resumed agent's page text is still the
+            # page's (the second look).
+            if t is PV.LStr:
+                return {"lstr": str.__str__(v),
+                        "spans": [[a, b, _origins(o)] for a, b, o in v.spans]}
+            return {"labelled": self.value(PV.plain(v), where), "origins": _origins(v.origins)}
         if t is list:
             return self.ref(v, lambda: {"type": "array",
                                         "items": [self.value(x, where) for x in v]})
@@ -72,7 +80,8 @@ class _Saver:
             return self.ref(v, lambda: {
                 "type": "action", "def": self.value(v.definition, where),
                 "args": [self.value(a, where) for a in v.args], "state": v.state,
-                "approved": v.approved,
+                "approved": v.approved, "flag": v.flag, "cleared": v.cleared,
+                "reason": v.reason,
                 "body_scope": self.scope(v.body_scope) if v.body_scope is not None else None})
         if t is BoundLifecycleMethod:
             return self.ref(v, lambda: {"type": "bound", "action": self.value(v.action, where),
@@ -197,6 +206,7 @@ class _Saver:
                 "closure": self.value(f.closure, where) if f.closure is not None else None,
                 "module": self.value(f.module, where) if f.module is not None else None,
                 "role": f.role, "tags": list(f.tags), "audit_line": f.audit_line,
+                "pc": None if f.pc is None else [[j, _origins(o), d] for j, o, d in f.pc],
                 "owner": self.value(owner, where) if owner is not None else None}
 
 
@@ -206,6 +216,9 @@ def save_agent(vm, agent: AgentValue, directory: str) -> str:
     root = saver.value(agent, f"agent '{agent.name}'")
     state = {"version": STATE_VERSION, "agent": root, "objects": saver.objects,
              "audit_lines": vm.audit.lines(),
+             "second_look": None if vm.look is None else {
+                 "calls": vm.look.calls,
+                 "evidence": [[list(o), text] for o, text in vm.look.evidence]},
              "source_hash": vm.program.source_hash.hex()}
     os.makedirs(directory, exist_ok=True)
     program_path = os.path.join(directory, "program.snb")
@@ -232,6 +245,10 @@ class _Loader:
             return int(v["int"])
         if "float" in v:
             return float.fromhex(v["float"])
+        if "lstr" in v:
+            return PV.make_str(v["lstr"], [(a, b, _unorigins(o)) for a, b, o in v["spans"]])
+        if "labelled" in v:
+            return PV.label(self.value(v["labelled"]), _unorigins(v["origins"]))
         if "builtin" in v:
             return self.vm.builtins.vars.get(v["builtin"]) or _builtin(self.vm, v["builtin"])
         if "builtins" in v:
@@ -288,6 +305,7 @@ class _Loader:
             a.args = [self.value(x) for x in raw["args"]]
             a.state = raw["state"]
             a.approved = raw["approved"]
+            a.flag, a.cleared, a.reason = raw["flag"], raw["cleared"], raw["reason"]
             a.body_scope = self.value(raw["body_scope"]) if raw["body_scope"] else None
             return a
         if kind == "bound":
@@ -380,6 +398,8 @@ class _Loader:
             f.role = raw["role"]
             f.tags = tuple(raw["tags"])
             f.audit_line = raw["audit_line"]
+            if raw["pc"] is not None:
+                f.pc = [(j, _unorigins(o), d) for j, o, d in raw["pc"]]
             frames.append((f, raw))
         for i, (f, raw) in enumerate(frames):
             f.caller = frames[i + 1][0] if i + 1 < len(frames) else None
@@ -394,6 +414,14 @@ class _Loader:
         agent.frames = len(frames)
 
 
+def _origins(origins) -> list:
+    return sorted(list(o) for o in origins)
+
+
+def _unorigins(raw) -> frozenset:
+    return frozenset(tuple(o) for o in raw)
+
+
 def _builtin(vm, name):
     raise SenseRuntimeError(f"saved state names an unknown builtin '{name}'", located=False)
 
@@ -403,5 +431,11 @@ def load_agent(vm, state: dict) -> AgentValue:
         raise SenseRuntimeError(f"saved agent state has version {state.get('version')!r}; "
                                 f"this sensevm reads version {STATE_VERSION}", located=False)
     vm.audit.prefix = list(state["audit_lines"])
+    look = state["second_look"]
+    if look is not None and vm.look is not None:
+        vm.look.calls = max(vm.look.calls, look["calls"])
+        for origin, text in look["evidence"]:
+            vm.look.add_evidence(tuple(origin), text)
+        vm.look.live = True
     loader = _Loader(vm, state["objects"])
     return loader.value(state["agent"])

@@ -76,6 +76,8 @@ class ActionDecl:
     body: int                    # code index, kind ACTION_BODY
     rollback: int = -1           # code index, kind ROLLBACK; -1 for an irreversible action
     immediate: bool = False      # `irreversible immediate`: fires inside a session, not queued
+    sends: bool = False          # declared `sends`: outgoing whatever its capability (second look)
+    roles: tuple = ()            # (param, role) second-look role overrides
 
     @property
     def kind(self) -> str:
@@ -92,6 +94,7 @@ class ToolDecl:
     description: str | None
     is_async: bool
     body: int                    # code index, kind TOOL_BODY
+    trusted: bool = False        # `trusted tool`: results vouch as records (second look)
 
 
 @record

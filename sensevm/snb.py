@@ -40,6 +40,9 @@ from enum import IntEnum
 
 from .errors import SnbFormatError
 from .opcodes import FINGERPRINT, FORMAT_MAJOR, FORMAT_MINOR
+
+# The second look's roles, by their number in an action's role list (the manifest).
+SEND_ROLES = ("recipient", "amount", "link", "code", "content")
 from .program import (ActionDecl, AgentDecl, ToolDecl, CodeKind, CodeObject, ModuleEntry, Program, Source, encode_positions,
                       unzigzag, write_uvarint, zigzag)
 
@@ -191,14 +194,20 @@ def _dump_manifest(program: Program, pool: _StringPool) -> bytes:
     for a in program.actions:
         write_uvarint(out, pool(a.name))
         out.append((1 if a.reversible else 0) | (2 if a.approval else 0)
-                   | (4 if a.immediate else 0))
+                   | (4 if a.immediate else 0) | (8 if a.sends else 0)
+                   | (16 if a.roles else 0))
         _write_optional(out, pool, a.capability)
         write_uvarint(out, a.body)
         write_uvarint(out, zigzag(a.rollback))
+        if a.roles:
+            write_uvarint(out, len(a.roles))
+            for param, role in a.roles:
+                write_uvarint(out, pool(param))
+                out.append(SEND_ROLES.index(role))
     write_uvarint(out, len(program.tools))
     for t in program.tools:
         write_uvarint(out, pool(t.name))
-        out.append(1 if t.is_async else 0)
+        out.append((1 if t.is_async else 0) | (2 if t.trusted else 0))
         _write_optional(out, pool, t.capability)
         _write_optional(out, pool, t.description)
         write_uvarint(out, t.body)
@@ -467,27 +476,42 @@ def _load_manifest(r: _Reader, out: dict) -> None:
         name = r.string("action name")
         at = r.pos
         bits = r.u8("action flags")
-        if bits & ~7:
-            raise SnbFormatError(at, f"unknown action flag bits 0x{bits & ~7:x}")
+        if bits & ~31:
+            raise SnbFormatError(at, f"unknown action flag bits 0x{bits & ~31:x}")
         if bits & 5 == 5:
             raise SnbFormatError(at, "an action cannot be both reversible and immediate")
+        if bits & 16 and not bits & 8:
+            raise SnbFormatError(at, "an action has second-look roles but no 'sends' flag")
         capability = r.optional_string("action capability")
         body = r.uvarint("action body code index")
         rollback = unzigzag(r.uvarint("action rollback code index"))
+        roles = []
+        if bits & 16:
+            for _ in range(r.count("action role count")):
+                param = r.string("action role parameter")
+                at = r.pos
+                role = r.u8("action role")
+                if role >= len(SEND_ROLES):
+                    raise SnbFormatError(at, f"unknown second-look role {role}")
+                roles.append((param, SEND_ROLES[role]))
+            if not roles:
+                raise SnbFormatError(at, "an action's role list is empty")
         actions.append(ActionDecl(name, bool(bits & 1), capability, bool(bits & 2), body, rollback,
-                                  immediate=bool(bits & 4)))
+                                  immediate=bool(bits & 4), sends=bool(bits & 8),
+                                  roles=tuple(roles)))
     out["actions"] = tuple(actions)
     tools = []
     for _ in range(r.count("tool count")):
         name = r.string("tool name")
         at = r.pos
         bits = r.u8("tool flags")
-        if bits & ~1:
-            raise SnbFormatError(at, f"unknown tool flag bits 0x{bits & ~1:x}")
+        if bits & ~3:
+            raise SnbFormatError(at, f"unknown tool flag bits 0x{bits & ~3:x}")
         capability = r.optional_string("tool capability")
         description = r.optional_string("tool description")
         body = r.uvarint("tool body code index")
-        tools.append(ToolDecl(name, capability, description, bool(bits & 1), body))
+        tools.append(ToolDecl(name, capability, description, bool(bits & 1), body,
+                              trusted=bool(bits & 2)))
     out["tools"] = tuple(tools)
     agents = []
     for _ in range(r.count("agent count")):

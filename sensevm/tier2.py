@@ -40,6 +40,7 @@ from __future__ import annotations
 import math
 from typing import Optional
 
+from . import provenance as PV
 from . import values as V
 from .errors import (SenseError, SenseRecursionError, SenseRuntimeError,
                      SenseTypeError)
@@ -95,6 +96,8 @@ def get_iter(obj):
         return ArrayIterator(obj)
     if type(obj) is str:
         return ArrayIterator(list(obj))
+    if type(obj) is PV.LStr:
+        return ArrayIterator(PV.chars(obj))
     raise SenseRuntimeError(f"cannot iterate over value of type {type_name(obj)}")
 
 
@@ -122,6 +125,17 @@ def store_found(outer, name, value) -> bool:
     return False
 
 
+def labelled_not(value):
+    return PV.label(not PV.plain(value), PV.origins_of(value))
+
+
+def leaf_labelled():
+    # A leaf form runs only while no labelled value exists (vm.call_t2), so this is a bug
+    # guard: fail closed rather than branch on outside data without a pc label.
+    return SenseRuntimeError("internal error: a labelled condition reached a leaf function",
+                             located=False)
+
+
 def decl_error(name, text, value):
     return SenseTypeError(f"cannot assign value of type {type_name(value)} to '{name}: {text}'")
 
@@ -147,7 +161,9 @@ _RUNTIME = {
     "index_get": index_get, "index_set": index_set, "get_iter": get_iter,
     "decl_error": decl_error, "return_error": return_error, "leaf_error": leaf_error,
     "add": V.add, "arith": V.arith, "compare": V.compare, "equal": V.equal,
-    "negate": V.negate, "Scope": Scope, "Closure": Closure, "Builtin": Builtin,
+    "not_equal": V.not_equal,
+    "negate": V.negate, "LT": PV.LABELLED, "labelled_not": labelled_not,
+    "leaf_labelled": leaf_labelled, "Scope": Scope, "Closure": Closure, "Builtin": Builtin,
     "ArrayIterator": ArrayIterator, "SenseRuntimeError": SenseRuntimeError,
 }
 
@@ -552,14 +568,14 @@ class _Gen:
             elif op in (Op.SUB, Op.MUL, Op.MOD):
                 e(indent, f"else: {sec} = arith({sym!r}, {sec}, {kc[1]})", ip)
             elif op in (Op.EQ, Op.NE):
-                e(indent, f"else: {sec} = {'' if op is Op.EQ else 'not '}equal({sec}, {kc[1]})", ip)
+                e(indent, f"else: {sec} = {'' if op is Op.EQ else 'not_'}equal({sec}, {kc[1]})", ip)
             else:
                 e(indent, f"else: {sec} = compare({sym!r}, {sec}, {kc[1]})", ip)
             return i + 1
         if kc is not None and kc[0] is str and op in (Op.EQ, Op.NE):
             sym = _INT_FOLD[op]
             e(indent, f"if type({sec}) is str: {sec} = {sec} {sym} {kc[1]}", ip)
-            e(indent, f"else: {sec} = {'' if op is Op.EQ else 'not '}equal({sec}, {kc[1]})", ip)
+            e(indent, f"else: {sec} = {'' if op is Op.EQ else 'not_'}equal({sec}, {kc[1]})", ip)
             return i + 1
         if op is Op.NOP:
             pass
@@ -642,7 +658,7 @@ class _Gen:
             e(indent, f"if type({sec}) is int is type({top}): {sec} = {sec} {sym} {top}", ip)
             e(indent, f"else: {sec} = compare({sym!r}, {sec}, {top})", ip)
         elif op in (Op.EQ, Op.NE):
-            neg = "" if op is Op.EQ else "not "
+            neg = "" if op is Op.EQ else "not_"
             cmp = "==" if op is Op.EQ else "!="
             e(indent, f"if type({sec}) is int is type({top}) or type({sec}) is str is type({top}): "
                       f"{sec} = {sec} {cmp} {top}", ip)
@@ -650,14 +666,17 @@ class _Gen:
         elif op is Op.NEG:
             e(indent, f"{top} = negate({top})", ip)
         elif op is Op.NOT:
-            e(indent, f"{top} = not {top}", ip)
+            e(indent, f"if type({top}) in LT: {top} = labelled_not({top})", ip)
+            e(indent, f"else: {top} = not {top}", ip)
         elif op is Op.JUMP:
             self.goto(a, indent, ip)
             return None
         elif op in (Op.POP_JUMP_IF_FALSE, Op.POP_JUMP_IF_TRUE):
+            self.labelled_branch(i, top, depth, indent)
             e(indent, f"if {'not ' if op is Op.POP_JUMP_IF_FALSE else ''}{top}:", ip)
             self.goto(a, indent + 1, ip)
         elif op in (Op.JUMP_IF_FALSE_OR_POP, Op.JUMP_IF_TRUE_OR_POP):
+            self.labelled_branch(i, top, depth, indent)
             e(indent, f"if {'not ' if op is Op.JUMP_IF_FALSE_OR_POP else ''}{top}:", ip)
             self.goto(a, indent + 1, ip)
         elif op is Op.BUILD_ARRAY:
@@ -744,6 +763,20 @@ class _Gen:
             # Known to be bound in the function scope or further out (the analysis).
             line = f"store_outer(P, {q}, {top}, fs)"
             e(indent, f"else: {line}" if kw == "elif" else line, ip)
+
+    def labelled_branch(self, i, top, depth, indent):
+        """A branch on a labelled value goes back to tier 1, which keeps pc labels: the frame
+        is spilled at the branch itself, and the generator gives the frame up."""
+        e = self.emit
+        e(indent, f"if {top} is not True and {top} is not False and type({top}) in LT:", i + 1)
+        if self.leaf:
+            e(indent + 1, "raise leaf_labelled()", i + 1)
+            return
+        self.spill(i, [f"s{j}" for j in range(depth)], indent + 1)
+        e(indent + 1, f"f.ip = {i}", i + 1)
+        e(indent + 1, "f.gen = None", i + 1)
+        e(indent + 1, "yield", i + 1)
+        e(indent + 1, "return", i + 1)
 
     def spill(self, i, items, indent):
         ip = i + 1

@@ -15,6 +15,8 @@ if TYPE_CHECKING:  # annotations only: importing typing would slow every start
     from typing import Any, Callable, Optional
 
 from .errors import SenseNameError, SenseRuntimeError, SenseTypeError
+from . import provenance as _P
+from .provenance import LABELLED as _LT
 
 
 class Scope:
@@ -154,6 +156,8 @@ def to_str(v: Any, _seen: Optional[set] = None) -> str:
         return f"<builtin {v.name}>"
     if t is ModuleValue:
         return f"<module {v.name}>"
+    if t in _LT:
+        return to_str(_P.plain(v))
     return str(v)
 
 
@@ -195,10 +199,14 @@ def index_get(obj, index):
     t = type(obj)
     if t is list or t is str:
         if type(index) is not int:
+            if type(index) is _P.LInt:
+                return _labelled_index(obj, index)
             raise SenseRuntimeError(f"index must be Int, got {type_name(index)}")
         if not -len(obj) <= index < len(obj):
             raise SenseRuntimeError(f"index {index} out of bounds")
         return obj[index]
+    if t in _LT or type(index) in _LT:
+        return _labelled_index(obj, index)
     getter = getattr(obj, "sense_index", None)
     if getter is None:
         raise SenseRuntimeError(f"cannot index into type {type_name(obj)}")
@@ -209,6 +217,9 @@ def index_set(obj, index, value) -> None:
     """``obj[index] = value`` (STORE_INDEX, in both tiers)."""
     if type(obj) is list:
         if type(index) is not int:
+            if type(index) is _P.LInt:
+                # Where the value lands depends on the index: it carries the index's origins.
+                return index_set(obj, int(index), _P.label(value, index.origins))
             raise SenseRuntimeError(f"array index must be Int, got {type_name(index)}")
         if not -len(obj) <= index < len(obj):
             raise SenseRuntimeError(f"array index {index} out of bounds")
@@ -220,13 +231,29 @@ def index_set(obj, index, value) -> None:
         setter(index, value)
 
 
+def _labelled_index(obj, index):
+    """INDEX with a labelled operand: the element or character, with the index's origins."""
+    pobj, pindex = _P.plain(obj), _P.plain(index)
+    if type(pobj) is str and type(pindex) is int:
+        item = _P.char_at(obj, pindex) if -len(pobj) <= pindex < len(pobj) else None
+        if item is None:
+            raise SenseRuntimeError(f"index {pindex} out of bounds")
+    else:
+        item = index_get(pobj, pindex)
+    return _P.label(item, _P.origins_of(index))
+
+
 # ----------------------------------------------------------------------------- equality
 
 def equal(a: Any, b: Any) -> bool:
     """``==``: Bool never equals a number, at any depth (spec 21.4); arrays element-wise."""
     ta, tb = type(a), type(b)
     if ta is bool or tb is bool:
-        return ta is tb and a == b
+        if ta is tb:
+            return a == b
+        if ta in _LT or tb in _LT:
+            return _P.binary(equal, a, b)
+        return False
     if ta is list:
         if tb is not list or len(a) != len(b):
             return False
@@ -242,11 +269,21 @@ def equal(a: Any, b: Any) -> bool:
         return a == b
     if ta is str and tb is str:
         return a == b
+    if ta in _LT or tb in _LT:
+        return _P.binary(equal, a, b)
     if a is None or b is None:
         return a is b
     if ta is tb and hasattr(a, "sense_equal"):
         return a.sense_equal(b)
     return a is b
+
+
+def not_equal(a: Any, b: Any) -> bool:
+    """``!=`` (labels kept: the negation of a labelled Bool is labelled)."""
+    result = equal(a, b)
+    if type(result) is bool:
+        return not result
+    return _P.label(not result.value, result.origins)
 
 
 # ----------------------------------------------------------------------------- arithmetic
@@ -264,6 +301,8 @@ def add(a: Any, b: Any) -> Any:
     if ta is str or tb is str:
         if ta is str and tb is str:
             return a + b
+        if ta in _LT or tb in _LT:
+            return _P.add(a, b, add)
         raise SenseRuntimeError(
             f"'+' requires both operands to be String (got {type_name(a)} and {type_name(b)}); "
             "use str() to convert")
@@ -274,6 +313,8 @@ def add(a: Any, b: Any) -> Any:
             return a + b
         except OverflowError as exc:
             raise _overflow(exc) from None
+    if ta in _LT or tb in _LT:
+        return _P.add(a, b, add)
     raise _numeric_error("+", a, b)
 
 
@@ -281,6 +322,8 @@ def arith(op: str, a: Any, b: Any) -> Any:
     """``- * / %`` on numbers (Bool is not a number)."""
     ta, tb = type(a), type(b)
     if not ((ta is int or ta is float) and (tb is int or tb is float)):
+        if ta in _LT or tb in _LT:
+            return _P.binary(arith, a, b, op)
         raise _numeric_error(op, a, b)
     try:
         if op == "-":
@@ -301,6 +344,8 @@ def arith(op: str, a: Any, b: Any) -> Any:
 def compare(op: str, a: Any, b: Any) -> bool:
     ta, tb = type(a), type(b)
     if not (((ta is int or ta is float) and (tb is int or tb is float)) or (ta is str and tb is str)):
+        if ta in _LT or tb in _LT:
+            return _P.binary(compare, a, b, op)
         raise _numeric_error(op, a, b)
     if op == "<":
         return a < b
@@ -314,6 +359,8 @@ def compare(op: str, a: Any, b: Any) -> bool:
 def negate(a: Any) -> Any:
     if type(a) is int or type(a) is float:
         return -a
+    if type(a) in _LT:
+        return _P.unary(negate, a)
     raise SenseRuntimeError(f"unary '-' requires a number, got {type_name(a)}")
 
 
@@ -373,16 +420,21 @@ def make_checker(text: str) -> Callable[[Any], bool]:
     return _checker(parsed)
 
 
+_FLOATISH = frozenset({_P.LInt, _P.LFloat})
+
+
 def _checker(parsed) -> Callable[[Any], bool]:
     name, args = parsed
+    # Labelled values (provenance.py) are their types too; tested second, so a plain value
+    # costs nothing more.
     if name == "Int":
-        return lambda v: type(v) is int
+        return lambda v: type(v) is int or type(v) is _P.LInt
     if name == "Float":
-        return lambda v: type(v) is float or type(v) is int
+        return lambda v: type(v) is float or type(v) is int or type(v) in _FLOATISH
     if name == "String":
-        return lambda v: type(v) is str
+        return lambda v: type(v) is str or type(v) is _P.LStr
     if name == "Bool":
-        return lambda v: type(v) is bool
+        return lambda v: type(v) is bool or type(v) is _P.LBool
     if name == "Nil":
         return lambda v: v is None
     if name == "Array":
@@ -437,7 +489,8 @@ class ActionDefinition:
 class PreparedAction:
     """One prepared call of an action: bound arguments, a state, and whether it was approved."""
 
-    __slots__ = ("definition", "args", "state", "approved", "body_scope", "session")
+    __slots__ = ("definition", "args", "state", "approved", "body_scope", "session", "flag",
+                 "cleared", "reason")
     type_name = "Action"
 
     def __init__(self, definition: ActionDefinition, args: list):
@@ -445,6 +498,11 @@ class PreparedAction:
         self.args = args
         self.state = "prepared"
         self.approved = False
+        # The second look: the digest it flagged, the digest an approval after the flag
+        # cleared, and the reason in words (secondlook.py).
+        self.flag = None
+        self.cleared = None
+        self.reason = None
         self.body_scope: Optional[Scope] = None   # the scope the commit body ran in
         self.session = None      # the session handle to register with once its body has run
 
@@ -472,6 +530,8 @@ class PreparedAction:
             return self.kind
         if name == "approved":
             return self.approved
+        if name == "second_look":
+            return self.reason if self.flag is not None else None
         if name in LIFECYCLE_METHODS:
             # The policy check of a method read now and called later uses the scope (and the
             # line) of this member expression, as the reference does.

@@ -25,6 +25,8 @@ from .errors import (Pos, SenseError, SenseImportError, SenseNameError, SenseRec
 from .opcodes import Op, Operand
 from . import lifecycle as L
 from . import policy as P
+from . import provenance as PV
+from .provenance import LABELLED as _LT
 from .audit import AuditRecord
 from .errors import SenseApprovalError, SensePolicyError
 from .values import (ActionDefinition, AgentValue, ArrayIterator, Builtin, Closure, Future, ModuleValue,
@@ -40,6 +42,13 @@ _LOAD_NAME, _LOAD_CONST, _STORE_NAME, _POP_JUMP_IF_FALSE, _JUMP = (
     int(Op.JUMP))
 _PUSH_SCOPE, _POP_SCOPE, _ADD, _DIV, _MOD, _GE = (
     int(Op.PUSH_SCOPE), int(Op.POP_SCOPE), int(Op.ADD), int(Op.DIV), int(Op.MOD), int(Op.GE))
+# Under a pc label these store the top of the stack (_PC_STORES) or hand values to a callee
+# (_PC_CALLS: the operand counts them).
+_PC_STORES = frozenset(int(op) for op in (Op.STORE_NAME, Op.STORE_LOCAL, Op.STORE_INDEX,
+                                          Op.RETURN))
+_PC_CALLS = frozenset(int(op) for op in (Op.CALL, Op.CALL_LABELED, Op.ACTION_PREPARE,
+                                         Op.TOOL_CALL))
+_CALL_LABELED = int(Op.CALL_LABELED)
 # ADD .. GE on two Ints, except DIV (always a Float, checked for zero) and MOD by zero.
 _INT_OPS = {int(Op.ADD): operator.add, int(Op.SUB): operator.sub, int(Op.MUL): operator.mul,
             int(Op.MOD): operator.mod, int(Op.EQ): operator.eq,
@@ -73,9 +82,10 @@ class PreparedCode:
     """
 
     __slots__ = ("code", "index", "instrs", "positions", "path", "param_checks", "return_check",
-                 "unit", "program", "t2", "heat")
+                 "unit", "program", "t2", "heat", "joins")
 
     def __init__(self, code, instrs, positions, path, param_checks, return_check):
+        self.joins = None         # post-dominator sets, made at the first labelled branch
         self.t2 = None            # tier 2: None = not tried yet, False = declined, else Compiled
         self.heat = 0             # frame entries and loop back-edges seen by tier 1
         self.index = -1
@@ -121,7 +131,7 @@ class Frame:
     return and failure move the action's state; ``tags`` are its audit lineage frames."""
 
     __slots__ = ("prepared", "instrs", "ip", "stack", "scope", "closure", "tests", "module",
-                 "caller", "action", "role", "tags", "audit_line", "origin", "gen", "gvm")
+                 "caller", "action", "role", "tags", "audit_line", "origin", "gen", "gvm", "pc")
 
     def __init__(self, prepared: PreparedCode, scope: Scope, caller: Optional["Frame"],
                  closure: Optional[Closure] = None, module: Optional[ModuleValue] = None,
@@ -143,6 +153,9 @@ class Frame:
         self.caller = caller
         self.gen = None       # a tier-2 generator running this frame, made by the VM ``gvm``
         self.gvm = None
+        # Branches on influenced values still open here: [(join ip or -1, origins, depth)]
+        # (see _run_tainted); None for almost every frame.
+        self.pc = None
 
     @property
     def pos(self) -> Pos:
@@ -156,7 +169,8 @@ class VM:
     def __init__(self, verified, *, stdout=None, max_depth: int = DEFAULT_MAX_DEPTH,
                  max_array: int = DEFAULT_MAX_ARRAY, dry_run: bool = False,
                  audit: Optional[AuditLog] = None, stdin=None,
-                 state_dir: Optional[str] = None, tier: Optional[str] = None):
+                 state_dir: Optional[str] = None, tier: Optional[str] = None,
+                 second_look: bool = True):
         from .verify import VerifiedProgram
         if not isinstance(verified, VerifiedProgram):
             raise TypeError("the VM runs only a VerifiedProgram (see sensevm.verify)")
@@ -179,7 +193,14 @@ class VM:
         self.session_log_path: Optional[str] = None     # the sessions' write-ahead log
         self._session_log = None
         self.tests: list[TestResult] = []
+        self.request = None             # user_request(): the run's --request, labelled user
         self.builtins = builtin_scope()
+        # The second look (secondlook.py): None when switched off for a comparison run.
+        if second_look:
+            from .secondlook import SecondLook
+            self.look = SecondLook()
+        else:
+            self.look = None
         self.prepared = self.load(verified)
         self.modules: dict[str, ModuleValue] = {}      # by absolute path: a module runs once
         self.loading: set[ModuleValue] = set()
@@ -201,6 +222,8 @@ class VM:
             raise TypeError("the VM runs only a VerifiedProgram (see sensevm.verify)")
         program = verified.program
         unit = [self._prepare(program, vc) for vc in verified.codes]
+        if self.look is not None:
+            self.look.add_unit(unit)
         for i, prepared in enumerate(unit):
             prepared.index = i
             prepared.unit = unit
@@ -287,6 +310,9 @@ class VM:
         while self.frame is not None:
             frame = self.frame
             try:
+                if frame.pc is not None:
+                    self._run_tainted(frame)
+                    continue
                 gen = frame.gen
                 if gen is not None:
                     if frame.gvm is self:
@@ -334,9 +360,12 @@ class VM:
                             frame.scope.vars[a] = value
                         continue
                     if op == _POP_JUMP_IF_FALSE:
-                        if not stack.pop():
-                            ip = a
-                        continue
+                        value = stack.pop()
+                        if value is True or value is False or type(value) not in _LT:
+                            if not value:
+                                ip = a
+                            continue
+                        stack.append(value)     # influenced: the handler opens a pc label
                     if op == _JUMP and not tiered:
                         ip = a
                         continue
@@ -474,7 +503,7 @@ class VM:
         if type(callee) is not Closure:
             return self._call(frame, callee, args) and not self.inline(frame)
         t2 = callee.code.t2
-        if t2 and t2.leaf is not None:
+        if t2 and t2.leaf is not None and (self.look is None or not self.look.live):
             self._call_leaf(frame, callee, args, t2.leaf)
             return False
         new = self._enter_closure(frame, callee, args)
@@ -539,6 +568,8 @@ class VM:
 
     def _tier2(self, frame) -> bool:
         """Start ``frame`` in tier 2 at its current instruction if possible."""
+        if frame.pc is not None:
+            return False        # pc labels live in tier 1 only
         t2 = self._compiled(frame.prepared)
         if t2 is None or frame.ip not in t2.entries:
             return False
@@ -659,7 +690,7 @@ class VM:
     def op_NE(self, f, a, b):
         stack = f.stack
         right = stack.pop()
-        stack[-1] = not V.equal(stack[-1], right)
+        stack[-1] = V.not_equal(stack[-1], right)
 
     def op_LT(self, f, a, b):
         stack = f.stack
@@ -685,30 +716,114 @@ class VM:
         f.stack[-1] = V.negate(f.stack[-1])
 
     def op_NOT(self, f, a, b):
-        f.stack[-1] = not f.stack[-1]
+        value = f.stack[-1]
+        if type(value) in _LT:
+            f.stack[-1] = PV.label(not PV.plain(value), PV.origins_of(value))
+        else:
+            f.stack[-1] = not value
 
     def op_JUMP(self, f, a, b):
         f.ip = a
 
+    # A conditional jump on a labelled value whose origins are influenced opens a pc label
+    # (see _run_tainted): each returns True then, so the loop continues the frame there.
+
     def op_POP_JUMP_IF_FALSE(self, f, a, b):
-        if not f.stack.pop():
+        value = f.stack.pop()
+        if type(value) in _LT:
+            tainted = self._branch(f, value, len(f.stack))
+            if not PV.plain(value):
+                f.ip = a
+            return tainted
+        if not value:
             f.ip = a
 
     def op_POP_JUMP_IF_TRUE(self, f, a, b):
-        if f.stack.pop():
+        value = f.stack.pop()
+        if type(value) in _LT:
+            tainted = self._branch(f, value, len(f.stack))
+            if PV.plain(value):
+                f.ip = a
+            return tainted
+        if value:
             f.ip = a
 
     def op_JUMP_IF_FALSE_OR_POP(self, f, a, b):
-        if not f.stack[-1]:
+        value = f.stack[-1]
+        tainted = type(value) in _LT and self._branch(f, value, len(f.stack) - 1)
+        if not (PV.plain(value) if tainted else value):
             f.ip = a
         else:
             f.stack.pop()
+        return tainted
 
     def op_JUMP_IF_TRUE_OR_POP(self, f, a, b):
-        if f.stack[-1]:
+        value = f.stack[-1]
+        tainted = type(value) in _LT and self._branch(f, value, len(f.stack) - 1)
+        if PV.plain(value) if tainted else value:
             f.ip = a
         else:
             f.stack.pop()
+        return tainted
+
+    # ------------------------------------------------------------------ pc labels
+    # Branching on an influenced value influences everything the branch stores: an address
+    # rebuilt character by character under `if c == "a"` must not come out clean. A branch
+    # opens a pc label on its frame that lasts until control reaches the branch's immediate
+    # post-dominator (its join point); meanwhile the frame runs in _run_tainted, which labels
+    # every value stored, returned or handed to a call, and frames called from there carry the
+    # label for their whole activation. Values still on the stack at the join (the result of
+    # `a and b`) get it too.
+
+    def _branch(self, f, value, depth) -> bool:
+        origins = PV.origins_of(value)
+        if not PV.is_influenced(origins):
+            return False
+        prepared = f.prepared
+        if prepared.joins is None:
+            prepared.joins = PV.JoinPoints(prepared.instrs)
+        join = prepared.joins.join(f.ip - 1)
+        pc = f.pc
+        if pc is None:
+            pc = f.pc = []
+        elif pc:
+            origins = origins | pc[-1][1]
+        pc.append((-1 if join is None else join, origins, depth))
+        f.gen = None        # tier 2 keeps no pc labels: the frame continues in tier 1
+        return True
+
+    def _run_tainted(self, frame) -> None:
+        """Run ``frame`` while it has pc labels, one instruction at a time through the handlers,
+        labelling what it stores; returns when its labels close or another frame is current."""
+        handlers = self.handlers
+        instrs = frame.instrs
+        pc = frame.pc
+        label = PV.label
+        while True:
+            ip = frame.ip
+            stack = frame.stack
+            while pc and pc[-1][0] == ip:
+                _, origins, depth = pc.pop()
+                for k in range(depth, len(stack)):
+                    stack[k] = label(stack[k], origins)
+            if not pc:
+                frame.pc = None
+                return
+            origins = pc[-1][1]
+            op, a, b = instrs[ip]
+            if op in _PC_STORES:
+                stack[-1] = label(stack[-1], origins)
+            elif op in _PC_CALLS:
+                n = a if op != _CALL_LABELED else a + 2 * b
+                for k in range(len(stack) - n, len(stack)):
+                    stack[k] = label(stack[k], origins)
+            frame.ip = ip + 1
+            if handlers[op](frame, a, b):
+                new = self.frame
+                if new is not None and new is not frame and new.pc is None and (
+                        new.caller is frame or new.origin is frame):
+                    new.pc = [(-1, origins, 0)]
+                return
 
     def op_BUILD_ARRAY(self, f, a, b):
         stack = f.stack
@@ -751,6 +866,8 @@ class VM:
             f.stack[-1] = ArrayIterator(obj)
         elif type(obj) is str:
             f.stack[-1] = ArrayIterator(list(obj))
+        elif type(obj) is PV.LStr:
+            f.stack[-1] = ArrayIterator(PV.chars(obj))
         else:
             raise SenseRuntimeError(f"cannot iterate over value of type {type_name(obj)}")
 
@@ -962,11 +1079,53 @@ class VM:
                                    "which is denied by policy")
         L.transition(action, "verify_allowed")
         self.record(action, "verified", f, line=pos.line)
+        look = self.look
+        if look is not None and look.outbound(action.definition.decl):
+            self.second_look_at(f, action, "verify", pos.line)
         return action
+
+    def set_request(self, text: Optional[str]) -> None:
+        """The run's request in the user's own words (``--request``); with the second look off,
+        the audit trail records that it was off."""
+        if self.look is None:
+            self.audit.append(AuditRecord.make("second look", "second_look", "run", "disabled",
+                                               "--second-look=off", None, (), True))
+            self.request = text
+        else:
+            self.request = None if text is None else self.look.user_text(text)
+
+    def second_look_at(self, f, action: PreparedAction, stage: str, line) -> None:
+        """Evaluate an outgoing action (secondlook.py), record the evaluation host-side, and at
+        commit refuse a flagged one that was not approved after the flag for these arguments."""
+        evaluation = self.look.evaluate(action, stage)
+        if not evaluation.findings:
+            return
+        import json
+        self.record(action, "second_look", f, line=line, host_only=True,
+                    detail=json.dumps(evaluation.as_json(), ensure_ascii=False, sort_keys=True))
+        if not evaluation.flagged:
+            if stage == "verify":
+                action.flag = None
+            return
+        if stage == "verify":
+            action.flag = evaluation.digest
+            action.reason = evaluation.reason()
+            return
+        if action.cleared == evaluation.digest:
+            return
+        action.flag = evaluation.digest
+        action.reason = reason = evaluation.reason()
+        L.transition(action, "commit_unapproved")
+        self.record(action, "denied", f, detail="second look: requires approval")
+        raise SenseApprovalError(f"action '{action.name}' needs a second look before commit(): "
+                                 f"{reason} -- call {action.name}.approve() to send it anyway",
+                                 located=False)
 
     def approve(self, f, action: PreparedAction, pos: Pos) -> PreparedAction:
         L.check_approve(action)
         action.approved = True
+        if action.flag is not None:
+            action.cleared = action.flag     # covers exactly the flagged arguments
         # Recorded host-side (spec 21.9); audit_log() keeps the reference's lines unchanged.
         self.record(action, "approved", f, line=pos.line, host_only=True)
         return action
@@ -987,6 +1146,9 @@ class VM:
             raise SenseApprovalError(f"action '{action.name}' requires approval before "
                                      f"commit() — call {action.name}.approve() first",
                                      located=False)
+        look = self.look
+        if look is not None and look.outbound(decl):
+            self.second_look_at(f, action, "commit", None)
         if self.dry_run:
             L.transition(action, "commit_dry_run")
             self.record(action, "committed", f, detail="dry run — body not executed")
@@ -1056,8 +1218,12 @@ class VM:
                 # Reported at the call, as for functions: the tool's frame is gone.
                 raise SenseTypeError(f"'{frame.action.name}' declared to return {check[0]}, "
                                      f"got {type_name(value)}")
+            if self.look is not None:
+                value = self.look.tool_result(frame.action, value)
             return value
         if frame.role == "async_tool":
+            if self.look is not None:
+                value = self.look.tool_result(frame.action, value)
             return value            # checked at await (spec 12.3)
         action = frame.action
         caller = frame.caller

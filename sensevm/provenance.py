@@ -1,0 +1,395 @@
+"""Provenance: where a value came from, carried on labelled values so the second look can ask.
+
+An *origin* is a small tuple: ``("user",)`` for the user's own words, ``("literal",)`` for the
+program's constants, ``("trusted", tool)`` and ``("untrusted", tool, call)`` for tool results,
+``("model", name)`` for model output. A value is *influenced* when one of its origins is
+untrusted (a model's output carries its context's origins, so it is influenced when its
+prompt was).
+
+Values keep their plain Python types (values.py) and only values that came from outside the
+program are labelled, as subclasses of those types: ``LStr`` (labels per span of text, so
+concatenation keeps exact provenance), ``LInt``, ``LFloat`` and ``LBool`` (a wrapper: Python's
+bool cannot be subclassed). A plain value is clean. The VM's fast paths test exact types, so a
+labelled value always takes the slow path, and the slow paths in values.py hand it here just
+before they would have raised a type error: programs that never meet outside data pay nothing.
+Arrays are never labelled themselves; their elements are.
+
+Operations take the union of their inputs' origins; branching on a labelled condition labels
+what the branch stores (the VM's ``pc`` labels, see vm.py ``_run_tainted``).
+"""
+
+from __future__ import annotations
+
+EMPTY = frozenset()
+USER = ("user",)
+LITERAL = ("literal",)
+
+
+def trusted(tool: str) -> tuple:
+    return ("trusted", tool)
+
+
+def untrusted(tool: str, call: int) -> tuple:
+    return ("untrusted", tool, call)
+
+
+def model(name: str) -> tuple:
+    return ("model", name)
+
+
+def is_influenced(origins) -> bool:
+    for o in origins:
+        if o[0] == "untrusted":
+            return True
+    return False
+
+
+def describe(origin: tuple) -> str:
+    """An origin in words, for a reason shown to a person."""
+    kind = origin[0]
+    if kind == "user":
+        return "you"
+    if kind == "literal":
+        return "the program's own text"
+    if kind == "trusted":
+        return f"{origin[1]} (a trusted tool)"
+    if kind == "untrusted":
+        return f"{origin[1]} (call #{origin[2]})"
+    return f"model {origin[1]}"
+
+
+def origin_text(origin: tuple) -> str:
+    """An origin as a short token for the audit log: user, literal, trusted:T, untrusted:T#N."""
+    if len(origin) == 1:
+        return origin[0]
+    if origin[0] == "untrusted":
+        return f"untrusted:{origin[1]}#{origin[2]}"
+    return f"{origin[0]}:{origin[1]}"
+
+
+# ----------------------------------------------------------------------------- labelled values
+
+class LStr(str):
+    """A String with origins per span: ``spans`` is a tuple of (start, end, origins) covering
+    the text in order; a span with no origins is clean (the program's own text)."""
+
+    type_name = "String"
+
+    def __new__(cls, text: str, spans: tuple):
+        s = str.__new__(cls, text)
+        s.spans = spans
+        return s
+
+    def __reduce__(self):
+        return (LStr, (str(self), self.spans))
+
+
+class LInt(int):
+    type_name = "Int"
+
+    def __new__(cls, value: int, origins: frozenset):
+        n = int.__new__(cls, value)
+        n.origins = origins
+        return n
+
+    def __reduce__(self):
+        return (LInt, (int(self), self.origins))
+
+
+class LFloat(float):
+    __slots__ = ("origins",)
+    type_name = "Float"
+
+    def __new__(cls, value: float, origins: frozenset):
+        x = float.__new__(cls, value)
+        x.origins = origins
+        return x
+
+    def __reduce__(self):
+        return (LFloat, (float(self), self.origins))
+
+
+class LBool:
+    """A Bool with origins (Python's bool cannot be subclassed)."""
+
+    __slots__ = ("value", "origins")
+    type_name = "Bool"
+
+    def __init__(self, value: bool, origins: frozenset):
+        self.value = value
+        self.origins = origins
+
+    def __bool__(self):
+        return self.value
+
+    def __eq__(self, other):
+        return self.value == (other.value if type(other) is LBool else other)
+
+    def __hash__(self):
+        return hash(self.value)
+
+    def __reduce__(self):
+        return (LBool, (self.value, self.origins))
+
+
+LABELLED = frozenset({LStr, LInt, LFloat, LBool})
+
+
+def plain(v):
+    """The unlabelled value (the same value for anything that is not labelled)."""
+    t = type(v)
+    if t is LStr:
+        return str.__str__(v)
+    if t is LInt:
+        return int(v)
+    if t is LFloat:
+        return float(v)
+    if t is LBool:
+        return v.value
+    return v
+
+
+def origins_of(v) -> frozenset:
+    """The origins of a value itself (an array's elements are not looked at)."""
+    t = type(v)
+    if t is LStr:
+        spans = v.spans
+        if len(spans) == 1:
+            return spans[0][2]
+        out = EMPTY
+        for span in spans:
+            out = out | span[2]
+        return out
+    if t is LInt or t is LFloat or t is LBool:
+        return v.origins
+    return EMPTY
+
+
+def deep_origins(v, _seen=None) -> frozenset:
+    """The origins of a value and, for an array, of everything in it."""
+    if type(v) is not list:
+        return origins_of(v)
+    seen = _seen if _seen is not None else set()
+    if id(v) in seen:
+        return EMPTY
+    seen.add(id(v))
+    out = EMPTY
+    for x in v:
+        if type(x) in LABELLED or type(x) is list:
+            out = out | deep_origins(x, seen)
+    return out
+
+
+def spans_of(s: str) -> tuple:
+    if type(s) is LStr:
+        return s.spans
+    return ((0, len(s), EMPTY),) if s else ()
+
+
+def make_str(text: str, spans) -> str:
+    """``text`` with ``spans`` (adjacent spans with equal origins merged); plain when clean."""
+    merged = []
+    for start, end, origins in spans:
+        if end <= start and text:
+            continue
+        if merged and merged[-1][2] == origins:
+            merged[-1] = (merged[-1][0], end, origins)
+        else:
+            merged.append((start, end, origins))
+    if not any(span[2] for span in merged):
+        return text
+    return LStr(text, tuple(merged))
+
+
+def label(v, origins: frozenset):
+    """``v`` with ``origins`` added (to every span of a string; to the elements of an array,
+    which are changed in place: labels are invisible to the program)."""
+    if not origins:
+        return v
+    t = type(v)
+    if t is str:
+        return LStr(v, ((0, len(v), origins),))
+    if t is LStr:
+        return LStr(str.__str__(v), tuple((a, b, o | origins) for a, b, o in v.spans))
+    if t is int:
+        return LInt(v, origins)
+    if t is bool:
+        return LBool(v, origins)
+    if t is float:
+        return LFloat(v, origins)
+    if t is LInt:
+        return LInt(int(v), v.origins | origins)
+    if t is LFloat:
+        return LFloat(float(v), v.origins | origins)
+    if t is LBool:
+        return LBool(v.value, v.origins | origins)
+    if t is list:
+        _label_items(v, origins, set())
+    return v
+
+
+def _label_items(items: list, origins, seen) -> None:
+    if id(items) in seen:
+        return
+    seen.add(id(items))
+    for i, x in enumerate(items):
+        if type(x) is list:
+            _label_items(x, origins, seen)
+        else:
+            items[i] = label(x, origins)
+
+
+def like(result, *sources):
+    """``result`` labelled with the union of the (deep) origins of ``sources``."""
+    origins = EMPTY
+    for s in sources:
+        origins = origins | deep_origins(s)
+    return label(result, origins)
+
+
+# ----------------------------------------------------------------------------- operations
+# values.py calls these only when an operand is labelled; each computes on the plain values
+# with the plain operation (so errors and results are exactly the unlabelled ones) and labels
+# the result.
+
+def concat(a: str, b: str) -> str:
+    n = len(a)
+    spans = list(spans_of(a)) + [(s + n, e + n, o) for s, e, o in spans_of(b)]
+    return make_str(str.__str__(a) + str.__str__(b), spans)
+
+
+def add(a, b, plain_add):
+    pa, pb = plain(a), plain(b)
+    result = plain_add(pa, pb)
+    if type(result) is str:
+        return concat(a, b)
+    return label(result, origins_of(a) | origins_of(b))
+
+
+def binary(fn, a, b, *rest):
+    """A numeric or comparison operation on plain operands, labelled with both origins."""
+    return label(fn(*rest, plain(a), plain(b)), origins_of(a) | origins_of(b))
+
+
+def unary(fn, a):
+    return label(fn(plain(a)), origins_of(a))
+
+
+def char_at(s: str, i: int):
+    """The one-character String at index ``i`` (already checked), with its span's origins."""
+    if i < 0:
+        i += len(s)
+    ch = str.__str__(s)[i]
+    for start, end, origins in spans_of(s):
+        if start <= i < end:
+            return LStr(ch, ((0, 1, origins),)) if origins else ch
+    return ch
+
+
+def chars(s: str) -> list:
+    """The characters of a String, each with its own origins (``for c in s``)."""
+    text = str.__str__(s)
+    out = []
+    for start, end, origins in spans_of(s):
+        if origins:
+            out.extend(LStr(text[i], ((0, 1, origins),)) for i in range(start, end))
+        else:
+            out.extend(text[start:end])
+    return out
+
+
+def clean_spans(v) -> list:
+    """The pieces of a value's text whose origins are all trusted to vouch (user, literal,
+    uninfluenced trusted), as (origin, text) pairs."""
+    out = []
+    stack = [v]
+    seen = set()
+    while stack:
+        x = stack.pop()
+        t = type(x)
+        if t is list:
+            if id(x) not in seen:
+                seen.add(id(x))
+                stack.extend(x)
+        elif t is str:
+            out.append((LITERAL, x))
+        elif t is LStr:
+            text = str.__str__(x)
+            for start, end, origins in x.spans:
+                if not is_influenced(origins):
+                    out.append((_best(origins), text[start:end]))
+    return out
+
+
+def _best(origins) -> tuple:
+    """The origin that vouches for a clean span, by precedence: user, literal, trusted."""
+    if not origins:
+        return LITERAL
+    ranked = sorted(origins, key=lambda o: ({"user": 0, "literal": 1, "trusted": 2}
+                                            .get(o[0], 3), o))
+    return ranked[0]
+
+
+# ----------------------------------------------------------------------------- join points
+
+class JoinPoints:
+    """Where the branches of one code object join again: each instruction's immediate
+    post-dominator, from post-dominator sets (bitsets) over the instruction graph.
+
+    Computed from the bytecode itself, not from what the compiler meant, so hand-made
+    bytecode cannot end a pc label early. A branch with no join inside its code object (one
+    arm returns, or loops forever) keeps its label to the end of the frame."""
+
+    __slots__ = ("pdom", "exit", "cache")
+
+    def __init__(self, instrs):
+        from .opcodes import JUMPS, TERMINATORS, Op
+        n = len(instrs)
+        succ = []
+        for i, (op, a, b) in enumerate(instrs):
+            o = Op(op)
+            out = []
+            if o in JUMPS:
+                out.append(b if o is Op.TEST_BEGIN else a)
+            if o not in TERMINATORS:
+                out.append(i + 1 if i + 1 < n else n)
+            if o is Op.RETURN or not out:
+                out.append(n)
+            succ.append(out)
+        everything = (1 << (n + 1)) - 1
+        pdom = [everything] * n + [1 << n]
+        changed = True
+        while changed:
+            changed = False
+            for i in range(n - 1, -1, -1):
+                acc = everything
+                for j in succ[i]:
+                    acc &= pdom[j]
+                acc |= 1 << i
+                if acc != pdom[i]:
+                    pdom[i] = acc
+                    changed = True
+        self.pdom = pdom
+        self.exit = n
+        self.cache = {}
+
+    def join(self, i: int):
+        """The immediate post-dominator of instruction ``i``, or None (the frame's end)."""
+        if i in self.cache:
+            return self.cache[i]
+        pdom = self.pdom
+        strict = pdom[i] & ~(1 << i)
+        found = None
+        if not strict >> self.exit & 1 or strict == (1 << self.exit):
+            found = None
+        else:
+            rest = strict
+            while rest:
+                low = rest & -rest
+                d = low.bit_length() - 1
+                if pdom[d] == strict:
+                    found = d if d != self.exit else None
+                    break
+                rest ^= low
+        self.cache[i] = found
+        return found
