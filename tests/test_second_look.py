@@ -545,3 +545,132 @@ def test_labels_and_open_pc_labels_survive_a_saved_agent(tmp_path):
     # no clean text as a whole, so it is flagged; so is the page's own address.
     assert "'send' goes to 'copy@corp.example'" in lines[0]
     assert "'send' goes to 'x@evil.example'" in lines[1] and "fetch (call #1)" in lines[1]
+
+
+# ----------------------------------------------------------------------------- the property
+
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+
+ADDRESSES = ["a@x.example", "bob@corp.example", "ann.lee@mail.example", "z9@q.example"]
+SOURCES = ["literal", "user", "tool", "trusted_clean", "trusted_dirty"]
+TRANSFORMS = ["none", "function", "array", "rebuild", "launder", "compare"]
+
+PROPERTY_HEAD = '''policy:
+    allow web.fetch
+    allow email.send
+    allow contacts.read
+tool fetch(u: String) returns String requires web.fetch:
+    return @FETCHED@
+trusted tool contact(k: String) returns String requires contacts.read:
+    if k == "key":
+        return @TRUSTED@
+    return "nobody@corp.example"
+irreversible action send(to: String, body: String) requires email.send:
+    print("SENT " + to)
+def ident(x):
+    return x
+def rebuild(s):
+    out = ""
+    for c in s:
+        out = out + c
+    return out
+def launder(s):
+    out = ""
+    for c in s:
+        for k in "abcdefghijklmnopqrstuvwxyz0123456789@.":
+            if c == k:
+                out = out + k
+    return out
+def compare(s, options):
+    for o in options:
+        if s == o:
+            return o
+    return "none@corp.example"
+'''
+
+
+def property_program(addr, user_text, source, transform, steps):
+    lines = ['typed = ask_human("?")']
+    if source == "literal":
+        lines.append(f'v = {json.dumps(addr)}')
+    elif source == "user":
+        lines.append("v = typed")
+    elif source == "tool":
+        lines.append('v = fetch("u")')
+    elif source == "trusted_clean":
+        lines.append('v = contact("key")')
+    else:
+        lines.append('v = contact(fetch("u")[0:0] + "key")' if False else
+                     'k = fetch("u")\nif len(k) > 0:\n    k = "key"\nv = contact(k)')
+    if transform == "function":
+        lines.append("v = ident(v)")
+    elif transform == "array":
+        lines.append("arr = [1, v]\nv = arr[1]")
+    elif transform == "rebuild":
+        lines.append("v = rebuild(v)")
+    elif transform == "launder":
+        lines.append("v = launder(v)")
+    elif transform == "compare":
+        # The options are the program's own text: a match returns a literal.
+        lines.append(f"v = compare(v, {json.dumps(ADDRESSES)})")
+    lines.append('m = send(v, "hello")')
+    for i, step in enumerate(steps):
+        lines.append(f'test "step {i}":\n    m.{step}()')
+    fetched = addr if source in ("tool", "trusted_dirty") else "nothing here"
+    head = (PROPERTY_HEAD.replace("@FETCHED@", json.dumps(fetched if source == "tool" else
+                                                           "key-from-page"))
+            .replace("@TRUSTED@", json.dumps(addr)))
+    return head + "\n".join(lines) + "\n"
+
+
+def must_ask(addr, user_text, source, transform):
+    """The oracle: the recipient is influenced by untrusted content and no clean text
+    vouches for it as a whole address."""
+    from sensevm.endorse import email_in
+    if transform == "compare" and addr in ADDRESSES:
+        # compare() returns a literal chosen under a branch on the value: influenced when
+        # the value was, but the literal vouches for itself.
+        return False
+    influenced = source in ("tool", "trusted_dirty")
+    if not influenced:
+        return False
+    return not email_in(addr, user_text)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(addr=st.sampled_from(ADDRESSES),
+       user_choice=st.sampled_from(["same", "upper", "other", "none"]),
+       source=st.sampled_from(SOURCES), transform=st.sampled_from(TRANSFORMS),
+       steps=st.lists(st.sampled_from(["verify", "approve", "commit"]), min_size=1,
+                      max_size=5),
+       tier=st.sampled_from(TIERS))
+def test_no_influenced_unendorsed_recipient_commits_without_an_approval_after_the_flag(
+        tmp_path_factory, addr, user_choice, source, transform, steps, tier):
+    user_text = {"same": f"please write to {addr}", "upper": addr.upper(),
+                 "other": "write to someone.else@corp.example", "none": "hello"}[user_choice]
+    if transform == "compare":
+        steps = steps       # (the literal list contains every address we send)
+    tmp = tmp_path_factory.mktemp("prop")
+    path = tmp / "p.sns"
+    path.write_text(property_program(addr, user_text, source, transform, steps))
+    from sensec.driver import compile_file
+    from sensevm.snb import dump
+    from sensevm.verify import load_verified
+    from sensevm.vm import VM
+    out = io.StringIO()
+    vm = VM(load_verified(dump(compile_file(str(path)))), stdout=out,
+            stdin=io.StringIO(user_text + "\n"), tier=tier)
+    vm.run()
+    sent = [line for line in out.getvalue().splitlines() if "SENT " in line]
+    ask = must_ask(addr, user_text, source, transform)
+    if sent and ask:
+        # Committed although it had to ask: only after an approve() that followed a verify().
+        first_verify = steps.index("verify")
+        first_commit_ok = len(steps) - 1 - steps[::-1].index("commit")
+        assert "approve" in steps[first_verify + 1:first_commit_ok + 1], (steps, sent)
+    if not ask and steps[:2] == ["verify", "commit"]:
+        # Nothing untrusted reached the recipient unvouched: it behaves as without the check.
+        assert sent, (source, transform, user_text, out.getvalue())
+    if ask and steps[:2] == ["verify", "commit"]:
+        assert not [r for r in vm.tests[:2] if not r.passed and "step 0" in r.name]
+        assert not vm.tests[1].passed and isinstance(vm.tests[1].error, SenseApprovalError)
