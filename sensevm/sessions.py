@@ -242,6 +242,7 @@ def route_commit(vm, f, action, scope, handle) -> bool:
     # Deferred: every check a commit makes now, except running the body.
     L.check_commit(action)
     vm.check_commit_policy(f, action, scope)
+    vm.check_second_look(f, action)
     entry = session.enqueue(action.name, args, decl.capability,
                             lambda entry: _fire(vm, handle, action, scope),
                             after=_depends(handle, action.args))

@@ -1094,6 +1094,12 @@ class VM:
         else:
             self.request = None if text is None else self.look.user_text(text)
 
+    def check_second_look(self, f, action: PreparedAction) -> None:
+        """The second look at a commit (or a session queueing one): raises if it must ask."""
+        look = self.look
+        if look is not None and look.outbound(action.definition.decl):
+            self.second_look_at(f, action, "commit", None)
+
     def second_look_at(self, f, action: PreparedAction, stage: str, line) -> None:
         """Evaluate an outgoing action (secondlook.py), record the evaluation host-side, and at
         commit refuse a flagged one that was not approved after the flag for these arguments."""
@@ -1146,9 +1152,7 @@ class VM:
             raise SenseApprovalError(f"action '{action.name}' requires approval before "
                                      f"commit() — call {action.name}.approve() first",
                                      located=False)
-        look = self.look
-        if look is not None and look.outbound(decl):
-            self.second_look_at(f, action, "commit", None)
+        self.check_second_look(f, action)
         if self.dry_run:
             L.transition(action, "commit_dry_run")
             self.record(action, "committed", f, detail="dry run — body not executed")

@@ -674,3 +674,14 @@ def test_no_influenced_unendorsed_recipient_commits_without_an_approval_after_th
     if ask and steps[:2] == ["verify", "commit"]:
         assert not [r for r in vm.tests[:2] if not r.passed and "step 0" in r.name]
         assert not vm.tests[1].passed and isinstance(vm.tests[1].error, SenseApprovalError)
+
+
+def test_a_session_does_not_queue_a_flagged_send_without_the_approval(go):
+    src = ('page = fetch_page("u")\nm = nil\nsession weekly as s:\n    m = send_mail(page, "x")\n'
+           '    m.verify()\n    test "queue":\n        m.commit()\n    print(m.state)\n'
+           '    m.approve()\n    m.commit()\n    print(m.state)\n    s.commit(s.manifest().hash)\n'
+           'print(m.state)\n')
+    out = go(src, page="x@evil.example")
+    assert out.error is None, out.error
+    assert isinstance(out.tests["queue"].error, SenseApprovalError)
+    assert out.lines == ["verified", "queued", "sent to x@evil.example", "committed"]
