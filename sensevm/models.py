@@ -284,10 +284,10 @@ def model_output(vm, model: Model, text, context):
         return text
     origins = PV.EMPTY
     for value in context:
-        origins = origins | PV.deep_origins(value)
+        origins = PV.union(origins, PV.deep_origins(value))
     look.context(*context)
     look.live = True
-    return PV.label(text, origins | {PV.model(model.name)})
+    return PV.label(text, PV.union(origins, frozenset({PV.model(model.name)})))
 
 
 def ask_model(vm, frame, model: Model, prompt, what: str = "ask()", at=None,

@@ -1,7 +1,7 @@
 """Provenance: where a value came from, carried on labelled values so the second look can ask.
 
 An *origin* is a small tuple: ``("user",)`` for the user's own words, ``("literal",)`` for the
-program's constants, ``("trusted", tool)`` and ``("untrusted", tool, call)`` for tool results,
+program's constants, ``("trusted", tool)`` and ``("untrusted", tool)`` for tool results,
 ``("model", name)`` for model output. A value is *influenced* when one of its origins is
 untrusted (a model's output carries its context's origins, so it is influenced when its
 prompt was).
@@ -29,12 +29,37 @@ def trusted(tool: str) -> tuple:
     return ("trusted", tool)
 
 
-def untrusted(tool: str, call: int) -> tuple:
-    return ("untrusted", tool, call)
+def untrusted(tool: str) -> tuple:
+    return ("untrusted", tool)
+
+
+_SINGLE: dict = {}
+
+
+def only(origin: tuple) -> frozenset:
+    """The one-origin set, shared: a union of a set with itself costs nothing (``a is b``)."""
+    s = _SINGLE.get(origin)
+    if s is None:
+        s = _SINGLE[origin] = frozenset((origin,))
+    return s
 
 
 def model(name: str) -> tuple:
     return ("model", name)
+
+
+def union(a: frozenset, b: frozenset) -> frozenset:
+    """``a | b``, without making a new set when one side already holds the other (the common
+    case: a value summed over many calls of one tool)."""
+    if a is b or not b:
+        return a
+    if not a:
+        return b
+    if b <= a:
+        return a
+    if a <= b:
+        return b
+    return a | b
 
 
 def is_influenced(origins) -> bool:
@@ -52,18 +77,16 @@ def describe(origin: tuple) -> str:
     if kind == "literal":
         return "the program's own text"
     if kind == "trusted":
-        return f"{origin[1]} (a trusted tool)"
+        return f"the trusted tool {origin[1]}"
     if kind == "untrusted":
-        return f"{origin[1]} (call #{origin[2]})"
+        return f"the tool {origin[1]}"
     return f"model {origin[1]}"
 
 
 def origin_text(origin: tuple) -> str:
-    """An origin as a short token for the audit log: user, literal, trusted:T, untrusted:T#N."""
+    """An origin as a short token for the audit log: user, literal, trusted:T, untrusted:T."""
     if len(origin) == 1:
         return origin[0]
-    if origin[0] == "untrusted":
-        return f"untrusted:{origin[1]}#{origin[2]}"
     return f"{origin[0]}:{origin[1]}"
 
 
@@ -158,7 +181,7 @@ def origins_of(v) -> frozenset:
             return spans[0][2]
         out = EMPTY
         for span in spans:
-            out = out | span[2]
+            out = union(out, span[2])
         return out
     if t is LInt or t is LFloat or t is LBool:
         return v.origins
@@ -176,7 +199,7 @@ def deep_origins(v, _seen=None) -> frozenset:
     out = EMPTY
     for x in v:
         if type(x) in LABELLED or type(x) is list:
-            out = out | deep_origins(x, seen)
+            out = union(out, deep_origins(x, seen))
     return out
 
 
@@ -210,7 +233,7 @@ def label(v, origins: frozenset):
     if t is str:
         return LStr(v, ((0, len(v), origins),))
     if t is LStr:
-        return LStr(str.__str__(v), tuple((a, b, o | origins) for a, b, o in v.spans))
+        return LStr(str.__str__(v), tuple((a, b, union(o, origins)) for a, b, o in v.spans))
     if t is int:
         return LInt(v, origins)
     if t is bool:
@@ -218,11 +241,11 @@ def label(v, origins: frozenset):
     if t is float:
         return LFloat(v, origins)
     if t is LInt:
-        return LInt(int(v), v.origins | origins)
+        return LInt(int(v), union(v.origins, origins))
     if t is LFloat:
-        return LFloat(float(v), v.origins | origins)
+        return LFloat(float(v), union(v.origins, origins))
     if t is LBool:
-        return LBool(v.value, v.origins | origins)
+        return LBool(v.value, union(v.origins, origins))
     if t is list:
         _label_items(v, origins, set())
     return v
@@ -243,7 +266,7 @@ def like(result, *sources):
     """``result`` labelled with the union of the (deep) origins of ``sources``."""
     origins = EMPTY
     for s in sources:
-        origins = origins | deep_origins(s)
+        origins = union(origins, deep_origins(s))
     return label(result, origins)
 
 
@@ -259,16 +282,24 @@ def concat(a: str, b: str) -> str:
 
 
 def add(a, b, plain_add):
+    if type(a) is LInt:
+        # The common case (a total of tool results): no general dispatch.
+        if type(b) is LInt:
+            return LInt(int.__add__(a, b), union(a.origins, b.origins))
+        if type(b) is int:
+            return LInt(int.__add__(a, b), a.origins)
+    elif type(b) is LInt and type(a) is int:
+        return LInt(int.__add__(a, b), b.origins)
     pa, pb = plain(a), plain(b)
     result = plain_add(pa, pb)
     if type(result) is str:
         return concat(a, b)
-    return label(result, origins_of(a) | origins_of(b))
+    return label(result, union(origins_of(a), origins_of(b)))
 
 
 def binary(fn, a, b, *rest):
     """A numeric or comparison operation on plain operands, labelled with both origins."""
-    return label(fn(*rest, plain(a), plain(b)), origins_of(a) | origins_of(b))
+    return label(fn(*rest, plain(a), plain(b)), union(origins_of(a), origins_of(b)))
 
 
 def unary(fn, a):

@@ -126,11 +126,17 @@ class SecondLook:
         self.calls += 1
         self.live = True
         decl = tool.decl
-        if getattr(decl, "trusted", False):
-            value = P.label(value, frozenset({P.trusted(decl.name)}))
+        if decl.trusted:
+            value = P.label(value, P.only(P.trusted(decl.name)))
             self.context(value)
             return value
-        return P.label(value, frozenset({P.untrusted(decl.name, self.calls)}))
+        origins = P.only(P.untrusted(decl.name))
+        t = type(value)
+        if t is int:
+            return P.LInt(value, origins)        # the common cases, without label()'s dispatch
+        if t is str:
+            return P.LStr(value, ((0, len(value), origins),))
+        return P.label(value, origins)
 
     def context(self, *values) -> None:
         """Text a model or a trusted record showed: its clean spans count as evidence (the
@@ -248,7 +254,7 @@ def _origins_of_part(leaf, part: str) -> frozenset:
     out = P.EMPTY
     for start, stop, origins in leaf.spans:
         if start < end and at < stop:
-            out = out | origins
+            out = P.union(out, origins)
     return out
 
 

@@ -787,7 +787,7 @@ class VM:
         if pc is None:
             pc = f.pc = []
         elif pc:
-            origins = origins | pc[-1][1]
+            origins = PV.union(origins, pc[-1][1])
         pc.append((-1 if join is None else join, origins, depth))
         f.gen = None        # tier 2 keeps no pc labels: the frame continues in tier 1
         return True

@@ -129,7 +129,7 @@ def test_1b_the_user_typed_it_but_a_tool_passed_it_on(go):
     assert finding["role"] == "recipient"
     assert finding["endorsed_by"] == "user"
     assert finding["verdict"] == "endorsed"
-    assert any(o.startswith("untrusted:relay#") for o in finding["origins"])
+    assert any(o.startswith("untrusted:relay") for o in finding["origins"])
 
 
 SCRIPT_INJECTED = [
@@ -148,10 +148,10 @@ def test_2_injection_through_a_scripted_model_asks_naming_the_tool(go, tmp_path)
     assert out.error is None, out.error
     first = out.tests["commit"]
     assert not first.passed and isinstance(first.error, SenseApprovalError)
-    assert "fetch_page (call #1)" in first.error.text
+    assert "the tool fetch_page" in first.error.text
     assert "x@evil.example" in first.error.text
     assert out.lines[0] == "verified"          # refused: still verified (spec 21.6)
-    assert "fetch_page (call #1)" in out.lines[1]
+    assert "the tool fetch_page" in out.lines[1]
     assert out.lines.count("sent to x@evil.example") == 1     # after .approve(), once
     assert out.lines[-1] == "verified"         # an identical second send asks again
     denied = [r for r in out.records if r.event == "denied"]
@@ -434,7 +434,7 @@ def test_the_audit_record_explains_each_argument(go):
     assert look["digest"].startswith("sha256:")
     (finding,) = [f for f in look["findings"] if f["param"] == "to"]
     assert finding == {"param": "to", "role": "recipient", "preview": "'x@evil.example'",
-                       "origins": ["untrusted:fetch_page#1"], "endorsed_by": None,
+                       "origins": ["untrusted:fetch_page"], "endorsed_by": None,
                        "verdict": "flagged"}
     # Evaluated again at commit, with the same digest.
     assert [lk["stage"] for lk in out.looks] == ["verify", "commit"]
@@ -476,7 +476,7 @@ def test_the_command_line_flags(tmp_path):
     run = [sys.executable, "-m", "sensevm", "run"]
     flagged = subprocess.run(run + [str(prog)], capture_output=True, text=True)
     assert flagged.returncode == 1
-    assert "SenseApprovalError" in flagged.stderr and "fetch (call #1)" in flagged.stderr
+    assert "SenseApprovalError" in flagged.stderr and "the tool fetch" in flagged.stderr
     off = subprocess.run(run + ["--second-look=off", str(prog)], capture_output=True, text=True)
     assert off.returncode == 0 and off.stdout == "sent x@evil.example\n"
     asked = subprocess.run(run + ["--request", "x@evil.example", str(prog)],
@@ -544,7 +544,7 @@ def test_labels_and_open_pc_labels_survive_a_saved_agent(tmp_path):
     # "copy@corp.example" was assigned under the branch on the page: influenced, and found in
     # no clean text as a whole, so it is flagged; so is the page's own address.
     assert "'send' goes to 'copy@corp.example'" in lines[0]
-    assert "'send' goes to 'x@evil.example'" in lines[1] and "fetch (call #1)" in lines[1]
+    assert "'send' goes to 'x@evil.example'" in lines[1] and "the tool fetch" in lines[1]
 
 
 # ----------------------------------------------------------------------------- the property
@@ -685,3 +685,27 @@ def test_a_session_does_not_queue_a_flagged_send_without_the_approval(go):
     assert out.error is None, out.error
     assert isinstance(out.tests["queue"].error, SenseApprovalError)
     assert out.lines == ["verified", "queued", "sent to x@evil.example", "committed"]
+
+
+@pytest.mark.parametrize("number,committed", [("4155550100", True), ("+1 415-555-0100", True),
+                                              ("4155550199", False),
+                                              ("99 4155550100 1", False)])
+def test_phone_numbers_match_by_their_digits(go, number, committed):
+    src = ('irreversible action text(phone: String, body: String) requires sms.send:\n'
+           '    print("texted " + phone)\n'
+           'said = ask_human("number?")\nprint(attempt(text(fetch_page("u"), "hi")))\n')
+    out = go(src, stdin="call me at +1 (415) 555-0100\n", page=number)
+    assert out.error is None, out.error
+    assert out.lines[-1] == ("committed" if committed else "verified"), number
+
+
+@pytest.mark.parametrize("page_amount,committed", [("500 INR", True), ("500 rupees", True),
+                                                   ("$500", False), ("500", True)])
+def test_currencies_must_agree_when_both_are_stated(go, page_amount, committed):
+    src = ('irreversible action remit(payee: String, amount: String) requires payment.send:\n'
+           '    print("remitted " + amount)\n'
+           'said = ask_human("how much?")\n'
+           'print(attempt(remit("landlord@example.com", fetch_page("u"))))\n')
+    out = go(src, stdin="send 500 rupees to the landlord\n", page=page_amount)
+    assert out.error is None, out.error
+    assert out.lines[-1] == ("committed" if committed else "verified"), page_amount
