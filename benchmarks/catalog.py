@@ -25,6 +25,7 @@ class Bench:
     quick: int = 0
     dry_run: bool = False
     needs: Optional[str] = None       # a feature sensec may not support yet
+    look_off: Optional[str] = None    # ours runs with --second-look=off: the twin of this bench
 
     def size(self, quick: bool) -> int:
         return self.quick if quick else self.full
@@ -54,6 +55,13 @@ BENCHMARKS: list[Bench] = [
           source="lifecycle.sns", full=10_000, quick=500, dry_run=True),
     Bench("tool_calls", "a capability-checked, audited tool called in a loop",
           source="tool_calls.sns", full=20_000, quick=1_000, needs="tools"),
+    # The cost of provenance (the second look): the same two programs with it switched off in
+    # our VM (the reference runs them as always); the table's notes give on/off.
+    Bench("lifecycle_look_off", "the lifecycle loop, ours with --second-look=off",
+          source="lifecycle.sns", full=10_000, quick=500, look_off="lifecycle"),
+    Bench("tool_calls_look_off", "the tool-call loop, ours with --second-look=off",
+          source="tool_calls.sns", full=20_000, quick=1_000, needs="tools",
+          look_off="tool_calls"),
     Bench("compile", "sensec build of a generated program of small functions (reference: sense run)",
           kind="compile", full=20_000, quick=1_000),
     Bench("startup", "sensevm run hello.snb against python3 -c pass",

@@ -165,7 +165,8 @@ def prepare(bench: Bench, s: Settings) -> tuple[dict[str, Plan], dict]:
         sns = _write(d, bench.name + ".sns", sized(os.path.join(PROGRAMS_DIR, bench.source), n))
         snb = sns[:-4] + ".snb"
         flag = ["--dry-run"] if bench.dry_run else []
-        ours.cmd = [py, "-m", "sensevm", "run", *flag, snb]
+        look = ["--second-look=off"] if bench.look_off else []
+        ours.cmd = [py, "-m", "sensevm", "run", *flag, *look, snb]
         _build(s, sns, snb, bench, ours)
         if bench.twin:
             cpy.cmd = [py, _write(d, bench.name + ".py",
@@ -315,6 +316,8 @@ def row_for(bench: Bench, s: Settings, outcomes: dict[str, Outcome], info: dict)
             "reference_over_ours": _ratio(outcomes["reference"], outcomes["ours"]),
         },
     }
+    if bench.look_off:
+        row["look_off"] = bench.look_off
     if "lines" in info:
         row["lines"] = info["lines"]
         row["lines_per_s"] = {i: (round(info["lines"] / impls[i]["median_s"])
@@ -441,6 +444,13 @@ def render_table(report: dict) -> str:
             notes.append(f"{row['name']}: {row['lines']:,} lines; "
                          + (", ".join(parts) or "no timings")
                          + " (ours: sensec build; CPython: py_compile; reference: sense run)")
+        if row.get("look_off"):
+            on = next((r for r in report["benchmarks"] if r["name"] == row["look_off"]), None)
+            t_on = on and on["impls"]["ours"].get("median_s")
+            t_off = row["impls"]["ours"].get("median_s")
+            if t_on and t_off:
+                notes.append(f"{row['look_off']}: provenance cost (ours with the second look on /"
+                             f" off) = {t_on / t_off:.3f}")
         if row["kind"] == "startup" and row["ratios"]["ours_over_cpython"]:
             notes.append(f"{row['name']}: start-up ratio (sensevm run hello.snb / python3 -c pass)"
                          f" = {_ratio_text(row['ratios']['ours_over_cpython'])}")
