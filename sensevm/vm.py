@@ -784,11 +784,15 @@ class VM:
             prepared.joins = PV.JoinPoints(prepared.instrs)
         join = prepared.joins.join(f.ip - 1)
         pc = f.pc
+        join = -1 if join is None else join
         if pc is None:
             pc = f.pc = []
         elif pc:
-            origins = PV.union(origins, pc[-1][1])
-        pc.append((-1 if join is None else join, origins, depth))
+            top = pc[-1]
+            if top[0] == join and top[2] <= depth and origins <= top[1]:
+                return True         # a loop's condition again: the open label covers it
+            origins = PV.union(origins, top[1])
+        pc.append((join, origins, depth))
         f.gen = None        # tier 2 keeps no pc labels: the frame continues in tier 1
         return True
 
