@@ -20,7 +20,7 @@ import threading
 import time
 
 from .errors import Pos, SenseRuntimeError
-from .provenance import LStr
+from .provenance import LBool, LStr
 from .values import Builtin, Closure, to_str, type_name
 
 SUFFIX = ".sense_memory.db"
@@ -362,6 +362,8 @@ def host_name(v) -> str:
 
 
 def _not_json(v):
+    if type(v) is LBool:
+        return v.value          # stored plain: a persistent memory keeps no provenance
     raise TypeError(f"Object of type {host_name(v)} is not JSON serializable")
 
 

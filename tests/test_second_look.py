@@ -709,3 +709,15 @@ def test_currencies_must_agree_when_both_are_stated(go, page_amount, committed):
     out = go(src, stdin="send 500 rupees to the landlord\n", page=page_amount)
     assert out.error is None, out.error
     assert out.lines[-1] == ("committed" if committed else "verified"), page_amount
+
+
+def test_labelled_values_go_into_memories(go, tmp_path):
+    src = (f'persistent memory log: {json.dumps(str(tmp_path / "m.db"))}\n'
+           'memory notes: "scratch"\np = fetch_page("u")\n'
+           'log.remember("flag", len(p) > 3)\nlog.remember("page", p)\n'
+           'notes.remember("page", p)\nprint(log.recall("flag"), log.recall("page"))\n'
+           'print(attempt(send_mail(notes.recall("page"), "x")))\n')
+    out = go(src, page="x@evil.example")
+    assert out.error is None, out.error
+    assert out.lines[0] == "true x@evil.example"
+    assert out.lines[-1] == "verified"      # session memory keeps the label
