@@ -108,27 +108,45 @@ def forged(prefix_ops, *, source='print("body ran")\n'):
     return dataclasses.replace(program, codes=tuple(codes))
 
 
+@pytest.fixture
+def probe(tmp_path, monkeypatch):
+    """A Python module on sys.path that leaves a file behind if it is ever imported."""
+    marker = tmp_path / "probe_ran"
+    (tmp_path / "sense_interop_probe.py").write_text(
+        f"open({str(marker)!r}, 'w').close()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "sense_interop_probe", raising=False)
+    yield marker
+    sys.modules.pop("sense_interop_probe", None)
+
+
+def test_the_probe_detects_an_import(probe):
+    program = forged([(Op.POLICY_ALLOW, ["python.import"]),
+                      (Op.IMPORT_PYTHON, ["sense_interop_probe"]), (Op.POP, [])])
+    _, out, err = run_vm(program)
+    assert err is None and out == "body ran\n" and probe.exists()
+
+
 @pytest.mark.parametrize("tier", TIERS)
-def test_hand_made_bytecode_cannot_import_without_the_capability(tier):
-    # `colorsys` is imported by nothing else: still absent afterwards means no Python ran.
-    assert "colorsys" not in sys.modules
-    program = forged([(Op.IMPORT_PYTHON, ["colorsys"]), (Op.POP, [])])
+def test_hand_made_bytecode_cannot_import_without_the_capability(tier, probe):
+    program = forged([(Op.IMPORT_PYTHON, ["sense_interop_probe"]), (Op.POP, [])])
     vm, out, err = run_vm(program, tier=tier)
     assert isinstance(err, SensePolicyError), err
-    assert "python module 'colorsys' requires capability 'python.import'" in str(err)
-    assert out == "" and "colorsys" not in sys.modules
+    assert "python module 'sense_interop_probe' requires capability 'python.import'" in str(err)
+    assert out == "" and not probe.exists()
     denied = [r for r in vm.audit.records if r.kind == "python"]
-    assert [(r.event, r.name, r.host_only) for r in denied] == [("denied", "colorsys", True)]
+    assert [(r.event, r.name, r.host_only) for r in denied] == [
+        ("denied", "sense_interop_probe", True)]
     assert vm.audit.lines() == []       # audit_log() keeps the reference's lines
 
 
 @pytest.mark.parametrize("tier", TIERS)
-def test_hand_made_bytecode_under_a_deny_cannot_import(tier):
+def test_hand_made_bytecode_under_a_deny_cannot_import(tier, probe):
     program = forged([(Op.POLICY_ALLOW, ["python.import"]), (Op.POLICY_DENY, ["python.import"]),
-                      (Op.IMPORT_PYTHON, ["colorsys"]), (Op.POP, [])])
+                      (Op.IMPORT_PYTHON, ["sense_interop_probe"]), (Op.POP, [])])
     _, _, err = run_vm(program, tier=tier)
     assert isinstance(err, SensePolicyError) and "denied by policy" in str(err)
-    assert "colorsys" not in sys.modules
+    assert not probe.exists()
 
 
 def test_hand_made_bytecode_with_the_allow_imports():
