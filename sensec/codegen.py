@@ -318,13 +318,22 @@ class FunctionCompiler(n.NodeVisitor):
         self.place(end)
 
     def visit_Import(self, s: n.Import):
+        if s.python:
+            # Bound as the alias, else the last dotted part (`import python os.path` -> path).
+            self.emit(Op.IMPORT_PYTHON, self.b.string(s.module.text), pos=s.pos)
+            name = s.alias or s.module.text.rsplit(".", 1)[-1]
+            self.emit(Op.STORE_LOCAL, self.b.string(name), pos=s.pos)
+            return
         slot = self.module_slots[s.module]
         self.emit(Op.IMPORT, slot, pos=s.pos)
         name = s.alias or module_binding_name(s.module)
         self.emit(Op.STORE_LOCAL, self.b.string(name), pos=s.pos)
 
     def visit_FromImport(self, s: n.FromImport):
-        self.emit(Op.IMPORT, self.module_slots[s.module], pos=s.pos)
+        if s.python:
+            self.emit(Op.IMPORT_PYTHON, self.b.string(s.module.text), pos=s.pos)
+        else:
+            self.emit(Op.IMPORT, self.module_slots[s.module], pos=s.pos)
         for item in s.names:
             self.emit(Op.DUP, pos=item.pos)
             self.emit(Op.IMPORT_FROM, self.b.string(item.name), pos=item.pos)

@@ -112,14 +112,6 @@ class Resolver(n.NodeVisitor):
         else:
             self.error(f"'{word}' outside loop", pos)
 
-    def visit_Import(self, i: n.Import):
-        if i.python:
-            self.error("Python interop is not supported by this version of sensec yet", i.pos)
-
-    def visit_FromImport(self, i: n.FromImport):
-        if i.python:
-            self.error("Python interop is not supported by this version of sensec yet", i.pos)
-
 
 # The resolver may skip expressions only while it has no visit_ method for any of them; a check
 # added for an expression turns the shortcut off.

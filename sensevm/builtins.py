@@ -23,6 +23,9 @@ def host_repr(v: Any) -> str:
         return "[" + ", ".join(host_repr(x) for x in v) + "]"
     if t in (int, float, str):
         return repr(v)
+    shown = getattr(v, "host_repr", None)      # a wrapped Python value: <python dict>
+    if shown is not None:
+        return shown()
     return to_str(v)
 
 

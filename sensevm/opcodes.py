@@ -39,9 +39,9 @@ from enum import IntEnum, IntFlag
 
 from .digest import sha256    # not hashlib: see sensevm.digest (start-up time)
 
-FORMAT_MAJOR = 4
-FORMAT_MINOR = 2          # 1: the action manifest's "immediate" flag bit (4); 2: "sends" (8),
-                          # second-look roles (16) and the tool flag "trusted" (2)
+FORMAT_MAJOR = 5          # 5: IMPORT_PYTHON
+FORMAT_MINOR = 0          # the manifest's flags: action "immediate" (4), "sends" (8) with
+                          # second-look roles (16); tool "trusted" (2)
 
 
 class Operand(IntEnum):
@@ -159,7 +159,13 @@ class Op(IntEnum):
     IMPORT         = (0x70, (M,),    0,    1,     F.CALLS,             None,
                       "push module modules[a], running it first if this is its first import")
     IMPORT_FROM    = (0x71, (N,),    1,    1,     F.NONE,              None,
-                      "replace a module by its top-level binding strings[a]")
+                      "replace a module by its top-level binding strings[a] (a Python module: "
+                      "its attribute strings[a])")
+    # Python interop (spec 18.7, docs/interop.md): the capability python.import must be granted
+    # by an explicit `allow` (lexically or on the call chain) and denied nowhere on the chain;
+    # the handler checks it, in both tiers and for hand-made bytecode alike, before any import.
+    IMPORT_PYTHON  = (0x72, (N,),    0,    1,     F.NONE,              None,
+                      "check capability python.import, then push Python module strings[a], wrapped")
 
     # Policy: each rule is written into the current scope's table when it executes (spec 11).
     POLICY_ALLOW   = (0x80, (N,),    0,    0,     F.NONE,              None,

@@ -106,6 +106,8 @@ class _Saver:
                                         "value": self.value(v.value, where),
                                         "pos": [v.call_pos.line, v.call_pos.col],
                                         "path": v.path})
+        if getattr(v, "is_python", False):
+            return self.python_value(v, where)
         model_value = self.model_value(v, t, where)
         if model_value is not None:
             return model_value
@@ -114,6 +116,17 @@ class _Saver:
             return memory_value
         raise SaveError(f"cannot save {where}: a value of type {t.__name__} cannot be saved",
                         located=False)
+
+    def python_value(self, v, where: str):
+        """A Python module, or what was read from one by name, is saved as those names and
+        fetched again on resume; a Python value a call or an index made cannot be saved."""
+        from .interop import saved_form
+        form = saved_form(v)
+        if form is None:
+            raise SaveError(f"cannot save {where}: it holds a Python value ({v.label}) made by "
+                            "Python code; only Python modules and what is read from them by "
+                            "name can be saved (docs/interop.md)", located=False)
+        return self.ref(v, lambda: form)
 
     def model_value(self, v, t, where: str):
         from .models import Answer, BoundAsk, Model, Skill
@@ -344,6 +357,19 @@ class _Loader:
             if raw["frames"] is not None:
                 self.frames(a, raw["frames"])
             return a
+        if kind == "python":
+            from .interop import restore
+            from .opcodes import Op
+            # Only a module the verified program itself imports: the saved state cannot name
+            # a module the bytecode never asked for (its import was checked when it ran).
+            imported = {self.vm.program.strings[ins.args[0]]
+                        for code in self.vm.verified.codes for ins in code.instructions
+                        if ins.op is Op.IMPORT_PYTHON}
+            if raw.get("module") not in imported:
+                raise SenseRuntimeError(f"saved state names Python module {raw.get('module')!r}, "
+                                        "which the program does not import", located=False)
+            value = self.made[index] = restore(raw)
+            return value
         if kind in ("model", "bound_ask", "answer", "skill"):
             return self.model_obj(index, kind, raw)
         if kind in ("memory", "pmemory", "memory_method"):

@@ -42,6 +42,24 @@ def allowed(capability: str, scope, frame) -> bool:
     return True
 
 
+def granted(capability: str, scope, frame) -> Optional[str]:
+    """For a capability that is *not* allowed by default (``python.import``): None when it is
+    granted, else why not: ``DENY`` when any scope on the lexical chain or the call chain denies
+    it, ``"unmentioned"`` when no scope on either chain explicitly allows it."""
+    decision = lexical_decision(scope, capability)
+    if decision == DENY:
+        return DENY
+    seen_allow = decision == ALLOW
+    while frame is not None:
+        if frame.scope is not scope:
+            decision = lexical_decision(frame.scope, capability)
+            if decision == DENY:
+                return DENY
+            seen_allow = seen_allow or decision == ALLOW
+        frame = frame.caller or frame.origin
+    return None if seen_allow else "unmentioned"
+
+
 def set_rule(scope, capability: str, effect: str) -> None:
     if scope.policy is None:
         scope.policy = {}

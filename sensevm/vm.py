@@ -977,10 +977,23 @@ class VM:
 
     def op_IMPORT_FROM(self, f, a, b):
         module = f.stack[-1]
+        if type(module) is not ModuleValue:
+            importer = getattr(module, "sense_import_from", None)      # a Python module
+            if importer is None:
+                raise SenseRuntimeError(f"cannot import '{a}' from a value of type "
+                                        f"{type_name(module)}")
+            f.stack[-1] = importer(self, a)
+            return
         bindings = module.scope.vars
         if a not in bindings:
             raise SenseRuntimeError(f"module '{module.name}' has no member '{a}'")
         f.stack[-1] = bindings[a]
+
+    def op_IMPORT_PYTHON(self, f, a, b):
+        # The capability check lives here, in the handler both tiers run, so bytecode made by
+        # hand cannot import without it (interop.py; docs/interop.md).
+        from .interop import import_module
+        f.stack.append(import_module(self, f, a))
 
     # ------------------------------------------------------------------ policy
 

@@ -15,6 +15,7 @@ PINNED_FINGERPRINTS = {
     2: "7b9a2d8cba82a674",   # the action lifecycle and policy opcodes
     3: "42ca2b8425c0f0e9",   # tools: MAKE_TOOL, TOOL_CALL
     4: "7e70559d64c62883",   # agents: MAKE_AGENT
+    5: "348da0f093235426",   # Python interop: IMPORT_PYTHON
 }
 
 

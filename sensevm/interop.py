@@ -1,0 +1,308 @@
+"""Python interop (spec 18.7) behind the ``python.import`` capability; see docs/interop.md.
+
+Imported only when an ``IMPORT_PYTHON`` instruction runs (or a saved agent holding a Python
+value is resumed): a program that does not use interop never loads this module or importlib.
+
+Values crossing the boundary:
+
+* into Python (``to_python``): Int, Float, String, Bool and nil are the same objects; an Array
+  becomes a new list (cycles kept); a wrapped Python value is unwrapped; any other Sense value
+  (a function, an action, a tool ...) goes as an opaque ``SenseValue`` that prints as Sense
+  prints it and comes back as the very same Sense value, but exposes nothing of the VM.
+* back into Sense: **only** through ``from_python`` -- call results, member reads, index reads
+  and ``from python ... import`` all pass through it, so that one place can label such values
+  (the provenance work marks them untrusted).
+
+A wrapped object is a ``PyObject`` (``type_of`` says ``Python``); a callable read as a member or
+imported by name is a ``PyFunction`` (``type_of`` says ``Function``). Member names starting with
+``_`` are refused (``__class__``, ``__globals__``, ``__builtins__``, ``_getframe`` ...): Sense sees
+the public surface of a Python object only.
+"""
+
+from __future__ import annotations
+
+from . import policy as P
+from .audit import AuditRecord
+from .errors import SenseImportError, SensePolicyError, SenseRuntimeError
+
+CAPABILITY = "python.import"
+
+
+# ----------------------------------------------------------------------------- wrappers
+
+def _safe_str(obj) -> str:
+    text = str(obj)
+    return text if type(text) is str else str.__str__(text)
+
+
+class PyObject:
+    """A Python value Sense has no type for: a module, a dict, a tuple, an instance ...
+
+    ``origin`` is how it was reached by name -- ``(module, (attr, ...))`` for a module and
+    what is read from it by member access -- or None for a value a call or an index made; a
+    paused agent holding it can be saved only with an origin (it is fetched again on resume).
+    """
+
+    __slots__ = ("value", "label", "origin")
+    type_name = "Python"
+    is_python = True
+
+    def __init__(self, value, label: str, origin=None):
+        self.value = value
+        self.label = label
+        self.origin = origin
+
+    def __str__(self) -> str:
+        try:
+            return _safe_str(self.value)
+        except Exception:       # a broken __str__ must not break print()
+            return f"<python {self.label}>"
+
+    def host_repr(self) -> str:
+        """How int()/float() errors show it (as the reference does)."""
+        return f"<python {self.label}>"
+
+    def sense_member(self, vm, name: str):
+        return read_member(self, name)
+
+    def sense_import_from(self, vm, name: str):
+        return read_member(self, name)
+
+    def member_names(self):
+        try:
+            return sorted(n for n in dir(self.value) if not n.startswith("_"))
+        except Exception:
+            return []
+
+    def sense_index(self, index):
+        key = to_python(index)
+        try:
+            item = self.value[key]
+        except Exception as exc:
+            raise SenseRuntimeError(f"python error indexing: {_describe(exc)}") from None
+        return from_python(item)
+
+    def sense_store_index(self, index, value) -> None:
+        key, item = to_python(index), to_python(value)
+        try:
+            self.value[key] = item
+        except Exception as exc:
+            raise SenseRuntimeError(f"python error setting index: {_describe(exc)}") from None
+
+    def sense_equal(self, other) -> bool:
+        if self.label != other.label:
+            return False
+        if self.value is other.value:
+            return True
+        try:
+            return bool(self.value == other.value)
+        except Exception as exc:
+            raise SenseRuntimeError(f"python error comparing: {_describe(exc)}") from None
+
+
+class PyFunction:
+    """A Python callable read by name: a Sense Function (positional arguments only)."""
+
+    __slots__ = ("fn", "name", "origin")
+    type_name = "Function"
+    is_function = True
+    is_python = True
+    is_builtin = True       # a labelled call is refused the way a builtin refuses it
+    labels = False
+
+    def __init__(self, fn, member: str, origin=None):
+        self.fn = fn
+        self.name = f"<python>.{member}"
+        self.origin = origin
+
+    def __str__(self) -> str:
+        return f"<builtin {self.name}>"
+
+    def sense_call(self, vm, frame, args) -> bool:
+        py_args = [to_python(a) for a in args]
+        try:
+            result = self.fn(*py_args)
+        except (Exception, SystemExit) as exc:
+            # SystemExit too: Python code must not end the run behind the VM's back (the audit
+            # sink, session log and saved agents are closed by the run, not by the host).
+            raise SenseRuntimeError(f"python error calling {_callable_name(self.fn)}: "
+                                    f"{_describe(exc)}") from None
+        frame.stack.append(from_python(result))
+        return False
+
+
+class SenseValue:
+    """A Sense value with no Python counterpart, handed to Python code: opaque, printable."""
+
+    __slots__ = ("_sense_value",)
+
+    def __init__(self, value):
+        self._sense_value = value
+
+    def __str__(self) -> str:
+        from .values import to_str
+        return to_str(self._sense_value)
+
+    __repr__ = __str__
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _callable_name(fn) -> str:
+    try:
+        name = getattr(fn, "__name__", "python callable")
+        return name if type(name) is str else "python callable"
+    except Exception:
+        return "python callable"
+
+
+# ----------------------------------------------------------------------------- conversions
+
+def from_python(value, *, member=None, origin=None):
+    """THE way a Python value enters Sense: every call result, member read, index read and
+    imported name passes here (provenance hooks in here).
+
+    Ints, Floats, Strings, Bools and None become the Sense values (subclasses such as an
+    IntEnum member become the plain value); lists become new Arrays, element by element
+    (cycles kept); anything else is wrapped. A callable read by name (``member``) becomes a
+    Function; a callable returned by a call or an index stays a wrapped ``Python`` value, as
+    in the reference."""
+    t = type(value)
+    if value is None or t is int or t is float or t is str or t is bool:
+        return value
+    if member is not None and callable(value):
+        return PyFunction(value, member, origin)
+    return _convert(value, origin, None)
+
+
+def _convert(value, origin, memo):
+    t = type(value)
+    if value is None or t is int or t is float or t is str or t is bool:
+        return value
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, int):
+        return int.__int__(value)
+    if isinstance(value, float):
+        return float.__float__(value)
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, list):
+        if memo is None:
+            memo = {}
+        done = memo.get(id(value))
+        if done is not None:
+            return done
+        out: list = []
+        memo[id(value)] = out
+        for item in list(value):
+            out.append(_convert(item, None, memo))
+        return out
+    if t is SenseValue:
+        return value._sense_value
+    return PyObject(value, t.__name__, origin)
+
+
+def to_python(value, memo=None):
+    """A Sense value as Python code receives it (a call's arguments, an index, a stored item)."""
+    t = type(value)
+    if value is None or t is int or t is float or t is str or t is bool:
+        return value
+    if t is list:
+        if memo is None:
+            memo = {}
+        done = memo.get(id(value))
+        if done is not None:
+            return done
+        out: list = []
+        memo[id(value)] = out
+        for item in value:
+            out.append(to_python(item, memo))
+        return out
+    if t is PyObject:
+        return value.value
+    if t is PyFunction:
+        return value.fn
+    return SenseValue(value)
+
+
+# ----------------------------------------------------------------------------- members
+
+def read_member(obj: PyObject, name: str):
+    if name.startswith("_"):
+        raise SenseRuntimeError(
+            f"python member '{name}' of {obj.label} is not accessible from Sense "
+            "(names starting with '_' are refused)")
+    try:
+        attr = getattr(obj.value, name)
+    except AttributeError:
+        raise SenseRuntimeError(f"{obj.label} has no attribute '{name}'") from None
+    except Exception as exc:
+        raise SenseRuntimeError(f"python error reading {name}: {_describe(exc)}") from None
+    origin = None if obj.origin is None else (obj.origin[0], obj.origin[1] + (name,))
+    return from_python(attr, member=name, origin=origin)
+
+
+# ----------------------------------------------------------------------------- import
+
+def import_module(vm, frame, name: str) -> PyObject:
+    """IMPORT_PYTHON: the capability check (audited host-side), then importlib."""
+    line = frame.pos.line
+    why = P.granted(CAPABILITY, frame.scope, frame)
+    if why is not None:
+        how = "denied by policy" if why == P.DENY else "not allowed by any policy"
+        _record(vm, frame, name, "denied", line, f"capability '{CAPABILITY}' {how}")
+        raise SensePolicyError(
+            f"python module {name!r} requires capability '{CAPABILITY}', which is {how}"
+            + ("" if why == P.DENY else f" (add 'policy: allow {CAPABILITY}')"))
+    module = load(name)
+    _record(vm, frame, name, "imported", line)
+    return module
+
+
+def load(name: str) -> PyObject:
+    """The module ``name``, wrapped (no capability check: import_module made it)."""
+    import importlib
+    try:
+        module = importlib.import_module(name)
+    except ImportError as exc:
+        raise SenseImportError(f"python module not found: {name!r} ({exc})") from None
+    except (TypeError, ValueError) as exc:      # a relative or empty name
+        raise SenseImportError(f"python module not found: {name!r} ({exc})") from None
+    except (Exception, SystemExit) as exc:      # the module's own code failed
+        raise SenseImportError(f"python error importing {name!r}: {_describe(exc)}") from None
+    return PyObject(module, f"module '{name}'", (name, ()))
+
+
+def _record(vm, frame, name: str, event: str, line: int, detail=None) -> None:
+    # Host-side only (like approvals, spec 21.9): audit_log() and dry-run summaries keep the
+    # reference's lines; the durable --audit-log trail has every import and every refusal.
+    vm.audit.append(AuditRecord.make(f"python module '{name}'", name, "python", event, detail,
+                                     line, vm.lineage(frame), True))
+
+
+# ----------------------------------------------------------------------------- saving agents
+
+def saved_form(v) -> dict | None:
+    """How a paused agent's state records a Python value, or None if it cannot be saved."""
+    if v.origin is None:
+        return None
+    module, attrs = v.origin
+    return {"type": "python", "module": module, "attrs": list(attrs),
+            "function": type(v) is PyFunction}
+
+
+def restore(raw: dict):
+    """Fetch a saved Python value again by the names it was reached by (on resume)."""
+    obj = load(raw["module"])
+    for attr in raw["attrs"]:
+        if type(obj) is not PyObject:
+            break
+        obj = read_member(obj, attr)
+    if type(obj) is not (PyFunction if raw["function"] else PyObject):
+        path = ".".join([raw["module"]] + list(raw["attrs"]))
+        raise SenseRuntimeError(f"cannot restore Python value {path}: it is no longer what "
+                                "the agent was saved with", located=False)
+    return obj
