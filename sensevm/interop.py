@@ -22,6 +22,7 @@ the public surface of a Python object only.
 from __future__ import annotations
 
 from . import policy as P
+from . import provenance as PV
 from .audit import AuditRecord
 from .errors import SenseImportError, SensePolicyError, SenseRuntimeError
 
@@ -43,14 +44,15 @@ class PyObject:
     paused agent holding it can be saved only with an origin (it is fetched again on resume).
     """
 
-    __slots__ = ("value", "label", "origin")
+    __slots__ = ("value", "label", "origin", "look")
     type_name = "Python"
     is_python = True
 
-    def __init__(self, value, label: str, origin=None):
+    def __init__(self, value, label: str, origin=None, look=None):
         self.value = value
         self.label = label
         self.origin = origin
+        self.look = look        # the run's second look: what this object gives is untrusted
 
     def __str__(self) -> str:
         try:
@@ -80,7 +82,7 @@ class PyObject:
             item = self.value[key]
         except Exception as exc:
             raise SenseRuntimeError(f"python error indexing: {_describe(exc)}") from None
-        return from_python(item)
+        return from_python(item, look=self.look)
 
     def sense_store_index(self, index, value) -> None:
         key, item = to_python(index), to_python(value)
@@ -103,17 +105,18 @@ class PyObject:
 class PyFunction:
     """A Python callable read by name: a Sense Function (positional arguments only)."""
 
-    __slots__ = ("fn", "name", "origin")
+    __slots__ = ("fn", "name", "origin", "look")
     type_name = "Function"
     is_function = True
     is_python = True
     is_builtin = True       # a labelled call is refused the way a builtin refuses it
     labels = False
 
-    def __init__(self, fn, member: str, origin=None):
+    def __init__(self, fn, member: str, origin=None, look=None):
         self.fn = fn
         self.name = f"<python>.{member}"
         self.origin = origin
+        self.look = look
 
     def __str__(self) -> str:
         return f"<builtin {self.name}>"
@@ -127,7 +130,8 @@ class PyFunction:
             # sink, session log and saved agents are closed by the run, not by the host).
             raise SenseRuntimeError(f"python error calling {_callable_name(self.fn)}: "
                                     f"{_describe(exc)}") from None
-        frame.stack.append(from_python(result))
+        frame.stack.append(from_python(result, look=self.look if self.look is not None
+                                       else vm.look))
         return False
 
 
@@ -160,7 +164,10 @@ def _callable_name(fn) -> str:
 
 # ----------------------------------------------------------------------------- conversions
 
-def from_python(value, *, member=None, origin=None):
+ORIGIN = PV.untrusted("python")     # what Python code returns is outside content
+
+
+def from_python(value, *, member=None, origin=None, look=None):
     """THE way a Python value enters Sense: every call result, member read, index read and
     imported name passes here (provenance hooks in here).
 
@@ -168,16 +175,27 @@ def from_python(value, *, member=None, origin=None):
     IntEnum member become the plain value); lists become new Arrays, element by element
     (cycles kept); anything else is wrapped. A callable read by name (``member``) becomes a
     Function; a callable returned by a call or an index stays a wrapped ``Python`` value, as
-    in the reference."""
+    in the reference.
+
+    With the second look on (``look``), the data is labelled untrusted: Python code may have
+    read it from anywhere (docs/second_look.md)."""
     t = type(value)
     if value is None or t is int or t is float or t is str or t is bool:
-        return value
+        return value if look is None or value is None else _untrusted(value, look)
     if member is not None and callable(value):
-        return PyFunction(value, member, origin)
-    return _convert(value, origin, None)
+        return PyFunction(value, member, origin, look)
+    out = _convert(value, origin, None, look)
+    return out if look is None else _untrusted(out, look)
 
 
-def _convert(value, origin, memo):
+def _untrusted(value, look):
+    if type(value) in (PyObject, PyFunction):
+        return value
+    look.live = True
+    return PV.label(value, PV.only(ORIGIN))
+
+
+def _convert(value, origin, memo, look=None):
     t = type(value)
     if value is None or t is int or t is float or t is str or t is bool:
         return value
@@ -198,11 +216,11 @@ def _convert(value, origin, memo):
         out: list = []
         memo[id(value)] = out
         for item in list(value):
-            out.append(_convert(item, None, memo))
+            out.append(_convert(item, None, memo, look))
         return out
     if t is SenseValue:
         return value._sense_value
-    return PyObject(value, t.__name__, origin)
+    return PyObject(value, t.__name__, origin, look)
 
 
 def to_python(value, memo=None):
@@ -210,6 +228,8 @@ def to_python(value, memo=None):
     t = type(value)
     if value is None or t is int or t is float or t is str or t is bool:
         return value
+    if t in PV.LABELLED:
+        return PV.plain(value)
     if t is list:
         if memo is None:
             memo = {}
@@ -242,7 +262,7 @@ def read_member(obj: PyObject, name: str):
     except Exception as exc:
         raise SenseRuntimeError(f"python error reading {name}: {_describe(exc)}") from None
     origin = None if obj.origin is None else (obj.origin[0], obj.origin[1] + (name,))
-    return from_python(attr, member=name, origin=origin)
+    return from_python(attr, member=name, origin=origin, look=obj.look)
 
 
 # ----------------------------------------------------------------------------- import
@@ -257,12 +277,12 @@ def import_module(vm, frame, name: str) -> PyObject:
         raise SensePolicyError(
             f"python module {name!r} requires capability '{CAPABILITY}', which is {how}"
             + ("" if why == P.DENY else f" (add 'policy: allow {CAPABILITY}')"))
-    module = load(name)
+    module = load(name, vm.look)
     _record(vm, frame, name, "imported", line)
     return module
 
 
-def load(name: str) -> PyObject:
+def load(name: str, look=None) -> PyObject:
     """The module ``name``, wrapped (no capability check: import_module made it)."""
     import importlib
     try:
@@ -273,7 +293,7 @@ def load(name: str) -> PyObject:
         raise SenseImportError(f"python module not found: {name!r} ({exc})") from None
     except (Exception, SystemExit) as exc:      # the module's own code failed
         raise SenseImportError(f"python error importing {name!r}: {_describe(exc)}") from None
-    return PyObject(module, f"module '{name}'", (name, ()))
+    return PyObject(module, f"module '{name}'", (name, ()), look)
 
 
 def _record(vm, frame, name: str, event: str, line: int, detail=None) -> None:
@@ -294,9 +314,9 @@ def saved_form(v) -> dict | None:
             "function": type(v) is PyFunction}
 
 
-def restore(raw: dict):
+def restore(raw: dict, look=None):
     """Fetch a saved Python value again by the names it was reached by (on resume)."""
-    obj = load(raw["module"])
+    obj = load(raw["module"], look)
     for attr in raw["attrs"]:
         if type(obj) is not PyObject:
             break

@@ -368,7 +368,7 @@ class _Loader:
             if raw.get("module") not in imported:
                 raise SenseRuntimeError(f"saved state names Python module {raw.get('module')!r}, "
                                         "which the program does not import", located=False)
-            value = self.made[index] = restore(raw)
+            value = self.made[index] = restore(raw, self.vm.look)
             return value
         if kind in ("model", "bound_ask", "answer", "skill"):
             return self.model_obj(index, kind, raw)

@@ -79,7 +79,7 @@ def describe(origin: tuple) -> str:
     if kind == "trusted":
         return f"the trusted tool {origin[1]}"
     if kind == "untrusted":
-        return f"the tool {origin[1]}"
+        return "Python code" if origin[1] == "python" else f"the tool {origin[1]}"
     return f"model {origin[1]}"
 
 

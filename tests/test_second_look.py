@@ -721,3 +721,16 @@ def test_labelled_values_go_into_memories(go, tmp_path):
     assert out.error is None, out.error
     assert out.lines[0] == "true x@evil.example"
     assert out.lines[-1] == "verified"      # session memory keeps the label
+
+
+def test_what_python_code_returns_is_untrusted(go):
+    src = ('policy:\n    allow python.import\nimport python "json"\n'
+           'to = json.loads("\\"x@" + "evil.example\\"")\nprint(to)\n'
+           'm = send_mail(to, "x")\nprint(attempt(m))\nprint(m.second_look)\n'
+           'print(attempt(send_mail("ops@corp.example", json.dumps([1, 2]))))\n')
+    out = go(src)
+    assert out.error is None, out.error
+    assert out.lines[0] == "x@evil.example"
+    assert out.lines[1] == "verified"
+    assert "came from Python code" in out.lines[2]
+    assert out.lines[-1] == "committed"     # an influenced body with no address in it
