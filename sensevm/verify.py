@@ -149,6 +149,15 @@ def _check_tables(program: Program) -> None:
     for i, s in enumerate(program.strings):
         if not isinstance(s, str):
             fail(f"string {i} is not a str")
+    # Code names and paths become file names (of tier 2's generated code, of the file an error
+    # is shown from), where the host refuses a NUL character.
+    for what, items, fields in (("code", codes, ("name",)),
+                                ("source", program.sources, ("path",)),
+                                ("module", program.modules, ("name", "rel", "path"))):
+        for i, item in enumerate(items):
+            for field in fields:
+                if "\0" in getattr(item, field):
+                    fail(f"{what} {i} has a NUL character in its {field}")
 
 
 _KIND_NAMES = {CodeKind.MODULE: "a module body", CodeKind.FUNCTION: "a function",
