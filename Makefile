@@ -41,10 +41,11 @@ test-tiers: install ref
 bench: install ref
 	SENSE_REF="$${SENSE_REF:-$(abspath $(REFVENV))/bin/sense}" $(PY) -m benchmarks $(BENCH_ARGS)
 
-# The generated-program properties with a long budget (the normal suite runs a short one).
+# The generated-program, compiler and .snb loader/verifier properties with a long budget (the
+# normal suite runs a short one).
 fuzz: install ref
 	FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-1000} SENSE_REF=$(abspath $(REFVENV))/bin/sense \
-		$(PY) -m pytest tests/test_generated_programs.py tests/test_compile_fuzz.py
+		$(PY) -m pytest tests/test_generated_programs.py tests/test_compile_fuzz.py tests/test_snb_fuzz.py
 
 golden: install
 	$(PY) tests/golden_listing.py
