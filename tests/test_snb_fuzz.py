@@ -273,3 +273,38 @@ def test_the_oracle_reports_host_exceptions(monkeypatch):
     monkeypatch.undo()
     spin = _program(asm((Op.JUMP, 0)))
     assert O.run_bounded(verify(spin), tier="1") == "budget"
+
+
+def _run_for_at_most(tmp_path, source: str, seconds: float = 60):
+    """``sensevm run`` in a subprocess, so that a regression hangs nothing but that process."""
+    path = tmp_path / "main.sns"
+    path.write_text(source, encoding="utf-8")
+    return subprocess.run([sys.executable, "-m", "sensevm", "run", str(path)], capture_output=True,
+                          text=True, timeout=seconds, env=dict(os.environ, PYTHONPATH=ROOT,
+                                                               NO_COLOR="1"))
+
+
+@pytest.mark.parametrize("timeout", ["t * t * t * t * t * t",     # 1e36 s
+                                     "t * t * t * t * t * t * t * t * t * t * t * t * t * t"])
+def test_receive_with_a_timeout_longer_than_the_host_can_wait(tmp_path, timeout):
+    # Found while writing the oracle: receive(1e36) raised OverflowError inside the worker,
+    # which surfaced as "internal error in async agent". Such a wait has no limit.
+    proc = _run_for_at_most(tmp_path, "async agent a:\n"
+                                      "    t = 1000000.0\n"
+                                      f"    print(receive({timeout}))\n"
+                                      "start(a)\n"
+                                      "send(a, \"hello\")\n"
+                                      "await(a)\n")
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "hello\n", "")
+
+
+def test_receive_with_a_nan_timeout_is_a_sense_error(tmp_path):
+    # A NaN timeout made Condition.wait_for spin for ever.
+    proc = _run_for_at_most(tmp_path, "async agent a:\n"
+                                      "    t = 1000000.0\n"
+                                      + "    t = t * t\n" * 6 +            # inf
+                                      "    print(receive(t - t))\n"
+                                      "start(a)\n"
+                                      "await(a)\n", seconds=30)
+    assert proc.returncode == 1
+    assert "receive()'s timeout must be a number, got NaN" in proc.stderr
