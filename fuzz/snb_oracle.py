@@ -87,18 +87,22 @@ def recrc(data: bytes) -> bytes:
 
 
 def sections(data: bytes) -> list[tuple[int, bytes]]:
-    """``(id, payload)`` of each section of a well-formed file."""
+    """``(id, payload)`` of each section, as far as ``data`` is well-formed."""
     out, pos, end = [], HEADER_SIZE, len(data) - 4
     while pos < end:
         sid = data[pos]
         size, shift, pos = 0, 0, pos + 1
         while True:
+            if pos >= end or shift > 63:
+                return out
             b = data[pos]
             pos += 1
             size |= (b & 0x7F) << shift
             shift += 7
             if not b & 0x80:
                 break
+        if pos + size > end:
+            return out
         out.append((sid, data[pos:pos + size]))
         pos += size
     return out
@@ -151,6 +155,8 @@ def mutate_sections(data: bytes, donor: bytes, rng: random.Random) -> bytes:
     """
     header, parts = data[:HEADER_SIZE], sections(data)
     other = sections(donor)
+    if not parts or not other:
+        return recrc(mutate_bytes(data, rng))
     op = rng.randrange(6)
     i = rng.randrange(len(parts))
     if op == 0:
@@ -332,6 +338,8 @@ def _mutate_manifest(program, rng: random.Random):
 def mutate(data: bytes, donor: bytes, rng: random.Random) -> bytes:
     """One mutation of any kind, most of them with the checksum kept right."""
     kind = rng.randrange(8)
+    if len(data) < HEADER_SIZE + 8:
+        return mutate_bytes(data, rng)
     if kind == 0:
         return mutate_bytes(data, rng)                     # checksum now (almost always) wrong
     if kind == 1:
