@@ -275,6 +275,19 @@ def test_the_oracle_reports_host_exceptions(monkeypatch):
     assert O.run_bounded(verify(spin), tier="1") == "budget"
 
 
+@pytest.mark.parametrize("args, count", [("0, 10 ** 30", 10 ** 30), ("10 ** 30, 0, -3", 10 ** 30 // 3 + 1),
+                                         ("-(10 ** 19), 10 ** 19, 2", 10 ** 19)])
+def test_range_with_more_elements_than_a_c_ssize_t(run, args, count):
+    # Found by test_one_section_from_another_program under make fuzz: a constant from another
+    # program reached range() and len() of the range raised OverflowError.
+    literal = {"10 ** 30": str(10 ** 30), "10 ** 19": str(10 ** 19)}
+    for k, v in literal.items():
+        args = args.replace(k, v)
+    out = run(f"print(range({args}))\n")
+    assert out.error is not None and out.error.message == \
+        f"range() would create {count} elements (limit 50000000)"
+
+
 def _run_for_at_most(tmp_path, source: str, seconds: float = 60):
     """``sensevm run`` in a subprocess, so that a regression hangs nothing but that process."""
     path = tmp_path / "main.sns"
@@ -308,3 +321,47 @@ def test_receive_with_a_nan_timeout_is_a_sense_error(tmp_path):
                                       "await(a)\n", seconds=30)
     assert proc.returncode == 1
     assert "receive()'s timeout must be a number, got NaN" in proc.stderr
+
+
+# ----------------------------------------------------------------------------- the atheris target
+
+TARGET = os.path.join(ROOT, "fuzz", "snb_loader.py")
+
+
+def _has_atheris() -> bool:
+    import importlib.util
+    return importlib.util.find_spec("atheris") is not None
+
+
+@pytest.mark.skipif(not _has_atheris(), reason="atheris is not installed (pip install -e '.[fuzz]'); "
+                                                "the plain-Python driver is tested below")
+def test_atheris_target_runs_for_a_few_seconds(tmp_path):
+    proc = subprocess.run([sys.executable, TARGET, "-runs=2000", "-max_total_time=5", "-seed=1"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120,
+                          env=dict(os.environ, PYTHONPATH=ROOT))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Done " in proc.stderr and not list(tmp_path.glob("crash-*"))
+
+
+def test_plain_driver_runs_the_target(tmp_path):
+    proc = subprocess.run([sys.executable, TARGET, "--plain", "-runs=300", "-max_total_time=5",
+                           "-seed=1"], capture_output=True, text=True, cwd=tmp_path, timeout=120,
+                          env=dict(os.environ, PYTHONPATH=ROOT))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.startswith("plain driver: Done ") and not list(tmp_path.glob("crash-*"))
+
+
+def test_plain_driver_saves_a_failing_input(tmp_path, monkeypatch):
+    from fuzz import snb_loader
+    monkeypatch.chdir(tmp_path)
+
+    def planted(data):
+        if O.load_and_verify(data) is None:
+            raise RuntimeError("planted")
+    with pytest.raises(RuntimeError, match="planted"):
+        snb_loader.plain_driver(["-runs=500", "-seed=3"], test=planted)
+    crashes = list(tmp_path.glob("crash-*"))
+    assert len(crashes) == 1 and O.load_and_verify(crashes[0].read_bytes()) is None
+    # ... and replays it, as libFuzzer would.
+    with pytest.raises(RuntimeError, match="planted"):
+        snb_loader.plain_driver([str(crashes[0])], test=planted)
