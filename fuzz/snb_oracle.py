@@ -380,7 +380,7 @@ def load_and_verify(data: bytes):
     return verified
 
 
-def run_bounded(verified, *, steps: int = 20_000, seconds: float = 3.0, tier: str = "1"):
+def run_bounded(verified, *, steps: int = 20_000, seconds: float | None = 3.0, tier: str = "1"):
     """Run a verified program with a step budget; return "ok", "sense error" or "budget".
 
     Steps are lines of Python executed in the VM's own modules (and in tier 2's generated
@@ -409,7 +409,8 @@ def run_bounded(verified, *, steps: int = 20_000, seconds: float = 3.0, tier: st
     def alarm(signum, frame):
         raise OutOfSteps()
 
-    main_thread = threading.current_thread() is threading.main_thread()
+    # The timer needs the main thread (signals); ``seconds=None`` leaves SIGALRM alone.
+    main_thread = threading.current_thread() is threading.main_thread() and bool(seconds)
     old_handler = signal.signal(signal.SIGALRM, alarm) if main_thread else None
     out = io.StringIO()
     memory_dir = os.environ.get("SENSE_MEMORY_DIR")
@@ -455,11 +456,12 @@ def _scratch_dir() -> str:
     return _SCRATCH[0]
 
 
-def check(data: bytes, *, run: bool = True, tier: str = "1", steps: int = 20_000) -> str:
+def check(data: bytes, *, run: bool = True, tier: str = "1", steps: int = 20_000,
+          seconds: float | None = 3.0) -> str:
     """The whole contract for one input; returns what happened (for statistics)."""
     verified = load_and_verify(data)
     if verified is None:
         return "rejected"
     if not run:
         return "verified"
-    return run_bounded(verified, steps=steps, tier=tier)
+    return run_bounded(verified, steps=steps, seconds=seconds, tier=tier)
