@@ -4,7 +4,7 @@ VENV   ?= .venv
 REFVENV ?= .venv-ref
 PY      = $(VENV)/bin/python
 
-.PHONY: install run test test-tiers ref bench fuzz golden clean
+.PHONY: install run test test-tiers ref bench fuzz fuzz-atheris golden clean
 
 install: $(VENV)/.installed
 
@@ -41,10 +41,19 @@ test-tiers: install ref
 bench: install ref
 	SENSE_REF="$${SENSE_REF:-$(abspath $(REFVENV))/bin/sense}" $(PY) -m benchmarks $(BENCH_ARGS)
 
-# The generated-program properties with a long budget (the normal suite runs a short one).
+# The generated-program, compiler and .snb loader/verifier properties with a long budget (the
+# normal suite runs a short one).
 fuzz: install ref
 	FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-1000} SENSE_REF=$(abspath $(REFVENV))/bin/sense \
-		$(PY) -m pytest tests/test_generated_programs.py tests/test_compile_fuzz.py
+		$(PY) -m pytest tests/test_generated_programs.py tests/test_compile_fuzz.py tests/test_snb_fuzz.py
+
+# The .snb loader and verifier under atheris (coverage-guided), bounded by FUZZ_RUNS and
+# FUZZ_SECONDS; crashes are saved as crash-* here. If atheris cannot be installed, the same target
+# runs under its plain-Python driver (random mutations, no coverage feedback).
+fuzz-atheris: install
+	@$(PY) -m pip install -q -e '.[fuzz]' \
+		|| echo "note: atheris not installed; fuzz/snb_loader.py falls back to its plain-Python driver"
+	$(PY) fuzz/snb_loader.py -runs=$${FUZZ_RUNS:-100000} -max_total_time=$${FUZZ_SECONDS:-120}
 
 golden: install
 	$(PY) tests/golden_listing.py

@@ -63,7 +63,7 @@ def dis(file, no_verify):
         click.echo(f"sensec: cannot read {file}: {exc.strerror}", err=True)
         sys.exit(1)
     try:
-        if is_snb(data):
+        if is_snb(data) or file.endswith(".snb"):     # a damaged magic is no source file
             program = load(data)
         else:
             from .driver import compile_file

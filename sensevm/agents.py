@@ -185,6 +185,11 @@ def b_receive(vm, frame, args):
         if type(timeout) not in (int, float):
             raise _error(f"receive()'s timeout must be a number, got {type_name(timeout)}",
                          located=True)
+        if timeout != timeout:
+            raise _error("receive()'s timeout must be a number, got NaN", located=True)
+        import threading
+        if timeout > threading.TIMEOUT_MAX:
+            timeout = None          # longer than the host can wait (OverflowError): no limit
     with agent.cond:
         if not agent.mailbox:
             agent.cond.wait_for(lambda: agent.mailbox, timeout=timeout)

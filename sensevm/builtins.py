@@ -60,8 +60,12 @@ def b_range(vm, args):
     if len(args) == 3 and args[2] == 0:
         raise _error("range() step must not be zero")
     r = range(*args)
-    if len(r) > vm.max_array:
-        raise _error(f"range() would create {len(r)} elements (limit {vm.max_array})")
+    try:
+        n = len(r)
+    except OverflowError:       # more than a C ssize_t: count them by hand
+        n = -((r.start - r.stop) // r.step)
+    if n > vm.max_array:
+        raise _error(f"range() would create {n} elements (limit {vm.max_array})")
     return list(r)
 
 

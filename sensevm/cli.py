@@ -95,7 +95,7 @@ def resume_agent(directory: str, name: str, answer: str, *, stdout=None, stderr=
         stderr.write(f"sensevm: no saved agent '{name}' in {directory} ({exc.filename} is missing)\n")
         return 1
     except (OSError, ValueError) as exc:
-        stderr.write(f"sensevm: cannot read the saved agent '{name}': {exc}\n")
+        stderr.write(f"sensevm: cannot read the saved agent '{name}' ({state_path}): {exc}\n")
         return 1
     except (SnbFormatError, VerifyError) as exc:
         stderr.write(f"{directory}/program.snb: {type(exc).__name__}: {exc}\n")

@@ -21,12 +21,33 @@ def read_bytes(path: str) -> bytes:
 
 
 def atomic_write(path: str, data: bytes) -> None:
-    """Write ``data`` so that a crash leaves either the old file or the whole new one."""
-    import tempfile   # here, not at the top: every `sensevm run` imports this module, few write
+    """Write ``data`` so that a crash leaves either the old file or the whole new one.
+
+    The bytes go to a temporary file in the same directory, which is fsync'd, renamed over
+    ``path`` (os.replace: atomic), and then the directory is fsync'd so that the rename
+    survives a crash too. A failure before the rename removes the temporary file and leaves
+    ``path`` as it was. A file that is rewritten keeps its permission bits, a new one gets what
+    ``open()`` would give it (0o666 less the umask), and a symbolic link is followed, so that
+    its target is replaced, not the link.
+    """
+    path = os.path.realpath(path) if os.path.islink(path) else path
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=directory)
+    try:
+        mode = os.stat(path).st_mode & 0o7777
+    except OSError:
+        mode = None
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    while True:
+        tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.urandom(6).hex()}.tmp")
+        try:
+            fd = os.open(tmp, flags, 0o666)         # the umask applies, as it does to open()
+            break
+        except FileExistsError:
+            continue
     try:
         with os.fdopen(fd, "wb") as fh:
+            if mode is not None:
+                os.fchmod(fh.fileno(), mode)
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
@@ -37,10 +58,15 @@ def atomic_write(path: str, data: bytes) -> None:
         except OSError:
             pass
         raise
+    fsync_directory(directory)
+
+
+def fsync_directory(directory: str) -> None:
+    """Make a rename or a new directory entry in ``directory`` durable (best effort)."""
     try:
         dir_fd = os.open(directory, os.O_RDONLY)
         try:
-            os.fsync(dir_fd)        # the rename itself must survive a crash too
+            os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
     except OSError:

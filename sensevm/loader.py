@@ -15,10 +15,12 @@ def load_path(path: str):
 
     A source file is compiled in memory (the compiler is imported only here, lazily) and then
     goes through exactly the same dump, load and verify as a file built by ``sensec build``.
+    A file named ``.snb`` is bytecode whatever its first bytes: a damaged magic number is an
+    SnbFormatError, not an attempt to compile the bytes as source.
     """
     from .verify import load_verified
     data = read_bytes(path)
-    if not is_snb(data):
+    if not is_snb(data) and not path.endswith(".snb"):
         from sensec.driver import compile_file
         from .snb import dump
         data = dump(compile_file(path, defer_import_errors=True))

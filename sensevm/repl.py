@@ -208,7 +208,12 @@ def make_history(path: Optional[str] = None):
         # loses the entry; the session itself goes on.
         def store_string(self, string: str) -> None:
             try:
-                super().store_string(string)
+                super().store_string(string)        # appends the entry (mode "ab")
+                fd = os.open(self.filename, os.O_RDONLY)
+                try:
+                    os.fsync(fd)                    # ... durably, like every other append
+                finally:
+                    os.close(fd)
             except OSError:
                 pass
 

@@ -6,7 +6,13 @@ unstructured, as in the JVM) and tracks, per instruction, three depths:
 
 * the operand stack depth, from the ``pops``/``pushes``/``branch`` columns of opcodes.py;
 * the scope depth (PUSH_SCOPE, POP_SCOPE, TEST_BEGIN, TEST_END, TEST_ABANDON);
-* the test depth (TEST_BEGIN on fall-through, TEST_END, TEST_ABANDON).
+* the test depth (TEST_BEGIN on fall-through, TEST_END, TEST_ABANDON);
+
+and which stack slots hold the two things that are not ordinary values to every instruction:
+
+* an iterator (GET_ITER makes one): only FOR_ITER may use it and only POP drop it, so FOR_ITER
+  always finds one and no other instruction ever sees one;
+* a module fresh from IMPORT (or a DUP of one): the only operand IMPORT_FROM accepts.
 
 Each must be the same along every path into an instruction and never negative; the stack depth
 never exceeds the code object's ``max_stack``. Every path ends in a terminator (control cannot
@@ -143,6 +149,15 @@ def _check_tables(program: Program) -> None:
     for i, s in enumerate(program.strings):
         if not isinstance(s, str):
             fail(f"string {i} is not a str")
+    # Code names and paths become file names (of tier 2's generated code, of the file an error
+    # is shown from), where the host refuses a NUL character.
+    for what, items, fields in (("code", codes, ("name",)),
+                                ("source", program.sources, ("path",)),
+                                ("module", program.modules, ("name", "rel", "path"))):
+        for i, item in enumerate(items):
+            for field in fields:
+                if "\0" in getattr(item, field):
+                    fail(f"{what} {i} has a NUL character in its {field}")
 
 
 _KIND_NAMES = {CodeKind.MODULE: "a module body", CodeKind.FUNCTION: "a function",
@@ -361,20 +376,43 @@ class _CodeVerifier:
         self.states = [None] * len(instructions)
         # Lowest offset first, so that the problem reported is the earliest one on the walk.
         self.work = []
-        self.flow(None, 0, (0, 0, 0))
+        self.flow(None, 0, (0, 0, 0, 0, 0))
         max_depth = 0
 
         while self.work:
             i = heapq.heappop(self.work)
             ins = instructions[i]
             op, args = ins.op, ins.args
-            stack, scope, tests = self.states[i]
+            stack, scope, tests, iters, mods = self.states[i]
 
             pops, pushes = POPS[op](*args), PUSHES[op](*args)
             branch = op.branch
             needed = max(pops, branch[0]) if branch else pops
             if stack < needed:
                 self.fail_at(ins, f"stack underflow (needs {needed}, depth {stack})")
+
+            # What the slots hold: an iterator is no value (only FOR_ITER uses it, only POP
+            # drops it), and IMPORT_FROM reads a module's scope, so its operand must be one.
+            top = 1 << (stack - 1) if stack else 0
+            if op is Op.FOR_ITER:
+                if not iters & top:
+                    self.fail_at(ins, "the top of the stack is not an iterator (made by GET_ITER)")
+            elif op is Op.IMPORT_FROM:
+                if not mods & top:
+                    self.fail_at(ins, "the top of the stack is not a module (pushed by IMPORT)")
+            elif op is not Op.POP and iters >> (stack - needed):
+                slot = (iters >> (stack - needed)).bit_length() - 1 + stack - needed
+                self.fail_at(ins, f"uses the iterator in stack slot {slot} as a value")
+            kept = (1 << (stack - pops)) - 1
+            f_iters, f_mods = iters & kept, mods & kept
+            if op is Op.GET_ITER:
+                f_iters |= top
+            elif op is Op.FOR_ITER:
+                f_iters |= top               # the iterator stays below the item
+            elif op is Op.IMPORT:
+                f_mods |= 1 << stack
+            elif op is Op.DUP and mods & top:
+                f_mods |= top | (top << 1)
 
             # Scope and test effects apply to the fall-through edge; a branch (TEST_BEGIN's
             # handler included) keeps the entry state.
@@ -398,11 +436,13 @@ class _CodeVerifier:
             edges = []
             if branch is not None:
                 target = args[op.operands.index(Operand.TARGET)]
-                edges.append((self.index_of[target], (stack - branch[0] + branch[1], scope, tests)))
+                b_kept = (1 << (stack - branch[0])) - 1
+                edges.append((self.index_of[target], (stack - branch[0] + branch[1], scope, tests,
+                                                      iters & b_kept, mods & b_kept)))
             if op not in TERMINATORS:     # a set lookup: IntFlag's & is slow
                 if ins.next_offset >= end:
                     self.fail_at(ins, "control falls off the end of the code")
-                edges.append((i + 1, (stack - pops + pushes, f_scope, f_tests)))
+                edges.append((i + 1, (stack - pops + pushes, f_scope, f_tests, f_iters, f_mods)))
 
             for j, state in edges:
                 if state[0] > code.max_stack:
@@ -418,7 +458,18 @@ class _CodeVerifier:
             self.states[j] = state
             heapq.heappush(self.work, j)
             return
+        at = self.instructions[j].offset
         for what, new, was in zip(("stack depth", "scope depth", "test depth"), state, old):
             if new != was:
-                self.fail_at(ins, f"inconsistent {what} at offset {self.instructions[j].offset}: "
+                self.fail_at(ins, f"inconsistent {what} at offset {at}: "
                                   f"{new} on this path, {was} on another")
+        for kinds, new, was in zip(_SLOT_KINDS, state[3:], old[3:]):
+            if new != was:
+                slot = (new ^ was).bit_length() - 1
+                this, other = kinds if new >> slot & 1 else kinds[::-1]
+                self.fail_at(ins, f"inconsistent stack at offset {at}: slot {slot} holds {this} "
+                                  f"on this path, {other} on another")
+
+
+# What a slot holds when its bit is set in each mask of the state, and when it is not.
+_SLOT_KINDS = (("an iterator", "a value"), ("a module from IMPORT", "any value"))

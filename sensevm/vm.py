@@ -901,7 +901,12 @@ class VM:
         stack = f.stack
         pairs = stack[len(stack) - 2 * b:]
         del stack[len(stack) - 2 * b:]
-        labels = {pairs[i]: pairs[i + 1] for i in range(0, len(pairs), 2)}
+        labels = {}
+        for i in range(0, len(pairs), 2):
+            if type(pairs[i]) is not str:   # the compiler pushes a String; forged bytecode may not
+                raise SenseRuntimeError(f"a labeled argument's label must be a String, "
+                                        f"not {type_name(pairs[i])}")
+            labels[pairs[i]] = pairs[i + 1]
         args = stack[len(stack) - a:] if a else []
         if a:
             del stack[-a:]
