@@ -12,7 +12,8 @@ and which stack slots hold the two things that are not ordinary values to every 
 
 * an iterator (GET_ITER makes one): only FOR_ITER may use it and only POP drop it, so FOR_ITER
   always finds one and no other instruction ever sees one;
-* a module fresh from IMPORT (or a DUP of one): the only operand IMPORT_FROM accepts.
+* a module fresh from IMPORT or IMPORT_PYTHON (or a DUP of one): the only operand IMPORT_FROM
+  accepts.
 
 Each must be the same along every path into an instruction and never negative; the stack depth
 never exceeds the code object's ``max_stack``. Every path ends in a terminator (control cannot
@@ -399,7 +400,7 @@ class _CodeVerifier:
                     self.fail_at(ins, "the top of the stack is not an iterator (made by GET_ITER)")
             elif op is Op.IMPORT_FROM:
                 if not mods & top:
-                    self.fail_at(ins, "the top of the stack is not a module (pushed by IMPORT)")
+                    self.fail_at(ins, "the top of the stack is not a module (pushed by IMPORT or IMPORT_PYTHON)")
             elif op is not Op.POP and iters >> (stack - needed):
                 slot = (iters >> (stack - needed)).bit_length() - 1 + stack - needed
                 self.fail_at(ins, f"uses the iterator in stack slot {slot} as a value")
@@ -409,7 +410,7 @@ class _CodeVerifier:
                 f_iters |= top
             elif op is Op.FOR_ITER:
                 f_iters |= top               # the iterator stays below the item
-            elif op is Op.IMPORT:
+            elif op is Op.IMPORT or op is Op.IMPORT_PYTHON:
                 f_mods |= 1 << stack
             elif op is Op.DUP and mods & top:
                 f_mods |= top | (top << 1)

@@ -283,11 +283,11 @@ REJECTIONS = [
                                 "on this path, a module from IMPORT on another")),
     ("IMPORT_FROM on a value that is no module",
      program((Op.LOAD_NAME, 0), (Op.IMPORT_FROM, 6), (Op.RETURN,)),
-     ("<main>", 2, "IMPORT_FROM", "the top of the stack is not a module (pushed by IMPORT)")),
+     ("<main>", 2, "IMPORT_FROM", "the top of the stack is not a module (pushed by IMPORT or IMPORT_PYTHON)")),
     ("IMPORT_FROM after the module was stored and loaded again",
      program((Op.IMPORT, 0), (Op.STORE_LOCAL, 0), (Op.LOAD_NAME, 0), (Op.IMPORT_FROM, 6),
              (Op.RETURN,)),
-     ("<main>", 6, "IMPORT_FROM", "the top of the stack is not a module (pushed by IMPORT)")),
+     ("<main>", 6, "IMPORT_FROM", "the top of the stack is not a module (pushed by IMPORT or IMPORT_PYTHON)")),
     # The program's tables.
     ("entry not a module",
      replace(VALID, entry=1),
