@@ -773,6 +773,9 @@ class ConsoleHandler(BaseHTTPRequestHandler):
                 "img-src 'self' data:; base-uri 'none'; form-action 'none'; "
                 "frame-ancestors 'none'")])
             return
+        if path == "/favicon.ico":
+            self._send(204, b"", "image/x-icon")
+            return
         if not path.startswith("/api/"):
             raise ConsoleError(404, "NotFound", f"nothing at {path}")
         if not self._token_ok(parse_qs(url.query)):
