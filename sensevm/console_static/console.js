@@ -195,6 +195,13 @@
     fill($("policy"), rows, 2, "no capability is required by any declaration");
   }
 
+  function detail(text) {
+    if (text.length <= 160) return " (" + text + ")";
+    // A long detail (the second look's evaluation) folds away.
+    return el("details", { class: "detail" }, el("summary", { text: "(" + text.slice(0, 100) + "\u2026)" }),
+      el("pre", { class: "mono", text }));
+  }
+
   function renderRecord(r) {
     const parts = [];
     if (r.line !== null) parts.push("[line " + r.line + "] ");
@@ -202,7 +209,7 @@
     const li = el("li", { class: "record ev-" + r.event + (r.host_only ? " host-only" : ""), "data-event": r.event, "data-name": r.name, "data-seq": r.seq },
       el("span", { class: "seq tag", text: String(r.seq) }), " ", ...parts,
       el("span", { class: "event", text: r.event }),
-      r.detail ? " (" + r.detail + ")" : null,
+      r.detail ? detail(r.detail) : null,
       r.origin === "console" ? el("span", { class: "tag console", text: "console" }) : null,
       r.host_only ? el("span", { class: "tag host", text: "host", title: "kept in the host-side trail, not in audit_log()" }) : null);
     return li;
