@@ -839,6 +839,9 @@ def inspect_file(path: str, *, dry_run: bool = False, host: str = "127.0.0.1", p
     except OSError as exc:
         stderr.write(f"sensevm inspect: cannot listen on {host}:{port}: {exc.strerror or exc}\n")
         return 1
+    if host not in ("127.0.0.1", "::1", "localhost"):
+        stderr.write(f"note: listening on {host}: other machines may reach this console "
+                     "(every request still needs the token)\n")
     stdout.write(f"\nSense console for {path}{' (DRY RUN)' if dry_run else ''}\n"
                  f"  {server.url}\n"
                  f"  (Ctrl-C to stop)\n")
