@@ -181,3 +181,21 @@ def repl(dry_run):
     """
     from .repl import main as repl_main
     sys.exit(repl_main(dry_run=dry_run))
+
+
+@main.command("inspect")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--dry-run", is_flag=True,
+              help="Run FILE and drive it as `run --dry-run` does: commits skip action bodies.")
+@click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True,
+              help="The port to listen on; 0 picks a free one.")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="The interface to listen on. Anything but loopback lets other machines "
+                   "reach the console (they still need the token).")
+@click.option("--request", "request", metavar="TEXT", default=None,
+              help="The user's request in their own words, as for `run --request`.")
+def inspect_command(file, dry_run, port, host, request):
+    """Run FILE like `run`, then serve a live console (tools, actions, agents, memories, the
+    audit tree) on http://HOST:PORT/ until Ctrl-C; the URL, with its access token, is printed."""
+    from .console import inspect_file
+    sys.exit(inspect_file(file, dry_run=dry_run, host=host, port=port, request=request))
