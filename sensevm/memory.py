@@ -382,6 +382,9 @@ def encode(value, at) -> str:
 
 # ----------------------------------------------------------------------------- builtins
 
+PERSIST_CAPABILITY = "memory.persistent"
+
+
 def b_memory_decl(vm, frame, args):
     """``@memory(name, hint, persistent)``: the value a memory declaration binds."""
     name, hint, persistent = args
@@ -389,6 +392,21 @@ def b_memory_decl(vm, frame, args):
         frame.stack.append(SessionMemory(name, hint))
         return False
     declaring = frame.prepared.path
+    # A persistent memory is a file on the host: like every way out of the program it has a
+    # capability a policy can deny (allowed unless denied, as spec 11 has it), asked before
+    # the file is touched and recorded host-side.
+    from . import policy as P
+    from .audit import AuditRecord
+    from .errors import SensePolicyError
+    allowed = P.allowed(PERSIST_CAPABILITY, frame.scope, frame)
+    vm.audit.append(AuditRecord.make(f"persistent memory '{name}'", name, "memory",
+                                     "opened" if allowed else "denied",
+                                     None if allowed else
+                                     f"capability '{PERSIST_CAPABILITY}' denied by policy",
+                                     frame.pos.line, vm.lineage(frame), True))
+    if not allowed:
+        raise SensePolicyError(f"persistent memory '{name}' requires capability "
+                               f"'{PERSIST_CAPABILITY}', which is denied by policy")
     path = hint if hint is not None else default_path(name, declaring)
     memory = PersistentMemory(name, path, os.path.abspath(path))
     memory.open((frame.pos, declaring))

@@ -202,6 +202,11 @@ def _scripted(vm, rest, labels) -> Model:
         raise _error('inference("scripted") needs the path of a JSON script as its second '
                      "argument (relative to the program's directory)", located=False)
     frame = vm.frame
+    # Reading the script is reading a file: its capability is asked before the file is opened
+    # (and again at each ask, as for every provider).
+    if frame is not None and not P.allowed(ScriptedProvider.capability, frame.scope, frame):
+        raise SensePolicyError(f'inference("scripted") requires capability '
+                               f"'{ScriptedProvider.capability}', which is denied by policy")
     if not os.path.isabs(path) and frame is not None and frame.prepared.path:
         path = os.path.join(os.path.dirname(os.path.abspath(frame.prepared.path)), path)
     provider = ScriptedProvider.load(path)
