@@ -142,7 +142,14 @@ def test_ask_cannot_take_a_tool_call_turn(run, script):
 
 def test_policy_gates_the_scripted_model_like_a_remote_one(run, script):
     script([{"text": "never"}])
+    # Denied where the model is made: the script is not even read.
     out = run("policy:\n    deny model.scripted\n" + HEAD + 'print(ask("a"))\n')
+    assert isinstance(out.error, SensePolicyError)
+    assert out.error.message == ('inference("scripted") requires capability \'model.scripted\', '
+                                 "which is denied by policy")
+    # Denied where it is asked.
+    out = run(HEAD + 'def careful():\n    policy:\n        deny model.scripted\n'
+                     '    return ask("a")\nprint(careful())\n')
     assert isinstance(out.error, SensePolicyError)
     assert out.error.message == ("model 'bot' requires capability 'model.scripted', which is "
                                  "denied by policy")
