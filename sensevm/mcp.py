@@ -31,7 +31,7 @@ from . import provenance as PV
 from .values import Builtin
 
 CONNECT_CAPABILITY = "mcp.connect"
-DEFAULT_TIMEOUT = 30.0          # seconds: the handshake, and each tool call
+DEFAULT_TIMEOUT = 30.0          # seconds: each tool call (timeout: option), and at least the handshake
 CLOSE_TIMEOUT = 10.0
 INSTALL_HINT = ("install it with 'pip install mcp' "
                 "(or 'pip install \"sense-compiled[mcp]\"')")
@@ -131,10 +131,10 @@ class Bridge:
     def start(self) -> list:
         """Start the server and wait for the handshake and its list of tools."""
         self._thread.start()
-        if not self._ready.wait(self.timeout):
+        wait = max(self.timeout, DEFAULT_TIMEOUT)      # starting may take longer than a call
+        if not self._ready.wait(wait):
             self.close()
-            raise BridgeError(f"TimeoutError: no answer from the server within "
-                              f"{self.timeout:g}s")
+            raise BridgeError(f"TimeoutError: no answer from the server within {wait:g}s")
         if self._session is None or self.stopped:
             self.close()
             raise BridgeError(self.failure or "the server closed the connection")
@@ -389,8 +389,7 @@ def b_connect_mcp(vm, args, labels=None):
         _record_server(vm, frame, name, "denied",
                        f"capability '{CONNECT_CAPABILITY}' denied by policy")
         raise SensePolicyError(f"connect_mcp() to '{name}' requires capability "
-                               f"'{CONNECT_CAPABILITY}', which is denied by policy",
-                               located=False)
+                               f"'{CONNECT_CAPABILITY}', which is denied by policy")
     try:
         import mcp  # noqa: F401
     except ImportError:

@@ -8,7 +8,8 @@ pid (its process id, so a test can check that it was stopped), contact (an email
 
 import os
 import sys
-import time
+
+import anyio
 
 try:
     from mcp.server.mcpserver import MCPServer as Server        # mcp >= 2
@@ -34,9 +35,9 @@ if "--no-tools" not in sys.argv:
         raise ValueError(message)
 
     @server.tool()
-    def slow(seconds: float) -> str:
-        """Sleep, then say so."""
-        time.sleep(seconds)
+    async def slow(seconds: float) -> str:
+        """Sleep, then say so (without holding up other calls)."""
+        await anyio.sleep(seconds)
         return f"slept {seconds}"
 
     @server.tool()
