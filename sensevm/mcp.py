@@ -288,6 +288,7 @@ class McpTool:
 
     __slots__ = ("server", "name", "description", "schema")
     type_name = "Tool"
+    host_name = "McpTool"       # the reference's class, named by its "not JSON serializable"
 
     def __init__(self, server: McpServer, name: str, description: str, schema: dict):
         self.server = server

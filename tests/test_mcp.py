@@ -657,3 +657,12 @@ def test_start_up_imports_neither_mcp_nor_anyio_nor_asyncio(tmp_path):
                           env=dict(os.environ, PYTHONPATH=ROOT))
     assert proc.stdout == "hi\n"
     assert proc.stderr.strip() == "LOADED"
+
+
+@needs_mcp
+def test_a_tool_cannot_go_into_persistent_memory(tmp_path):
+    out = run(tmp_path, f's = {CONNECT})\npersistent memory notes: "n.db"\n'
+                        'notes.remember("t", s.tools[0])\n')
+    assert isinstance(out.error, SenseRuntimeError)
+    assert out.error.message.endswith("TypeError: Object of type McpTool is not JSON "
+                                      "serializable")
