@@ -661,7 +661,8 @@ def test_start_up_imports_neither_mcp_nor_anyio_nor_asyncio(tmp_path):
 
 @needs_mcp
 def test_a_tool_cannot_go_into_persistent_memory(tmp_path):
-    out = run(tmp_path, f's = {CONNECT})\npersistent memory notes: "n.db"\n'
+    db = tmp_path / "n.db"
+    out = run(tmp_path, f's = {CONNECT})\npersistent memory notes: "{db}"\n'
                         'notes.remember("t", s.tools[0])\n')
     assert isinstance(out.error, SenseRuntimeError)
     assert out.error.message.endswith("TypeError: Object of type McpTool is not JSON "
