@@ -274,7 +274,9 @@ class BoundClose:
     def sense_call(self, vm, frame, args) -> bool:
         if args:
             raise _error(f"'{self.name}' expects 0 argument(s), got {len(args)}", located=True)
-        self.server.close()
+        if not self.server.bridge.closed:
+            self.server.close()
+            _record_server(vm, frame, self.server.name, "closed")
         frame.stack.append(None)
         return False
 

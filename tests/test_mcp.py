@@ -173,7 +173,7 @@ def test_the_server_value_lists_tools_and_closes(tmp_path, tier):
     assert out.vm.mcp_servers and all(s.bridge.closed for s in out.vm.mcp_servers)
     # Connections are recorded host-side only: audit_log() keeps the reference's lines.
     connected = [r for r in out.records if r.kind == "mcp"]
-    assert [r.event for r in connected] == ["connected"] * 3
+    assert [r.event for r in connected] == ["connected"] * 3 + ["closed"] * 2
     assert all(r.host_only for r in connected)
     assert connected[0].detail.endswith("(7 tools)")
 
