@@ -380,7 +380,7 @@ def b_connect_mcp(vm, args, labels=None):
     if unknown:
         raise _error(f"connect_mcp(): unknown option(s) {', '.join(unknown)} -- supported: "
                      "timeout")
-    timeout = labels.get("timeout", DEFAULT_TIMEOUT)
+    timeout = PV.plain(labels.get("timeout", DEFAULT_TIMEOUT))
     if type(timeout) not in (int, float) or timeout <= 0:
         raise _error("connect_mcp()'s timeout option must be a positive number of seconds")
     name, command = PV.plain(name), PV.plain(command)
@@ -415,7 +415,9 @@ def b_connect_mcp(vm, args, labels=None):
         atexit.register(_at_exit)
         _ATEXIT = True
     server = McpServer(name, capability, bridge)
-    vm.mcp_servers.append(server)
+    servers = getattr(vm, "mcp_servers", None)      # closed when the run ends
+    if servers is not None:
+        servers.append(server)
     _record_server(vm, frame, name, "connected",
                    " ".join([command, *argv]) + f" ({len(server.tools)} tools)")
     return server
