@@ -26,6 +26,7 @@ ref: $(REFVENV)/.installed
 $(REFVENV)/.installed:
 	@$(PYTHON) -m venv $(REFVENV) && $(REFVENV)/bin/pip install -q sense-lang==0.20.0 \
 		&& touch $@ || echo "note: reference interpreter not installed; differential tests will skip"
+	@test -f $@ && ($(REFVENV)/bin/pip install -q mcp || echo "note: no mcp for the reference; its MCP comparison will skip") || true
 
 # The default tier (auto); tests/test_tiers.py and the lifecycle properties also run every
 # corpus program, example and property on tier 1 and on tier 2 and compare them.

@@ -179,10 +179,12 @@ CORE = [
 
 def builtin_scope() -> Scope:
     from .agents import AGENT_BUILTINS
+    from .mcp import MCP_BUILTINS
     from .memory import MEMORY_BUILTINS
     from .models import MODEL_BUILTINS
     from .sessions import SESSION_BUILTINS
     scope = Scope(None, tag="builtins")
-    for b in CORE + AGENT_BUILTINS + MODEL_BUILTINS + MEMORY_BUILTINS + SESSION_BUILTINS:
+    for b in (CORE + AGENT_BUILTINS + MODEL_BUILTINS + MEMORY_BUILTINS + SESSION_BUILTINS
+              + MCP_BUILTINS):
         scope.vars[b.name] = b
     return scope

@@ -352,6 +352,9 @@ def host_name(v) -> str:
         return "SensePersistentMemory"
     if t is Closure:
         return "SenseFunction"
+    own = getattr(t, "host_name", None)         # e.g. an MCP server's tool (mcp.py)
+    if own is not None:
+        return own
     name = type_name(v)
     if name == "Function":
         return "BuiltinFunction"

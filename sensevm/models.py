@@ -360,6 +360,9 @@ def _schema(parsed) -> dict:
 def tool_spec(tool, located: bool) -> dict:
     """Validates one tool for a model (ask_with_tools and skill share it) and describes it."""
     if type(tool) is not ToolDefinition:
+        model_spec = getattr(tool, "model_spec", None)      # a tool of an MCP server (mcp.py)
+        if model_spec is not None:
+            return model_spec()
         raise _error("only tools declared with 'tool' (or 'async tool') are accepted here, got "
                      f"{type_name(tool)}", located)
     decl = tool.decl
@@ -460,6 +463,9 @@ def _run_requested(vm, frame, by_name: dict, call, model, context) -> str:
     if not isinstance(call.arguments, dict):
         return "error: the arguments must be a JSON object"
     try:
+        remote = getattr(tool, "call_for_model", None)     # a tool of an MCP server (mcp.py)
+        if remote is not None:
+            return remote(vm, frame, call.arguments)
         args = []
         for param in tool.params:
             args.append(model_output(vm, model, from_json(call.arguments.get(param), param),

@@ -114,6 +114,9 @@ class _Saver:
         memory_value = self.memory_value(v, t, where)
         if memory_value is not None:
             return memory_value
+        refusal = getattr(v, "save_refusal", None)      # e.g. an MCP server (mcp.py)
+        if refusal is not None:
+            raise SaveError(f"cannot save {where}: {refusal()}", located=False)
         raise SaveError(f"cannot save {where}: a value of type {t.__name__} cannot be saved",
                         located=False)
 

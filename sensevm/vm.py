@@ -187,6 +187,7 @@ class VM:
         self.worker_agent = None        # on an async agent's worker: that agent
         self.state_dir = state_dir      # where paused agents are saved (--state-dir)
         self.agents: list = []
+        self.mcp_servers: list = []     # connect_mcp()'s servers, closed when run() ends
         self.sessions: list = []        # open protocol sessions, innermost last (sessions.py)
         self.session_counts: dict = {}  # sessions opened so far, by name
         self.session_approver = None    # the host's verdict on a session left undecided
@@ -283,8 +284,13 @@ class VM:
         """
         if self.dry_run:
             self.write(DRY_RUN_BANNER)
-        result = self._run_main()
-        self.save_paused_agents()
+        try:
+            result = self._run_main()
+            self.save_paused_agents()
+        finally:
+            if self.mcp_servers:
+                from .mcp import close_all
+                close_all(self.mcp_servers)
         if self.dry_run:
             lines = self.audit.lines()
             self.write("\n--- dry run summary ---\n")

@@ -35,6 +35,7 @@ GATED = {
     "ask": "model.*",                        # model.openai / model.anthropic (the network)
     "ask_with_tools": "model.*",
     "ask_with_memory": "model.*",
+    "connect_mcp": "mcp.connect",            # starts a process (test_mcp.py)
 }
 
 
