@@ -7,6 +7,7 @@ if TYPE_CHECKING:  # annotations only: importing typing would slow every start
     from typing import Any
 
 from .errors import SenseRuntimeError
+from .limits import array_limit
 from .values import Builtin, Scope, to_str, type_name
 
 
@@ -52,7 +53,7 @@ def b_range(vm, args):
         raise _error("range() step must not be zero")
     r = range(*args)
     if len(r) > vm.max_array:
-        raise _error(f"range() would create {len(r)} elements (limit {vm.max_array})")
+        raise array_limit(len(r), vm.max_array, located=False)
     return list(r)
 
 
@@ -97,7 +98,7 @@ def b_push(vm, args):
     if type(arr) is not list:
         raise _error("push() expects an Array as its first argument")
     if len(arr) >= vm.max_array:
-        raise _error(f"array would exceed {vm.max_array} elements")
+        raise array_limit(len(arr) + 1, vm.max_array, located=False)
     arr.append(value)
     return arr
 

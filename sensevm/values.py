@@ -15,6 +15,17 @@ if TYPE_CHECKING:  # annotations only: importing typing would slow every start
     from typing import Any, Callable, Optional
 
 from .errors import SenseNameError, SenseRuntimeError, SenseTypeError
+from .limits import DEFAULT_MAX_ARRAY, DEFAULT_MAX_STRING, array_limit, string_limit
+
+# The size limits of the running VM (set by VM._loop; see sensevm/limits.py): kept here so
+# that `+` and to_str() check them without being handed the VM.
+MAX_STRING = DEFAULT_MAX_STRING
+MAX_ARRAY = DEFAULT_MAX_ARRAY
+
+
+def set_sizes(max_string: int, max_array: int) -> None:
+    global MAX_STRING, MAX_ARRAY
+    MAX_STRING, MAX_ARRAY = max_string, max_array
 
 
 class Scope:
@@ -145,9 +156,12 @@ def to_str(v: Any, _seen: Optional[set] = None) -> str:
             raise SenseRuntimeError("maximum recursion depth exceeded", located=False)
         seen.add(id(v))
         try:
-            return "[" + ", ".join(to_str(x, seen) for x in v) + "]"
+            text = "[" + ", ".join(to_str(x, seen) for x in v) + "]"
         finally:
             seen.discard(id(v))
+        if len(text) > MAX_STRING:
+            raise string_limit(len(text), MAX_STRING)
+        return text
     if t is Closure:
         return f"<fn {v.name}>"
     if t is Builtin:
@@ -263,11 +277,15 @@ def add(a: Any, b: Any) -> Any:
     ta, tb = type(a), type(b)
     if ta is str or tb is str:
         if ta is str and tb is str:
+            if len(a) + len(b) > MAX_STRING:
+                raise string_limit(len(a) + len(b), MAX_STRING)
             return a + b
         raise SenseRuntimeError(
             f"'+' requires both operands to be String (got {type_name(a)} and {type_name(b)}); "
             "use str() to convert")
     if ta is list and tb is list:
+        if len(a) + len(b) > MAX_ARRAY:
+            raise array_limit(len(a) + len(b), MAX_ARRAY)
         return a + b
     if (ta is int or ta is float) and (tb is int or tb is float):
         try:
