@@ -73,7 +73,7 @@ def from_env(environ) -> dict:
 
 
 def seconds(value: float) -> str:
-    return f"{value:g}"
+    return f"{value:g} second" + ("" if value == 1 else "s")
 
 
 def string_limit(length: int, limit: int) -> SenseLimitError:
@@ -123,7 +123,7 @@ class Budget:
 
     def exceeded(self) -> SenseLimitError:
         if self.expired:
-            return SenseLimitError(f"time limit exceeded ({seconds(self.timeout)} seconds)",
+            return SenseLimitError(f"time limit exceeded ({seconds(self.timeout)})",
                                    "timeout")
         return SenseLimitError(f"step limit exceeded ({self.max_steps} steps)", "steps")
 
