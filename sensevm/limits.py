@@ -127,6 +127,11 @@ class Budget:
                                    "timeout")
         return SenseLimitError(f"step limit exceeded ({self.max_steps} steps)", "steps")
 
+    def reset(self) -> None:
+        """A fresh budget (the REPL's next input)."""
+        self.left = self.start
+        self.expired = False
+
     def expire(self) -> None:
         self.expired = True
         self.left = -UNLIMITED
