@@ -9,6 +9,7 @@ if TYPE_CHECKING:  # annotations only: importing typing would slow every start
 from .errors import SenseRuntimeError
 from . import provenance as PV
 from .provenance import LABELLED
+from .limits import array_limit
 from .values import Builtin, Scope, to_str, type_name
 
 
@@ -65,7 +66,7 @@ def b_range(vm, args):
     except OverflowError:       # more than a C ssize_t: count them by hand
         n = -((r.start - r.stop) // r.step)
     if n > vm.max_array:
-        raise _error(f"range() would create {n} elements (limit {vm.max_array})")
+        raise array_limit(n, vm.max_array, located=False)
     return list(r)
 
 
@@ -119,7 +120,7 @@ def b_push(vm, args):
     if type(arr) is not list:
         raise _error("push() expects an Array as its first argument")
     if len(arr) >= vm.max_array:
-        raise _error(f"array would exceed {vm.max_array} elements")
+        raise array_limit(len(arr) + 1, vm.max_array, located=False)
     arr.append(value)
     return arr
 

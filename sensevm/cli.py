@@ -17,6 +17,43 @@ from .launch import _guarded, _open_audit, run_file
 entry = launch.entry
 
 
+def _limit_value(ctx, param, value):
+    if value is None:
+        return None
+    from .limits import parse
+    try:
+        return parse(param.name, value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def limit_options(command):
+    """The resource-limit options (docs/limits.md); each also read from the environment."""
+    from .limits import DEFAULT_MAX_ARRAY, DEFAULT_MAX_DEPTH, DEFAULT_MAX_STRING
+    helps = {
+        "max_steps": ("N", "Stop the program after N steps (loop iterations and calls) "
+                           "[SENSE_MAX_STEPS; default: no limit]."),
+        "max_depth": ("N", "Allow at most N nested calls "
+                           f"[SENSE_MAX_DEPTH; default: {DEFAULT_MAX_DEPTH:,}]."),
+        "max_string": ("N", "Allow Strings of at most N characters "
+                            f"[SENSE_MAX_STRING; default: {DEFAULT_MAX_STRING:,}]."),
+        "max_array": ("N", "Allow Arrays of at most N elements "
+                           f"[SENSE_MAX_ARRAY; default: {DEFAULT_MAX_ARRAY:,}]."),
+        "timeout": ("SECONDS", "Stop the program after SECONDS of wall-clock time "
+                               "[SENSE_TIMEOUT; default: no limit]."),
+    }
+    from .limits import SPECS
+    for name, option, _ in reversed(SPECS):
+        metavar, text = helps[name]
+        command = click.option(option, name, metavar=metavar, default=None,
+                               callback=_limit_value, help=text)(command)
+    return command
+
+
+def _given(**limits) -> dict:
+    return {name: value for name, value in limits.items() if value is not None}
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="sense-compiled", prog_name="sensevm")
 def main():
@@ -44,13 +81,19 @@ def main():
               show_default=True,
               help="off: no provenance checks on outgoing actions (for comparison runs only; "
                    "recorded in the audit log).")
-def run(file, dry_run, audit_log, state_dir, approve, session_log, tier, request, second_look):
-    """Verify and run FILE (.snb, or .sns compiled in memory)."""
+@limit_options
+def run(file, dry_run, audit_log, state_dir, approve, session_log, tier, request, second_look,
+        **limits):
+    """Verify and run FILE (.snb, or .sns compiled in memory).
+
+    Exit status: 0 on success, 1 on an error, 2 on a usage error, 4 when a resource limit
+    stopped the program (docs/limits.md).
+    """
     if tier is not None:
         os.environ["SENSE_TIER"] = tier
     sys.exit(run_file(file, dry_run=dry_run, audit_log=audit_log, state_dir=state_dir,
                       approve=approve, session_log=session_log, request=request,
-                      second_look=second_look == "on"))
+                      second_look=second_look == "on", limits=_given(**limits)))
 
 
 @main.command()
@@ -100,11 +143,14 @@ def resume_agent(directory: str, name: str, answer: str, *, stdout=None, stderr=
     except (SnbFormatError, VerifyError) as exc:
         stderr.write(f"{directory}/program.snb: {type(exc).__name__}: {exc}\n")
         return 1
+    limits = launch.run_limits(stderr)
+    if limits is None:
+        return 2
     audit = _open_audit(audit_log, stderr)
     if audit is None:
         return 1
     sources = {s.path: s.text for s in verified.program.sources}
-    vm = VM(verified, stdout=stdout, audit=audit, state_dir=directory)
+    vm = VM(verified, stdout=stdout, audit=audit, state_dir=directory, **limits)
 
     def body():
         try:
@@ -155,10 +201,14 @@ def audit_verify(file):
 
 @main.command("test")
 @click.argument("path", type=click.Path())
-def test_command(path):
-    """Run the test blocks of PATH (a file, or test_*.sns / *_test.sns under a directory)."""
+@limit_options
+def test_command(path, **limits):
+    """Run the test blocks of PATH (a file, or test_*.sns / *_test.sns under a directory).
+
+    The limits apply to each file afresh; a file stopped by one is reported as an ERROR.
+    """
     from .testrunner import run_tests
-    sys.exit(run_tests(path))
+    sys.exit(run_tests(path, limits=_given(**limits)))
 
 
 @main.command("memory-path")

@@ -130,6 +130,20 @@ class SenseRecursionError(SenseRuntimeError):
         super().__init__("maximum recursion depth exceeded", pos, located=False)
 
 
+class SenseLimitError(SenseError):
+    """A resource limit of the run was reached (docs/limits.md): steps, time, string or array
+    size. It stops the program: test blocks do not catch it, and ``sensevm run`` exits with
+    status 4 (``limits.LIMIT_EXIT``). ``limit`` names the limit: steps, timeout, string, array.
+    The recursion limit keeps the reference's SenseRecursionError (exit 1, catchable)."""
+
+    kind = "SenseLimitError"
+
+    def __init__(self, message: str, limit: str, pos: Pos | None = None, *,
+                 located: bool = True):
+        super().__init__(message, pos, located=located)
+        self.limit = limit
+
+
 class CompileErrors(SenseSyntaxError):
     """Several syntax errors found in one compile (``sensec check`` reports them all)."""
 

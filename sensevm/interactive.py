@@ -21,8 +21,19 @@ class Interactive:
     the audit log persist from one input to the next.
     """
 
-    def __init__(self, stdout=None, path: str = "<repl>", dry_run: bool = False):
+    def __init__(self, stdout=None, path: str = "<repl>", dry_run: bool = False,
+                 limits: Optional[dict] = None):
         self.stdout = stdout if stdout is not None else sys.stdout
+        if limits is None:
+            # The environment's resource limits (docs/limits.md); a bad one is ignored here
+            # (`sensevm run` names it).
+            import os
+            from .limits import from_env
+            try:
+                limits = from_env(os.environ)
+            except ValueError:
+                limits = {}
+        self.limits = limits
         self.path = path
         self.dry_run = dry_run
         self.vm = None
@@ -45,17 +56,23 @@ class Interactive:
         except (SnbFormatError, VerifyError) as exc:      # a compiler bug, reported, not raised
             return SenseError(f"internal error: {exc}", path=self.path)
         if self.vm is None:
-            self.vm = VM(verified, stdout=self.stdout, dry_run=self.dry_run)
+            self.vm = VM(verified, stdout=self.stdout, dry_run=self.dry_run, **self.limits)
             self.scope = Scope(self.vm.builtins, tag="module")
             unit = self.vm.prepared
         else:
             unit = self.vm.load(verified)
         self.units.append(unit)
+        budget = self.vm.budget
+        if budget is not None:
+            budget.reset()              # steps and time are counted per input
+            budget.start_clock()
         try:
             self.vm.run_unit(unit, self.scope)
         except SenseError as err:
             return err
         finally:
+            if budget is not None:
+                budget.stop_clock()
             flush = getattr(self.stdout, "flush", None)
             if flush:
                 flush()

@@ -35,20 +35,39 @@ def stale_source(path: str, source_hash: bytes):
     return None if sha256(text.encode("utf-8")).digest() == source_hash else source
 
 
+def run_limits(stderr, given: dict | None = None) -> dict | None:
+    """The run's resource limits (docs/limits.md): the environment's, overridden by ``given``
+    (the command line's); None, after saying why, when the environment has a bad one."""
+    from .limits import from_env
+    try:
+        limits = from_env(os.environ)
+    except ValueError as exc:
+        stderr.write(f"sensevm: {exc}\n")
+        return None
+    limits.update(given or {})
+    return limits
+
+
 def run_file(path: str, *, dry_run: bool = False, stdout=None, stderr=None,
              audit_log: str | None = None, state_dir: str | None = None,
              approve: str | None = None, session_log: str | None = None, stdin=None,
-             request: str | None = None, second_look: bool = True) -> int:
+             request: str | None = None, second_look: bool = True,
+             limits: dict | None = None) -> int:
     """Run ``path`` as ``sensevm run`` does; return the exit status.
 
     With ``audit_log``, every audit record is also appended durably to that file (see
     sensevm.audit.AuditFile); a log that cannot be opened stops the run before it starts.
+    ``limits`` are VM keywords (max_steps, max_depth, max_string, max_array, timeout) over
+    the environment's; a program stopped by one exits with status 4.
     """
     from .diagnostics import report
     from .loader import load_path
     from .vm import VM
     stdout = stdout if stdout is not None else sys.stdout
     stderr = stderr if stderr is not None else sys.stderr
+    limits = run_limits(stderr, limits)
+    if limits is None:
+        return 2
     try:
         verified, sources = load_path(path)
     except SenseError as err:
@@ -65,7 +84,7 @@ def run_file(path: str, *, dry_run: bool = False, stdout=None, stderr=None,
     if audit is None:
         return 1
     vm = VM(verified, stdout=stdout, dry_run=dry_run, audit=audit, state_dir=state_dir,
-            second_look=second_look)
+            second_look=second_look, **limits)
     vm.set_request(request)
     _session_host(vm, path, approve, session_log, stdin, stderr)
     return _guarded(vm.run, audit, sources, stdout, stderr)
@@ -113,6 +132,9 @@ def _guarded(body, audit, sources, stdout, stderr, error_path=None) -> int:
         err.path = err.path or error_path
         stdout.flush()
         report(err, sources, stderr)
+        if err.kind == "SenseLimitError":
+            from .limits import LIMIT_EXIT
+            return LIMIT_EXIT
         return 1
     except AuditLogError as exc:
         # A record that cannot be made durable stops the run: nothing more happens unaudited.
@@ -133,37 +155,69 @@ def internal_error(prog: str, exc: BaseException) -> None:
     sys.exit(70)
 
 
-def _fast_run_path(args: list[str]):
-    """FILE if ``args`` is ``run FILE`` exactly as click would accept it, else None.
+def _fast_run_args(args: list[str]):
+    """(FILE, limits) if ``args`` is ``run FILE`` with at most the limit options
+    (``--max-steps N`` or ``--max-steps=N`` ..., before or after FILE) exactly as click would
+    accept it, else None.
 
     Mirrors ``click.Path(dir_okay=False)`` (readable by default, need not exist): a directory or
     an existing unreadable file is left to click, which refuses it with its usage message.
-    Anything starting with '-' may be an option ('--help', '--dry-run', '--') and goes to click.
+    Any other argument starting with '-' ('--help', '--dry-run', '--'), a value that is not a
+    valid limit, or a second argument goes to click, which says what is wrong.
     """
-    if len(args) != 2 or args[0] != "run":
-        return None
-    path = args[1]
-    if not path or path.startswith("-"):
+    if len(args) < 2 or args[0] != "run":
         return None
     # click answers shell-completion requests before parsing anything.
     if os.environ.get("_SENSEVM_COMPLETE"):
         return None
+    path = None
+    limits = {}
+    if len(args) == 2:
+        path = args[1]
+    else:
+        from .limits import OPTIONS, parse
+        i = 1
+        while i < len(args):
+            arg = args[i]
+            if arg.startswith("-"):
+                option, eq, value = arg.partition("=")
+                name = OPTIONS.get(option)
+                if name is None:
+                    return None
+                if not eq:
+                    i += 1
+                    if i == len(args):
+                        return None
+                    value = args[i]
+                try:
+                    limits[name] = parse(name, value)     # the last one wins, as in click
+                except ValueError:
+                    return None
+            elif path is None:
+                path = arg
+            else:
+                return None
+            i += 1
+        if path is None:
+            return None
+    if not path or path.startswith("-"):
+        return None
     try:
         st = os.stat(path)
     except OSError:
-        return path            # click passes a missing path on; run_file reports it
+        return path, limits    # click passes a missing path on; run_file reports it
     except ValueError:
         return None            # e.g. an embedded NUL: let click have its say
     if (st.st_mode & 0o170000) == 0o040000 or not os.access(path, os.R_OK):
         return None
-    return path
+    return path, limits
 
 
-def _run_as_click_would(path: str) -> None:
+def _run_as_click_would(path: str, limits: dict) -> None:
     """``run_file(path)`` with the exit handling of click's standalone mode."""
     import errno
     try:
-        code = run_file(path)
+        code = run_file(path, limits=limits)
     except (EOFError, KeyboardInterrupt):
         # click: echo() a newline, raise Abort, which prints "Aborted!" and exits 1.
         sys.stderr.write("\n")
@@ -190,9 +244,9 @@ def _run_as_click_would(path: str) -> None:
 def entry() -> None:
     """Console-script entry: no Python traceback ever reaches the user."""
     try:
-        path = _fast_run_path(sys.argv[1:])
-        if path is not None:
-            _run_as_click_would(path)
+        fast = _fast_run_args(sys.argv[1:])
+        if fast is not None:
+            _run_as_click_would(*fast)
         from .cli import main
         main(prog_name="sensevm")
     except KeyboardInterrupt:

@@ -25,12 +25,19 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
-def run_tests(path: str, *, stdout=None, stderr=None) -> int:
-    """Run every test file under ``path``; print the report; return the exit status."""
+def run_tests(path: str, *, stdout=None, stderr=None, limits: dict | None = None) -> int:
+    """Run every test file under ``path``; print the report; return the exit status.
+
+    ``limits`` (VM keywords, over the environment's) apply to each file afresh.
+    """
+    from .launch import run_limits
     from .loader import load_path
     from .vm import VM
     stdout = stdout if stdout is not None else sys.stdout
     stderr = stderr if stderr is not None else sys.stderr
+    limits = run_limits(stderr, limits)
+    if limits is None:
+        return 2
     if not os.path.exists(path):
         stderr.write(f"SenseError: no such file or directory: {path}\n")
         return 1
@@ -44,7 +51,7 @@ def run_tests(path: str, *, stdout=None, stderr=None) -> int:
         vm = None
         try:
             verified, _ = load_path(file)
-            vm = VM(verified, stdout=stdout)
+            vm = VM(verified, stdout=stdout, **limits)
             vm.run()
         except SenseError as err:
             errored += 1

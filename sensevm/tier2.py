@@ -272,8 +272,9 @@ def _literal(value) -> Optional[str]:
 
 
 class _Gen:
-    def __init__(self, prepared):
+    def __init__(self, prepared, counting=False):
         self.prepared = prepared
+        self.counting = counting      # a step budget: count backward jumps and calls
         self.instrs = prepared.instrs
         code = prepared.code
         self.kind = code.kind
@@ -420,6 +421,8 @@ class _Gen:
             e(1, "H = vm.handlers", 0)
             e(1, "sc = f.scope", 0)
         e(1, "fs = sc", 0)
+        if self.counting:
+            e(1, "B = vm.budget", 0)
         e(1, "if L:", 0)
         # Entered at a loop header (a frame switching over from tier 1): its stack is in the
         # frame, and the function's scope is as many scopes out as the depth there.
@@ -490,7 +493,14 @@ class _Gen:
         self.emit(indent, "else:", 0)
         self._tree(blocks[mid:], indent + 1)
 
+    def tick(self, indent, ip):
+        """One step (vm.step, inlined): placed at instruction ip - 1, as tier 1 places it."""
+        self.emit(indent, "B.left -= 1", ip)
+        self.emit(indent, "if B.left < 0: raise B.exceeded()", ip)
+
     def goto(self, j, indent, ip):
+        if self.counting and j < ip:
+            self.tick(indent, ip)       # a backward jump taken: a step
         if j in self.dispatch:
             self.emit(indent, f"L = {j}", ip)
             self.emit(indent, "continue", ip)
@@ -797,6 +807,8 @@ class _Gen:
         callee = f"s{base}"
         args = ", ".join(f"s{j}" for j in range(base + 1, depth))
         e(indent, f"f.ip = {ip}", ip)
+        if self.counting:
+            self.tick(indent, ip)       # a call: a step, before anything is called
         e(indent, "f.scope = sc", ip)
         e(indent, f"if type({callee}) is Builtin and not {callee}.frames and "
                   f"({callee}.arity is None or {callee}.arity == {n}):", ip)
@@ -858,9 +870,10 @@ class _Deeper(Exception):
         self.block = block
 
 
-def compile_code(prepared) -> Optional[Compiled]:
-    """The tier-2 form of ``prepared``, or None when it stays in tier 1."""
-    gen = _Gen(prepared)
+def compile_code(prepared, counting: bool = False) -> Optional[Compiled]:
+    """The tier-2 form of ``prepared``, or None when it stays in tier 1. With ``counting`` (a
+    step or time limit), the code counts the steps tier 1 counts (sensevm/limits.py)."""
+    gen = _Gen(prepared, counting)
     try:
         gen.analyse()
     except _Declined:

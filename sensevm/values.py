@@ -17,6 +17,17 @@ if TYPE_CHECKING:  # annotations only: importing typing would slow every start
 from .errors import SenseNameError, SenseRuntimeError, SenseTypeError
 from . import provenance as _P
 from .provenance import LABELLED as _LT
+from .limits import DEFAULT_MAX_ARRAY, DEFAULT_MAX_STRING, array_limit, string_limit
+
+# The size limits of the running VM (set by VM._loop; see sensevm/limits.py): kept here so
+# that `+` and to_str() check them without being handed the VM.
+MAX_STRING = DEFAULT_MAX_STRING
+MAX_ARRAY = DEFAULT_MAX_ARRAY
+
+
+def set_sizes(max_string: int, max_array: int) -> None:
+    global MAX_STRING, MAX_ARRAY
+    MAX_STRING, MAX_ARRAY = max_string, max_array
 
 
 class Scope:
@@ -147,9 +158,12 @@ def to_str(v: Any, _seen: Optional[set] = None) -> str:
             raise SenseRuntimeError("maximum recursion depth exceeded", located=False)
         seen.add(id(v))
         try:
-            return "[" + ", ".join(to_str(x, seen) for x in v) + "]"
+            text = "[" + ", ".join(to_str(x, seen) for x in v) + "]"
         finally:
             seen.discard(id(v))
+        if len(text) > MAX_STRING:
+            raise string_limit(len(text), MAX_STRING)
+        return text
     if t is Closure:
         return f"<fn {v.name}>"
     if t is Builtin:
@@ -300,6 +314,8 @@ def add(a: Any, b: Any) -> Any:
     ta, tb = type(a), type(b)
     if ta is str or tb is str:
         if ta is str and tb is str:
+            if len(a) + len(b) > MAX_STRING:
+                raise string_limit(len(a) + len(b), MAX_STRING)
             return a + b
         if ta in _LT or tb in _LT:
             return _P.add(a, b, add)
@@ -307,6 +323,8 @@ def add(a: Any, b: Any) -> Any:
             f"'+' requires both operands to be String (got {type_name(a)} and {type_name(b)}); "
             "use str() to convert")
     if ta is list and tb is list:
+        if len(a) + len(b) > MAX_ARRAY:
+            raise array_limit(len(a) + len(b), MAX_ARRAY)
         return a + b
     if (ta is int or ta is float) and (tb is int or tb is float):
         try:

@@ -20,8 +20,9 @@ if TYPE_CHECKING:  # annotations only: importing typing would slow every start
 from . import values as V
 from .audit import AuditLog
 from .builtins import builtin_scope
-from .errors import (Pos, SenseError, SenseImportError, SenseNameError, SenseRecursionError,
-                     SenseRuntimeError, SenseSyntaxError, SenseTypeError)
+from .errors import (Pos, SenseError, SenseImportError, SenseLimitError, SenseNameError,
+                     SenseRecursionError, SenseRuntimeError, SenseSyntaxError, SenseTypeError)
+from .limits import DEFAULT_MAX_ARRAY, DEFAULT_MAX_DEPTH, DEFAULT_MAX_STRING, Budget
 from .opcodes import Op, Operand
 from . import lifecycle as L
 from . import policy as P
@@ -34,8 +35,12 @@ from .values import (ActionDefinition, AgentValue, ArrayIterator, Builtin, Closu
                      store_name, type_name)
 
 DRY_RUN_BANNER = "DRY RUN — no actions will actually commit\n\n"
-DEFAULT_MAX_DEPTH = 20_000
-DEFAULT_MAX_ARRAY = 50_000_000
+# The instructions that count as a step (with a step or time limit; see limits.py): every
+# one that may call, besides the backward jumps.
+CALL_OPS = (Op.CALL, Op.CALL_LABELED, Op.TOOL_CALL, Op.IMPORT, Op.ACTION_PREPARE,
+            Op.ACTION_VERIFY, Op.ACTION_APPROVE, Op.ACTION_COMMIT, Op.ACTION_ROLLBACK)
+JUMP_OPS = (Op.POP_JUMP_IF_FALSE, Op.POP_JUMP_IF_TRUE, Op.JUMP_IF_FALSE_OR_POP,
+            Op.JUMP_IF_TRUE_OR_POP, Op.FOR_ITER)
 
 _LOAD_NAME, _LOAD_CONST, _STORE_NAME, _POP_JUMP_IF_FALSE, _JUMP = (
     int(Op.LOAD_NAME), int(Op.LOAD_CONST), int(Op.STORE_NAME), int(Op.POP_JUMP_IF_FALSE),
@@ -170,7 +175,8 @@ class VM:
                  max_array: int = DEFAULT_MAX_ARRAY, dry_run: bool = False,
                  audit: Optional[AuditLog] = None, stdin=None,
                  state_dir: Optional[str] = None, tier: Optional[str] = None,
-                 second_look: bool = True):
+                 max_string: int = DEFAULT_MAX_STRING, max_steps: Optional[int] = None,
+                 timeout: Optional[float] = None, second_look: bool = True):
         from .verify import VerifiedProgram
         if not isinstance(verified, VerifiedProgram):
             raise TypeError("the VM runs only a VerifiedProgram (see sensevm.verify)")
@@ -181,6 +187,10 @@ class VM:
         self.out = stdout if stdout is not None else sys.stdout
         self.max_depth = max_depth
         self.max_array = max_array
+        self.max_string = max_string
+        # Steps and time are counted only when limited (docs/limits.md): shared with workers.
+        self.budget = (Budget(max_steps, timeout)
+                       if max_steps is not None or timeout is not None else None)
         self.dry_run = dry_run
         self.audit = audit if audit is not None else AuditLog()
         self.stdin = stdin if stdin is not None else sys.stdin
@@ -282,20 +292,30 @@ class VM:
         A dry run's stdout is framed as spec 14 says: the banner first, and after a program
         that finished, the summary of every audit line (no summary after an error).
         """
-        if self.dry_run:
-            self.write(DRY_RUN_BANNER)
+        budget = self.budget
+        if budget is not None:
+            budget.start_clock()
         try:
+            if self.dry_run:
+                self.write(DRY_RUN_BANNER)
             result = self._run_main()
             self.save_paused_agents()
+            if self.dry_run:
+                lines = self.audit.lines()
+                self.write("\n--- dry run summary ---\n")
+                self.write("\n".join(lines) + "\n" if lines else "(no actions were prepared)\n")
+            return result
         finally:
+            if budget is not None:
+                budget.stop_clock()
             if self.mcp_servers:
                 from .mcp import close_all
                 close_all(self.mcp_servers)
-        if self.dry_run:
-            lines = self.audit.lines()
-            self.write("\n--- dry run summary ---\n")
-            self.write("\n".join(lines) + "\n" if lines else "(no actions were prepared)\n")
-        return result
+
+    @property
+    def steps(self) -> Optional[int]:
+        """Steps taken so far, when steps are counted (a step or time limit is set)."""
+        return self.budget.steps if self.budget is not None else None
 
     def _run_main(self) -> Any:
         scope = Scope(self.builtins, tag="module")
@@ -313,6 +333,10 @@ class VM:
     def _loop(self) -> None:
         handlers = self.handlers
         tiered = self.tier != "1"
+        budget = self.budget
+        # JUMP is done in the loop only when nothing counts it (tier 2's heat, a step budget).
+        jumps = not tiered and budget is None
+        V.set_sizes(self.max_string, self.max_array)
         while self.frame is not None:
             frame = self.frame
             try:
@@ -369,10 +393,13 @@ class VM:
                         value = stack.pop()
                         if value is True or value is False or type(value) not in _LT:
                             if not value:
+                                if a < ip and budget is not None:     # backward: a step
+                                    frame.ip = ip
+                                    self.step()
                                 ip = a
                             continue
                         stack.append(value)     # influenced: the handler opens a pc label
-                    if op == _JUMP and not tiered:
+                    if op == _JUMP and jumps:
                         ip = a
                         continue
                     if _ADD <= op <= _GE and op != _DIV:
@@ -407,10 +434,12 @@ class VM:
         frame = self.frame
         if frame is not None:
             err.with_pos(frame.pos, frame.prepared.path)
+        # A limit stops the program: no test block catches it.
+        catchable = type(err) is not SenseLimitError
         if self.sessions:
-            self._abort_sessions_left(frame)
+            self._abort_sessions_left(frame, catchable)
         while frame is not None:
-            if frame.tests:
+            if frame.tests and catchable:
                 frame.gen = None
                 handler = frame.tests.pop()
                 self.tests.append(TestResult(handler.name, False, err, frame.prepared.path,
@@ -431,12 +460,12 @@ class VM:
         self.frame = None
         raise err
 
-    def _abort_sessions_left(self, frame) -> None:
+    def _abort_sessions_left(self, frame, catchable: bool = True) -> None:
         """Every protocol session the error leaves (outside the block that catches it) aborts:
         those opened in the frames it unwinds, and in the catching frame outside its handler."""
         from .sessions import abort_left
         left = set()
-        while frame is not None and not frame.tests:
+        while frame is not None and (not frame.tests or not catchable):
             left.add(frame)
             frame = frame.caller
         abort_left(self, left, frame, frame.tests[-1].scope if frame is not None else None)
@@ -557,7 +586,56 @@ class VM:
         if self.tier != "1":
             # Backward jumps count towards tier 2 and can switch a running frame over to it.
             table[Op.JUMP] = self.op_JUMP_counting
+        if self.budget is not None:
+            # A step or time limit: backward jumps and calls count (tier 2 counts the same
+            # steps in its own code, and calls these for everything else).
+            table[Op.JUMP] = self._counted_jump(table[Op.JUMP], True)
+            for op in JUMP_OPS:
+                table[op] = self._counted_jump(table[op], False)
+            for op in CALL_OPS:
+                table[op] = self._counted_call(table[op])
         return table
+
+    def step(self) -> None:
+        """Count one step; the limit error when the budget is spent or the time is up."""
+        budget = self.budget
+        budget.left -= 1
+        if budget.left < 0:
+            raise budget.exceeded()
+
+    def _counted_call(self, handler):
+        budget = self.budget
+
+        def counted(f, a, b):
+            budget.left -= 1
+            if budget.left < 0:
+                raise budget.exceeded()
+            return handler(f, a, b)
+        return counted
+
+    def _counted_jump(self, handler, always: bool):
+        """A jump handler that counts a step when it jumps backward (before JUMP jumps, so an
+        error is placed at the jump; a conditional jump is counted once it has decided)."""
+        budget = self.budget
+        if always:
+            def counted(f, a, b):
+                if a < f.ip:
+                    budget.left -= 1
+                    if budget.left < 0:
+                        raise budget.exceeded()
+                return handler(f, a, b)
+            return counted
+
+        def counted_if(f, a, b):
+            ip = f.ip
+            result = handler(f, a, b)
+            if a < ip and f.ip == a:
+                budget.left -= 1
+                if budget.left < 0:
+                    f.ip = ip
+                    raise budget.exceeded()
+            return result
+        return counted_if
 
     # ------------------------------------------------------------------ tier 2
 
@@ -569,7 +647,7 @@ class VM:
             if self.tier == "auto" and code.heat < HOT_THRESHOLD:
                 return None
             from .tier2 import compile_code
-            t2 = code.t2 = compile_code(code) or False
+            t2 = code.t2 = compile_code(code, counting=self.budget is not None) or False
         return t2 or None
 
     def _tier2(self, frame) -> bool:
@@ -1423,9 +1501,14 @@ class VM:
         top.stack.append(value)
         self.depth = agent.frames
         self.frame = top
+        budget = self.budget
+        if budget is not None:
+            budget.start_clock()
         try:
             self._loop()
         finally:
+            if budget is not None:
+                budget.stop_clock()
             self.save_paused_agents()
             if self.state_dir is not None and agent.status != "paused":
                 from .persist import save_agent
