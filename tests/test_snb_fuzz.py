@@ -283,9 +283,12 @@ def test_range_with_more_elements_than_a_c_ssize_t(run, args, count):
     literal = {"10 ** 30": str(10 ** 30), "10 ** 19": str(10 ** 19)}
     for k, v in literal.items():
         args = args.replace(k, v)
+    from sensevm.errors import SenseLimitError
+    from sensevm.limits import DEFAULT_MAX_ARRAY
     out = run(f"print(range({args}))\n")
-    assert out.error is not None and out.error.message == \
-        f"range() would create {count} elements (limit 50000000)"
+    assert isinstance(out.error, SenseLimitError) and out.error.message == \
+        (f"array size limit exceeded (an Array of {count} elements; the limit is "
+         f"{DEFAULT_MAX_ARRAY})")
 
 
 def _run_for_at_most(tmp_path, source: str, seconds: float = 60):
