@@ -26,25 +26,12 @@ ROLE_BY_NAME = {
 }
 ROLES = ("recipient", "amount", "link", "code", "content")
 
-# Capabilities that send data out of the program, as prefixes ("email." covers email.send).
-OUTBOUND = ("email.", "mail.", "sms.", "payment.", "pay.", "calendar.invite", "http.post",
-            "net.post", "shell.exec")
-
 
 def role_of(param: str, override: str | None = None) -> str:
     """The role of a parameter: the declaration's override, else from its name, else content."""
     if override is not None:
         return override
     return ROLE_BY_NAME.get(param.lower(), "content")
-
-
-def is_outbound(capability: str | None, sends: bool = False) -> bool:
-    if sends:
-        return True
-    if capability is None:
-        return False
-    return any(capability == p or (p.endswith(".") and capability.startswith(p))
-               for p in OUTBOUND)
 
 
 # ----------------------------------------------------------------------------- email

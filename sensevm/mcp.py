@@ -335,7 +335,6 @@ class McpTool:
         look = vm.look
         if look is None:
             return text
-        look.calls += 1
         look.live = True
         return PV.label(text, PV.only(PV.untrusted(name)))
 

@@ -233,7 +233,6 @@ def save_agent(vm, agent: AgentValue, directory: str) -> str:
     state = {"version": STATE_VERSION, "agent": root, "objects": saver.objects,
              "audit_lines": vm.audit.lines(),
              "second_look": None if vm.look is None else {
-                 "calls": vm.look.calls,
                  "evidence": [[list(o), text] for o, text in vm.look.evidence]},
              "source_hash": vm.program.source_hash.hex()}
     os.makedirs(directory, exist_ok=True)
@@ -462,7 +461,6 @@ def load_agent(vm, state: dict) -> AgentValue:
     vm.audit.prefix = list(state["audit_lines"])
     look = state["second_look"]
     if look is not None and vm.look is not None:
-        vm.look.calls = max(vm.look.calls, look["calls"])
         for origin, text in look["evidence"]:
             vm.look.add_evidence(tuple(origin), text)
         vm.look.live = True

@@ -108,12 +108,17 @@ class LStr(str):
 
 
 class LInt(int):
+    """An Int with origins. Python allows an int subclass no slots, and an instance dict per
+    value was a third of the cost of labelling a tool's result; so each origin set has its own
+    subclass of LInt (int_class) holding the set as a class attribute, and making a labelled
+    Int is int.__new__ alone. Test with ``type(v) in INT_TYPES``, never ``is LInt``."""
+
+    __slots__ = ()
     type_name = "Int"
+    origins = EMPTY
 
     def __new__(cls, value: int, origins: frozenset):
-        n = int.__new__(cls, value)
-        n.origins = origins
-        return n
+        return int.__new__(int_class(origins), value)
 
     def __reduce__(self):
         return (LInt, (int(self), self.origins))
@@ -155,7 +160,21 @@ class LBool:
         return (LBool, (self.value, self.origins))
 
 
-LABELLED = frozenset({LStr, LInt, LFloat, LBool})
+# The labelled types: a set that grows by one class per origin set an Int is labelled with.
+LABELLED = {LStr, LInt, LFloat, LBool}
+INT_TYPES = {LInt}
+_INT_CLASSES: dict = {}
+
+
+def int_class(origins: frozenset) -> type:
+    """The LInt subclass whose values carry ``origins``."""
+    cls = _INT_CLASSES.get(origins)
+    if cls is None:
+        cls = type("LInt", (LInt,), {"__slots__": (), "origins": origins})
+        _INT_CLASSES[origins] = cls
+        INT_TYPES.add(cls)
+        LABELLED.add(cls)
+    return cls
 
 
 def plain(v):
@@ -163,7 +182,7 @@ def plain(v):
     t = type(v)
     if t is LStr:
         return str.__str__(v)
-    if t is LInt:
+    if t in INT_TYPES:
         return int(v)
     if t is LFloat:
         return float(v)
@@ -183,7 +202,7 @@ def origins_of(v) -> frozenset:
         for span in spans:
             out = union(out, span[2])
         return out
-    if t is LInt or t is LFloat or t is LBool:
+    if t in LABELLED:
         return v.origins
     return EMPTY
 
@@ -235,13 +254,13 @@ def label(v, origins: frozenset):
     if t is LStr:
         return LStr(str.__str__(v), tuple((a, b, union(o, origins)) for a, b, o in v.spans))
     if t is int:
-        return LInt(v, origins)
+        return int.__new__(int_class(origins), v)
     if t is bool:
         return LBool(v, origins)
     if t is float:
         return LFloat(v, origins)
-    if t is LInt:
-        return LInt(int(v), union(v.origins, origins))
+    if t in INT_TYPES:
+        return int.__new__(int_class(union(v.origins, origins)), int(v))
     if t is LFloat:
         return LFloat(float(v), union(v.origins, origins))
     if t is LBool:
@@ -281,15 +300,20 @@ def concat(a: str, b: str) -> str:
     return make_str(str.__str__(a) + str.__str__(b), spans)
 
 
+_new_int = int.__new__
+
+
 def add(a, b, plain_add):
-    if type(a) is LInt:
-        # The common case (a total of tool results): no general dispatch.
-        if type(b) is LInt:
-            return LInt(int.__add__(a, b), union(a.origins, b.origins))
-        if type(b) is int:
-            return LInt(int.__add__(a, b), a.origins)
-    elif type(b) is LInt and type(a) is int:
-        return LInt(int.__add__(a, b), b.origins)
+    ta, tb = type(a), type(b)
+    if ta in INT_TYPES:
+        # The common case (a total of tool results), without label()'s dispatch: the class
+        # of an operand already carries the origins.
+        if tb is int or tb is ta:
+            return _new_int(ta, int.__add__(a, b))
+        if tb in INT_TYPES:
+            return _new_int(int_class(union(a.origins, b.origins)), int.__add__(a, b))
+    elif ta is int and tb in INT_TYPES:
+        return _new_int(tb, int.__add__(a, b))
     pa, pb = plain(a), plain(b)
     result = plain_add(pa, pb)
     if type(result) is str:

@@ -4,7 +4,7 @@ by the user's words, the program's own text or an uninfluenced trusted record.
 
 The VM calls ``SecondLook.evaluate`` from its verify and commit handlers (vm.py), after the
 policy check, for actions that send data out (declared ``sends``, or requiring an outbound
-capability: endorse.OUTBOUND). A flagged evaluation makes the action require ``.approve()``
+capability: OUTBOUND). A flagged evaluation makes the action require ``.approve()``
 given *after* the flag, whatever the policy or declaration say; the approval is bound to a
 digest of the arguments and their origins, so changing an argument asks again. Every
 evaluation is recorded host-side in the audit trail. The matching rules are in endorse.py and
@@ -16,6 +16,7 @@ from __future__ import annotations
 from . import provenance as P
 
 _E = None
+_new_int = int.__new__
 
 
 def _endorse():
@@ -27,6 +28,21 @@ def _endorse():
     return _E
 
 PREVIEW = 60        # characters of a value shown in a reason or an audit record
+
+# Capabilities that send data out of the program, as prefixes ("email." covers email.send).
+# (Here, not in endorse.py: telling whether an action is outgoing must not cost the import of
+# the matching rules, which a program that sends nothing never needs.)
+OUTBOUND = ("email.", "mail.", "sms.", "payment.", "pay.", "calendar.invite", "http.post",
+            "net.post", "shell.exec")
+
+
+def is_outbound(capability, sends: bool = False) -> bool:
+    if sends:
+        return True
+    if capability is None:
+        return False
+    return any(capability == p or (p.endswith(".") and capability.startswith(p))
+               for p in OUTBOUND)
 
 
 class Finding:
@@ -98,7 +114,7 @@ class SecondLook:
 
     def __init__(self):
         self._units: list = []
-        self.calls = 0
+        self._untrusted: dict = {}            # tool name -> the LInt class of its origin
         # Set once any labelled value exists: from then on tier 2 runs no leaf forms (they
         # have no frame to keep a pc label on).
         self.live = False
@@ -123,17 +139,19 @@ class SecondLook:
 
     def tool_result(self, tool, value):
         """A tool's result: trusted (and then evidence) or untrusted, as the tool is declared."""
-        self.calls += 1
         self.live = True
         decl = tool.decl
         if decl.trusted:
             value = P.label(value, P.only(P.trusted(decl.name)))
             self.context(value)
             return value
-        origins = P.only(P.untrusted(decl.name))
+        cls = self._untrusted.get(decl.name)
+        if cls is None:
+            cls = self._untrusted[decl.name] = P.int_class(P.only(P.untrusted(decl.name)))
+        origins = cls.origins
         t = type(value)
         if t is int:
-            return P.LInt(value, origins)        # the common cases, without label()'s dispatch
+            return _new_int(cls, value)         # the common cases, without label()'s dispatch
         if t is str:
             return P.LStr(value, ((0, len(value), origins),))
         return P.label(value, origins)
@@ -146,7 +164,8 @@ class SecondLook:
             for origin, text in P.clean_spans(v):
                 self.add_evidence(origin, text)
             for x in _leaves(v):
-                if type(x) in (P.LInt, P.LFloat) and not P.is_influenced(x.origins):
+                if (type(x) in P.INT_TYPES or type(x) is P.LFloat) \
+                        and not P.is_influenced(x.origins):
                     self.add_evidence(P._best(x.origins), str(P.plain(x)))
 
     # -- the check
@@ -154,8 +173,7 @@ class SecondLook:
     def outbound(self, decl) -> bool:
         known = self._outbound.get(id(decl))
         if known is None:
-            known = self._outbound[id(decl)] = _endorse().is_outbound(
-                decl.capability, getattr(decl, "sends", False))
+            known = self._outbound[id(decl)] = is_outbound(decl.capability, decl.sends)
         return known
 
     def add_unit(self, unit) -> None:

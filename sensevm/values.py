@@ -213,7 +213,7 @@ def index_get(obj, index):
     t = type(obj)
     if t is list or t is str:
         if type(index) is not int:
-            if type(index) is _P.LInt:
+            if type(index) in _P.INT_TYPES:
                 return _labelled_index(obj, index)
             raise SenseRuntimeError(f"index must be Int, got {type_name(index)}")
         if not -len(obj) <= index < len(obj):
@@ -231,7 +231,7 @@ def index_set(obj, index, value) -> None:
     """``obj[index] = value`` (STORE_INDEX, in both tiers)."""
     if type(obj) is list:
         if type(index) is not int:
-            if type(index) is _P.LInt:
+            if type(index) in _P.INT_TYPES:
                 # Where the value lands depends on the index: it carries the index's origins.
                 return index_set(obj, int(index), _P.label(value, index.origins))
             raise SenseRuntimeError(f"array index must be Int, got {type_name(index)}")
@@ -438,17 +438,15 @@ def make_checker(text: str) -> Callable[[Any], bool]:
     return _checker(parsed)
 
 
-_FLOATISH = frozenset({_P.LInt, _P.LFloat})
-
-
 def _checker(parsed) -> Callable[[Any], bool]:
     name, args = parsed
     # Labelled values (provenance.py) are their types too; tested second, so a plain value
     # costs nothing more.
     if name == "Int":
-        return lambda v: type(v) is int or type(v) is _P.LInt
+        return lambda v: type(v) is int or type(v) in _P.INT_TYPES
     if name == "Float":
-        return lambda v: type(v) is float or type(v) is int or type(v) in _FLOATISH
+        return lambda v: (type(v) is float or type(v) is int or type(v) in _P.INT_TYPES
+                          or type(v) is _P.LFloat)
     if name == "String":
         return lambda v: type(v) is str or type(v) is _P.LStr
     if name == "Bool":

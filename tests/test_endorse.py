@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 from sensevm.endorse import (amount_in, as_amount, email_in, endorsed_by, find_amounts,
-                             find_emails, find_phones, is_outbound, phone_in, role_of, url_in)
+                             find_emails, find_phones, phone_in, role_of, url_in)
+from sensevm.secondlook import is_outbound
 
 
 @pytest.mark.parametrize("param, role", [
