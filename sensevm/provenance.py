@@ -330,6 +330,11 @@ def unary(fn, a):
     return label(fn(plain(a)), origins_of(a))
 
 
+def negation(v):
+    """``not v`` for a labelled value: a Bool with its origins."""
+    return label(not plain(v), origins_of(v))
+
+
 def char_at(s: str, i: int):
     """The one-character String at index ``i`` (already checked), with its span's origins."""
     if i < 0:

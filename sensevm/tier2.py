@@ -125,10 +125,6 @@ def store_found(outer, name, value) -> bool:
     return False
 
 
-def labelled_not(value):
-    return PV.label(not PV.plain(value), PV.origins_of(value))
-
-
 def leaf_labelled():
     # A leaf form runs only while no labelled value exists (vm.call_t2), so this is a bug
     # guard: fail closed rather than branch on outside data without a pc label.
@@ -162,7 +158,7 @@ _RUNTIME = {
     "decl_error": decl_error, "return_error": return_error, "leaf_error": leaf_error,
     "add": V.add, "arith": V.arith, "compare": V.compare, "equal": V.equal,
     "not_equal": V.not_equal,
-    "negate": V.negate, "LT": PV.LABELLED, "labelled_not": labelled_not,
+    "negate": V.negate, "LT": PV.LABELLED, "negation": PV.negation,
     "leaf_labelled": leaf_labelled, "Scope": Scope, "Closure": Closure, "Builtin": Builtin,
     "ArrayIterator": ArrayIterator, "SenseRuntimeError": SenseRuntimeError,
 }
@@ -676,7 +672,7 @@ class _Gen:
         elif op is Op.NEG:
             e(indent, f"{top} = negate({top})", ip)
         elif op is Op.NOT:
-            e(indent, f"if type({top}) in LT: {top} = labelled_not({top})", ip)
+            e(indent, f"if type({top}) in LT: {top} = negation({top})", ip)
             e(indent, f"else: {top} = not {top}", ip)
         elif op is Op.JUMP:
             self.goto(a, indent, ip)

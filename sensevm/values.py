@@ -297,7 +297,7 @@ def not_equal(a: Any, b: Any) -> bool:
     result = equal(a, b)
     if type(result) is bool:
         return not result
-    return _P.label(not result.value, result.origins)
+    return _P.negation(result)
 
 
 # ----------------------------------------------------------------------------- arithmetic

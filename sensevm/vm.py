@@ -802,7 +802,7 @@ class VM:
     def op_NOT(self, f, a, b):
         value = f.stack[-1]
         if type(value) in _LT:
-            f.stack[-1] = PV.label(not PV.plain(value), PV.origins_of(value))
+            f.stack[-1] = PV.negation(value)
         else:
             f.stack[-1] = not value
 
