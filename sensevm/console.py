@@ -506,16 +506,24 @@ class Console:
                 pass
         return value, "".join(tee.parts)
 
+    @staticmethod
+    def _declared(kind: str, index: int, decls, defs: dict, verb: str):
+        """The value declaration ``index`` of the manifest table ``decls`` bound when it ran."""
+        if not 0 <= index < len(decls):
+            raise ConsoleError(404, f"Unknown{kind.capitalize()}",
+                               f"no {kind} #{index} in this program")
+        value = defs.get(index)
+        if value is None:
+            raise ConsoleError(409, "NotDeclared",
+                               f"{kind} '{decls[index].name}' was never declared while the "
+                               f"program ran (its declaration did not execute), so it cannot "
+                               f"be {verb}")
+        return value
+
     def prepare(self, index: int, args: list) -> dict:
         vm = self.vm
-        if not 0 <= index < len(vm.program.actions):
-            raise ConsoleError(404, "UnknownAction", f"no action #{index} in this program")
-        definition = vm.action_defs.get(index)
-        if definition is None:
-            name = vm.program.actions[index].name
-            raise ConsoleError(409, "NotDeclared",
-                               f"action '{name}' was never declared while the program ran "
-                               "(its declaration did not execute), so it cannot be prepared")
+        definition = self._declared("action", index, vm.program.actions, vm.action_defs,
+                                    "prepared")
         f = self.host_frame()
         action = vm.prepare(f, definition, args)
         vm.console_made.add(id(action))
@@ -548,14 +556,7 @@ class Console:
 
     def call_tool(self, index: int, args: list) -> dict:
         vm = self.vm
-        if not 0 <= index < len(vm.program.tools):
-            raise ConsoleError(404, "UnknownTool", f"no tool #{index} in this program")
-        tool = vm.tool_defs.get(index)
-        if tool is None:
-            name = vm.program.tools[index].name
-            raise ConsoleError(409, "NotDeclared",
-                               f"tool '{name}' was never declared while the program ran "
-                               "(its declaration did not execute), so it cannot be called")
+        tool = self._declared("tool", index, vm.program.tools, vm.tool_defs, "called")
         f = self.host_frame()
 
         def run():

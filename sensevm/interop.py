@@ -208,19 +208,25 @@ def _convert(value, origin, memo, look=None):
     if isinstance(value, str):
         return str.__str__(value)
     if isinstance(value, list):
-        if memo is None:
-            memo = {}
-        done = memo.get(id(value))
-        if done is not None:
-            return done
-        out: list = []
-        memo[id(value)] = out
-        for item in list(value):
-            out.append(_convert(item, None, memo, look))
-        return out
+        return _copy_list(value, memo, lambda item, m: _convert(item, None, m, look))
     if t is SenseValue:
         return value._sense_value
     return PyObject(value, t.__name__, origin, look)
+
+
+def _copy_list(items: list, memo, convert) -> list:
+    """A new list of ``convert(item, memo)``, across the boundary either way; ``memo`` keeps a
+    list that contains itself (or another list twice) the same shape on the other side."""
+    if memo is None:
+        memo = {}
+    done = memo.get(id(items))
+    if done is not None:
+        return done
+    out: list = []
+    memo[id(items)] = out
+    for item in list(items):
+        out.append(convert(item, memo))
+    return out
 
 
 def to_python(value, memo=None):
@@ -231,16 +237,7 @@ def to_python(value, memo=None):
     if t in PV.LABELLED:
         return PV.plain(value)
     if t is list:
-        if memo is None:
-            memo = {}
-        done = memo.get(id(value))
-        if done is not None:
-            return done
-        out: list = []
-        memo[id(value)] = out
-        for item in value:
-            out.append(to_python(item, memo))
-        return out
+        return _copy_list(value, memo, to_python)
     if t is PyObject:
         return value.value
     if t is PyFunction:

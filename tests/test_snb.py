@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 import struct
 import zlib
 from dataclasses import replace
@@ -14,7 +15,12 @@ from sensevm import snb
 from sensevm.decode import encode
 from sensevm.errors import SnbFormatError
 from sensevm.opcodes import FINGERPRINT, FORMAT_MAJOR, FORMAT_MINOR, Op
-from sensevm.program import CodeKind, CodeObject, ModuleEntry, Program, Source, write_uvarint
+from sensevm.program import CodeKind, CodeObject, ModuleEntry, Program, Source
+
+from conftest import ROOT
+
+sys.path.insert(0, ROOT)
+from fuzz.snb_oracle import recrc, uvarint, with_crc  # noqa: E402  (the fuzzers' byte helpers)
 
 
 def asm(*instructions) -> bytes:
@@ -46,21 +52,6 @@ def sample_program() -> Program:
 
 VALID = snb.dump(sample_program())
 HEADER = VALID[:snb.HEADER_SIZE]
-
-
-def uvarint(n: int) -> bytes:
-    out = bytearray()
-    write_uvarint(out, n)
-    return bytes(out)
-
-
-def with_crc(body: bytes) -> bytes:
-    return body + struct.pack("<I", zlib.crc32(body))
-
-
-def recrc(data: bytes) -> bytes:
-    """A file with its checksum recomputed (a forgery, or a file from another VM build)."""
-    return with_crc(data[:-4])
 
 
 def patch(data: bytes, at: int, new: bytes) -> bytes:
