@@ -157,16 +157,16 @@ def _retired(message: str):
 
 
 CORE = [
-    Builtin("print", b_print),
-    Builtin("len", b_len, 1),
-    Builtin("range", b_range),
-    Builtin("str", b_str, 1),
-    Builtin("int", b_int, 1),
-    Builtin("float", b_float, 1),
-    Builtin("type_of", b_type_of, 1),
-    Builtin("push", b_push, 2),
-    Builtin("assert", b_assert),
-    Builtin("audit_log", b_audit_log, 0),
+    Builtin("print", b_print, pure=True),
+    Builtin("len", b_len, 1, pure=True),
+    Builtin("range", b_range, pure=True),
+    Builtin("str", b_str, 1, pure=True),
+    Builtin("int", b_int, 1, pure=True),
+    Builtin("float", b_float, 1, pure=True),
+    Builtin("type_of", b_type_of, 1, pure=True),
+    Builtin("push", b_push, 2, pure=True),
+    Builtin("assert", b_assert, pure=True),
+    Builtin("audit_log", b_audit_log, 0, pure=True),
     Builtin("user_request", b_user_request, 0),
     Builtin("await", b_await, 1),
     Builtin("mock_model", _retired(

@@ -48,6 +48,7 @@ from .opcodes import JUMPS, POPS, PUSHES, TERMINATORS, Op
 from .program import CodeKind
 from .values import (ArrayIterator, Builtin, Closure, Scope, index_get, index_set,
                      load_name, store_name, store_outer, type_name)
+from .vm import DIRECT_LIMIT, Deoptimize, Frame
 
 MAX_INSTRUCTIONS = 4000     # larger code objects stay in tier 1 (compile time, Python limits)
 MAX_INDENT = 40             # deeper inlining turns the block into a dispatch target instead
@@ -71,10 +72,19 @@ class Compiled:
     """A tier-2 code object: ``fn(vm, frame, entry)`` makes the generator; ``entries`` are the
     instruction indices it can start at (function entry and loop headers).
 
-    ``leaf`` is set for a function that calls nothing and hands nothing to a tier-1 handler:
-    ``leaf(vm, scope)`` runs its whole body as a plain Python call and returns the result.
-    Nothing can observe such a body's frame while it runs (no callee, no builtin, no audit
-    record), so vm.call_t2 runs it without one; an error leaving it carries its position.
+    ``leaf`` is the function's *direct form*, when it has one: ``leaf(vm, scope, closure)`` runs
+    the whole body as a plain Python call with no frame, and returns the result (vm.call_direct
+    does the checks of a call around it). A function has one when every instruction is done in
+    place or is a CALL (and no step budget counts). At a CALL, a pure builtin (values.Builtin)
+    is called in place and a function with a direct form is called directly; nothing else can
+    be called without this body's frame on the chain (policy, lineage and pausing read it), so
+    anything else *deoptimizes*: the activation becomes a real frame stopped at that CALL,
+    every direct activation below it on the Python stack becomes a frame stopped just after
+    its own call, linked as callers, and the loop carries on from the innermost in tier 1.
+    Nothing has happened of the call that deoptimized (the guards only read), so tier 1 makes
+    it exactly once; until then, nothing can observe the missing frames: direct forms call only
+    code that cannot look at the chain. A branch on a labelled value deoptimizes the same way
+    (pc labels live in tier 1).
     """
 
     __slots__ = ("fn", "entries", "source", "leaf")
@@ -125,11 +135,12 @@ def store_found(outer, name, value) -> bool:
     return False
 
 
-def leaf_labelled():
-    # A leaf form runs only while no labelled value exists (vm.call_t2), so this is a bug
-    # guard: fail closed rather than branch on outside data without a pc label.
-    return SenseRuntimeError("internal error: a labelled condition reached a leaf function",
-                             located=False)
+def materialize(prepared, scope, closure, stack, ip):
+    """The frame a direct activation becomes (its caller is linked by whoever called it)."""
+    frame = Frame(prepared, scope, None, closure)
+    frame.stack = stack
+    frame.ip = ip
+    return frame
 
 
 def decl_error(name, text, value):
@@ -147,6 +158,14 @@ def leaf_error(exc, pos, path):
     return exc
 
 
+def arity_error(name, count, args):
+    return SenseRuntimeError(f"'{name}' expects {count} argument(s), got {len(args)}")
+
+
+def param_error(param, name, text, value):
+    return SenseTypeError(f"argument '{param}' of '{name}' expects {text}, got {type_name(value)}")
+
+
 def return_error(name, text, value):
     return SenseTypeError(f"'{name}' declared to return {text}, got {type_name(value)}")
 
@@ -156,10 +175,12 @@ _RUNTIME = {
     "chain": chain, "store_found": store_found,
     "index_get": index_get, "index_set": index_set, "get_iter": get_iter,
     "decl_error": decl_error, "return_error": return_error, "leaf_error": leaf_error,
+    "arity_error": arity_error, "param_error": param_error,
+    "SenseRecursionError": SenseRecursionError,
     "add": V.add, "arith": V.arith, "compare": V.compare, "equal": V.equal,
     "not_equal": V.not_equal,
     "negate": V.negate, "LT": PV.LABELLED, "negation": PV.negation,
-    "leaf_labelled": leaf_labelled, "Scope": Scope, "Closure": Closure, "Builtin": Builtin,
+    "materialize": materialize, "Deoptimize": Deoptimize, "Scope": Scope, "Closure": Closure, "Builtin": Builtin,
     "ArrayIterator": ArrayIterator, "SenseRuntimeError": SenseRuntimeError,
 }
 
@@ -385,12 +406,13 @@ class _Gen:
         self.entries = frozenset(j for j in dispatch if j == 0 or j in loop_heads)
 
     def is_leaf(self) -> bool:
-        """A function whose every instruction is done in place: no call, no member read (it
-        may capture the frame), no closure made, nothing handed to a tier-1 handler."""
+        """A function with a direct form (see Compiled): every instruction done in place (no
+        member read: it may capture the frame; no closure made) or a CALL, unless steps count."""
         if self.kind is not CodeKind.FUNCTION:
             return False
+        allowed = LEAF_OPS if self.counting else LEAF_OPS | {Op.CALL}
         for i, (op, _, _) in enumerate(self.instrs):
-            if self.state[i] is not None and op not in LEAF_OPS:
+            if self.state[i] is not None and op not in allowed:
                 return False
         return True
 
@@ -410,32 +432,37 @@ class _Gen:
         slots = [f"s{i}" for i in range(maxdepth + 2)]
         e = self.emit
         if self.leaf:
-            e(0, "def leaf(vm, sc):", 0)
-            e(1, "L = 0", 0)
+            self.direct_prologue()
         else:
             e(0, "def t2(vm, f, L):", 0)
             e(1, "H = vm.handlers", 0)
             e(1, "sc = f.scope", 0)
-        e(1, "fs = sc", 0)
+        if not self.leaf:
+            e(1, "fs = sc", 0)
         if self.counting:
             e(1, "B = vm.budget", 0)
-        e(1, "if L:", 0)
-        # Entered at a loop header (a frame switching over from tier 1): its stack is in the
-        # frame, and the function's scope is as many scopes out as the depth there.
-        e(2, "d = DEPTH[L]", 0)
-        e(2, "while d:", 0)
-        e(3, "fs = fs.parent", 0)
-        e(3, "d -= 1", 0)
-        e(2, "stk = f.stack", 0)
-        e(2, "k = len(stk)", 0)
-        for k in range(1, maxdepth + 1):
-            e(2, f"{'if' if k == 1 else 'elif'} k == {k}: {', '.join(slots[:k])}, = stk", 0)
-        e(1, "v0 = fs.vars", 0)
-        e(1, "P = fs.parent", 0)
+        if not self.leaf:
+            e(1, "if L:", 0)
+            # Entered at a loop header (a frame switching over from tier 1): its stack is in
+            # the frame, and the function's scope is as many scopes out as the depth there.
+            e(2, "d = DEPTH[L]", 0)
+            e(2, "while d:", 0)
+            e(3, "fs = fs.parent", 0)
+            e(3, "d -= 1", 0)
+            e(2, "stk = f.stack", 0)
+            e(2, "k = len(stk)", 0)
+            for k in range(1, maxdepth + 1):
+                e(2, f"{'if' if k == 1 else 'elif'} k == {k}: {', '.join(slots[:k])}, = stk", 0)
+        if not self.leaf:
+            e(1, "v0 = fs.vars", 0)
+            e(1, "P = fs.parent", 0)
         e(1, "pv = P.vars if P is not None else EMPTY", 0)
         e(1, "U = UNSET", 0)
         for name, local in self.cached.items():
-            if name in self.fixed:
+            if self.leaf and name in self.fixed:
+                last = len(self.params) - 1 - self.params[::-1].index(name)   # zip's binding
+                e(1, f"{local} = A[{last}]", 0)
+            elif name in self.fixed:
                 e(1, f"{local} = v0[{name!r}]", 0)
             else:
                 e(1, f"{local} = v0.get({name!r}, U)", 0)
@@ -462,12 +489,7 @@ class _Gen:
         order = sorted(j for j in self.dispatch if self.state[j] is not None)
         self._tree(order, 3)
         if self.leaf:
-            e(1, "except Exception as exc:", 0)
-            e(2, "tb = exc.__traceback__", 0)
-            e(2, "ip = LINEMAP.get(tb.tb_lineno, 1) if tb is not None else 1", 0)
-            e(2, "raise leaf_error(exc, POSITIONS[ip - 1], PATH) from None", 0)
-            self.ns["POSITIONS"] = self.prepared.positions
-            self.ns["PATH"] = self.prepared.path
+            self.direct_epilogue()
         else:
             e(2, "if L is None: yield    # always a generator, even without calls", 0)
             e(1, "except Exception as exc:", 0)
@@ -488,6 +510,56 @@ class _Gen:
         self._tree(blocks[:mid], indent + 1)
         self.emit(indent, "else:", 0)
         self._tree(blocks[mid:], indent + 1)
+
+    def direct_prologue(self):
+        """A direct form's start: the checks of a call, in tier 1's order (vm._bind_call), then
+        its scope. Errors raised before the ``try`` are the caller's (placed at its CALL)."""
+        e = self.emit
+        prepared = self.prepared
+        params = self.params
+        e(0, "def leaf(vm, cl, A):", 0)
+        e(1, "if vm.direct >= DIRECT_LIMIT: raise Deoptimize(None)", 0)
+        e(1, f"if len(A) != {len(params)}: raise arity_error(cl.name, {len(params)}, A)", 0)
+        for k, check in enumerate(prepared.param_checks):
+            if check is not None:
+                e(1, f"if not {self.const(check[2])}(A[{k}]): "
+                     f"raise param_error({check[0]!r}, cl.name, {check[1]!r}, A[{k}])", 0)
+        e(1, "if vm.depth >= vm.max_depth: raise SenseRecursionError()", 0)
+        e(1, "P = cl.scope", 0)
+        e(1, "fs = sc = Scope(P)", 0)
+        e(1, "v0 = sc.vars", 0)
+        for k, name in enumerate(params):
+            e(1, f"v0[{name!r}] = A[{k}]", 0)
+        e(1, "vm.depth += 1", 0)
+        e(1, "vm.direct += 1", 0)
+        e(1, "L = 0", 0)
+        self.ns["DIRECT_LIMIT"] = DIRECT_LIMIT
+        self.ns["POSITIONS"] = prepared.positions
+        self.ns["PATH"] = prepared.path
+        self.ns["PREP"] = prepared
+
+    def direct_epilogue(self):
+        """Leaving a direct form: by its RETURN (``_v``, then the declared return type, checked
+        outside the ``try`` so that an error is the caller's), by an error placed here, or as a
+        frame (Deoptimize: it keeps its depth, which its RETURN in tier 1 gives back)."""
+        e = self.emit
+        e(1, "except Deoptimize:", 0)
+        e(2, "vm.direct -= 1", 0)
+        e(2, "raise", 0)
+        e(1, "except BaseException as exc:", 0)
+        e(2, "vm.depth -= 1", 0)
+        e(2, "vm.direct -= 1", 0)
+        e(2, "if not isinstance(exc, Exception): raise", 0)
+        e(2, "tb = exc.__traceback__", 0)
+        e(2, "ip = LINEMAP.get(tb.tb_lineno, 1) if tb is not None else 1", 0)
+        e(2, "raise leaf_error(exc, POSITIONS[ip - 1], PATH) from None", 0)
+        e(1, "vm.depth -= 1", 0)
+        e(1, "vm.direct -= 1", 0)
+        check = self.prepared.return_check
+        if check is not None:
+            e(1, f"if not {self.const(check[1])}(_v): raise return_error(cl.name, {check[0]!r}, _v)",
+              0)
+        e(1, "return _v", 0)
 
     def tick(self, indent, ip):
         """One step (vm.step, inlined): placed at instruction ip - 1, as tier 1 places it."""
@@ -733,17 +805,7 @@ class _Gen:
         """Give the frame its scope as tier 1 would have it at instruction i. Block scopes are
         built once and reused (as tier 1's would be) until a block variable changes or a block
         is entered: ``bk`` says which blocks ``bsc`` was built for, -1 for none."""
-        ip = i + 1
-        if not self.blocal or not self.regions[i]:
-            self.emit(indent, "f.scope = sc", ip)
-            return
-        key = self.chain_keys.setdefault(self.regions[i], len(self.chain_keys))
-        levels = []
-        for site in self.regions[i]:
-            names = self.bnames.get(site, {})
-            levels.append(f"({tuple(names)!r}, ({''.join(v + ', ' for v in names.values())}))")
-        self.emit(indent, f"if bk != {key}: bsc = chain(fs, {', '.join(levels)}); bk = {key}", ip)
-        self.emit(indent, "f.scope = bsc", ip)
+        self.emit(indent, f"f.scope = {self.scope_at(i, indent)}", i + 1)
 
     def store_in_block(self, i, name, top, indent):
         """STORE_NAME inside blocks of Python locals: the nearest binding along blocks, the
@@ -776,7 +838,7 @@ class _Gen:
         e = self.emit
         e(indent, f"if {top} is not True and {top} is not False and type({top}) in LT:", i + 1)
         if self.leaf:
-            e(indent + 1, "raise leaf_labelled()", i + 1)
+            self.deoptimize(i, depth, indent + 1)
             return
         self.spill(i, [f"s{j}" for j in range(depth)], indent + 1)
         e(indent + 1, f"f.ip = {i}", i + 1)
@@ -795,8 +857,60 @@ class _Gen:
             slots = ", ".join(f"s{j}" for j in range(count))
             self.emit(indent, f"{slots}, = f.stack", i + 1)
 
+    def scope_at(self, i, indent) -> str:
+        """The expression for the scope tier 1 would have at instruction i (see set_scope)."""
+        if not self.blocal or not self.regions[i]:
+            return "sc"
+        key = self.chain_keys.setdefault(self.regions[i], len(self.chain_keys))
+        levels = []
+        for site in self.regions[i]:
+            names = self.bnames.get(site, {})
+            levels.append(f"({tuple(names)!r}, ({''.join(v + ', ' for v in names.values())}))")
+        self.emit(indent, f"if bk != {key}: bsc = chain(fs, {', '.join(levels)}); bk = {key}",
+                  i + 1)
+        return "bsc"
+
+    def deoptimize(self, i, depth, indent):
+        """Become a frame stopped at instruction i (its stack as it is there) and unwind."""
+        e = self.emit
+        scope = self.scope_at(i, indent)
+        stack = ", ".join(f"s{j}" for j in range(depth))
+        e(indent, f"vm.frame = _fr = materialize(PREP, {scope}, cl, [{stack}], {i})", i + 1)
+        e(indent, "vm.deopts += 1", i + 1)
+        e(indent, "raise Deoptimize(_fr)", i + 1)
+
+    def direct_call(self, i, n, depth, indent):
+        """CALL n in a direct form (see Compiled)."""
+        ip = i + 1
+        e = self.emit
+        base = depth - n - 1
+        callee = f"s{base}"
+        args = ", ".join(f"s{j}" for j in range(base + 1, depth))
+        e(indent, f"if type({callee}) is Builtin and {callee}.pure and "
+                  f"({callee}.arity is None or {callee}.arity == {n}):", ip)
+        e(indent + 1, f"{callee} = {callee}.fn(vm, [{args}])", ip)
+        e(indent, f"elif type({callee}) is Closure and (_t := {callee}.code.t2) and "
+                  "_t.leaf is not None:", ip)
+        e(indent + 1, "try:", ip)
+        e(indent + 2, f"{callee} = _t.leaf(vm, {callee}, [{args}])", ip)
+        e(indent + 1, "except Deoptimize as _d:", ip)
+        e(indent + 2, "if _d.top is None:", ip)
+        self.deoptimize(i, depth, indent + 3)
+        # The callee is a frame now: this activation continues after the call, in tier 1.
+        scope = self.scope_at(i, indent + 2)
+        stack = ", ".join(f"s{j}" for j in range(base))
+        e(indent + 2, f"_fr = materialize(PREP, {scope}, cl, [{stack}], {ip})", ip)
+        e(indent + 2, "_d.top.caller = _fr", ip)
+        e(indent + 2, "_d.top = _fr", ip)
+        e(indent + 2, "raise", ip)
+        e(indent, "else:", ip)
+        self.deoptimize(i, depth, indent + 1)
+
     def call(self, i, n, depth, indent):
         """CALL n: a plain builtin is called in place; anything else goes through vm._call."""
+        if self.leaf:
+            self.direct_call(i, n, depth, indent)
+            return
         ip = i + 1
         e = self.emit
         base = depth - n - 1
@@ -809,6 +923,25 @@ class _Gen:
         e(indent, f"if type({callee}) is Builtin and not {callee}.frames and "
                   f"({callee}.arity is None or {callee}.arity == {n}):", ip)
         e(indent + 1, f"{callee} = {callee}.fn(vm, [{args}])", ip)
+        # A function with a direct form: called right here (vm.call_t2's first half, inlined).
+        e(indent, f"elif type({callee}) is Closure and (_t := {callee}.code.t2) and "
+                  "(_l := _t.leaf) is not None:", ip)
+        e(indent + 1, "try:", ip)
+        e(indent + 2, f"{callee} = _l(vm, {callee}, [{args}])", ip)
+        e(indent + 2, "_y = False", ip)
+        e(indent + 1, "except Deoptimize as _d:", ip)
+        e(indent + 2, "_y = _d.top", ip)
+        e(indent + 1, "if _y is not False:", ip)
+        e(indent + 2, f"f.stack = [{', '.join(f's{j}' for j in range(base))}]", ip)
+        if self.blocal and self.regions[i]:
+            self.set_scope(i, indent + 2)
+        e(indent + 2, "if _y is None:", ip)      # refused before it was entered: with a frame
+        e(indent + 3, f"if vm.call_frame(f, {callee}, [{args}]):", ip)
+        e(indent + 4, "yield", ip)
+        e(indent + 2, "else:", ip)               # its activations are frames: run them first
+        e(indent + 3, "_y.caller = f", ip)
+        e(indent + 3, "yield", ip)
+        self.reload(i, base + 1, indent + 2)
         e(indent, "else:", ip)
         e(indent + 1, f"f.stack = [{', '.join(f's{j}' for j in range(base))}]", ip)
         if self.blocal and self.regions[i]:
@@ -821,7 +954,8 @@ class _Gen:
         ip = i + 1
         e = self.emit
         if self.leaf:
-            e(indent, f"return {top}", ip)      # vm.call_t2 checks the declared return type
+            e(indent, f"_v = {top}", ip)        # checked on the way out: direct_epilogue
+            e(indent, "break", ip)
             return
         prepared = self.prepared
         if self.kind is CodeKind.FUNCTION:
@@ -884,13 +1018,23 @@ def compile_code(prepared, counting: bool = False) -> Optional[Compiled]:
     exec(code, gen.ns)
     compiled = Compiled(gen.ns["t2"], gen.entries, source)
     if gen.is_leaf():
+        compiled.leaf = _direct_on_first_call(compiled, gen, filename)
+    return compiled
+
+
+def _direct_on_first_call(compiled: Compiled, gen: _Gen, filename: str):
+    """A stand-in for the direct form that makes it when it is first called: most functions
+    hot enough for tier 2 are called often, but one that is hot only for its loops (a
+    program's ``main``) would make its direct form for nothing."""
+    def first_call(vm, closure, args):
         gen.leaf = True
         gen.ns = dict(gen.ns)       # its own globals: LINEMAP differs from the generator's
-        leaf_source = gen.generate()
-        gen.ns["LINEMAP"] = gen.linemap
         try:
-            exec(compile(leaf_source, filename, "exec"), gen.ns)
+            exec(compile(gen.generate(), filename, "exec"), gen.ns)
         except (SyntaxError, RecursionError, MemoryError):
-            return compiled
-        compiled.leaf = gen.ns["leaf"]
-    return compiled
+            compiled.leaf = None    # a Python limit: the generator runs it, with a frame
+            raise Deoptimize(None) from None
+        gen.ns["LINEMAP"] = gen.linemap
+        direct = compiled.leaf = gen.ns["leaf"]
+        return direct(vm, closure, args)
+    return first_call

@@ -65,10 +65,10 @@ class Closure:
 class Builtin:
     """A host function. ``arity`` is an exact argument count checked by the VM, or None."""
 
-    __slots__ = ("name", "fn", "arity", "labels", "frames")
+    __slots__ = ("name", "fn", "arity", "labels", "frames", "pure")
 
     def __init__(self, name: str, fn: Callable, arity: Optional[int] = None, labels: bool = False,
-                 frames: bool = False):
+                 frames: bool = False, pure: bool = False):
         self.name = name
         self.fn = fn
         self.arity = arity
@@ -76,6 +76,10 @@ class Builtin:
         # A builtin that moves frames (start, pause, resume ...) is called as
         # fn(vm, frame, args) and returns True when it switched the running frame.
         self.frames = frames
+        # Pure: it sees only its arguments and the VM's output and audit log, never the running
+        # frame or its callers (no policy check, no audit record, no lineage, no labels made),
+        # so tier 2's direct forms may call it with no frame of their own on the chain.
+        self.pure = pure
 
 
 class ModuleValue:

@@ -68,6 +68,9 @@ HOT_THRESHOLD = 32
 # A tier-2 frame runs the tier-2 frame it just pushed by calling its generator directly, which
 # saves a trip through the loop; at most this many deep, so the host stack stays small.
 INLINE_LIMIT = 32
+# Direct-form activations nested on the Python stack (each is two Python frames); a call past
+# this becomes a real frame, so deep recursion never reaches Python's recursion limit.
+DIRECT_LIMIT = 48
 
 
 def default_tier() -> str:
@@ -129,6 +132,19 @@ class TestResult:
 
 
 _NO_TESTS = ()      # most frames never run a test block: they share this empty sequence
+
+
+class Deoptimize(BaseException):
+    """Raised through the direct forms of tier 2 (tier2.Compiled.leaf) when one meets a call it
+    cannot make as a plain Python call: each direct activation on the way out becomes a real
+    frame, ``top`` the outermost so far (None: the callee was refused before it was entered).
+
+    A BaseException, so that no ``except Exception`` on the way (a direct form's own position
+    handler) mistakes it for an error.
+    """
+
+    def __init__(self, top):
+        self.top = top
 
 
 class Frame:
@@ -219,6 +235,8 @@ class VM:
         self.depth = 0
         self.result: Any = None
         self.inlined = 0
+        self.direct = 0         # direct-form activations on the Python stack (tier2.Compiled)
+        self.deopts = 0         # times one of them had to become frames (tests read it)
         self.tier = default_tier() if tier is None else str(tier)
         if self.tier not in TIERS:
             raise ValueError(f"tier must be one of {', '.join(TIERS)}, not {tier!r}")
@@ -533,14 +551,28 @@ class VM:
     def call_t2(self, frame: Frame, callee, args: list) -> bool:
         """A call made by tier-2 code (its frame spilled); True when it must yield to the loop.
 
-        A ``def`` function whose code is in tier 2 runs right here (see inline()).
+        A ``def`` function whose code is in tier 2 runs right here: its direct form as a plain
+        Python call when it has one (tier2.Compiled), else its generator (see call_frame).
         """
         if type(callee) is not Closure:
             return self._call(frame, callee, args) and not self.inline(frame)
         t2 = callee.code.t2
-        if t2 and t2.leaf is not None and (self.look is None or not self.look.live):
-            self._call_leaf(frame, callee, args, t2.leaf)
-            return False
+        if t2 and t2.leaf is not None:
+            try:
+                frame.stack.append(t2.leaf(self, callee, args))
+                return False
+            except Deoptimize as stop:
+                if stop.top is not None:
+                    # The callee's activations are frames now, the innermost current: the
+                    # loop continues them, and the outermost returns into ``frame``.
+                    stop.top.caller = frame
+                    return True
+                # Refused before it was entered: called with a frame.
+        return self.call_frame(frame, callee, args)
+
+    def call_frame(self, frame: Frame, callee: Closure, args: list) -> bool:
+        """Call a ``def`` function from tier-2 code with a frame, and run the frame's generator
+        right here when it has one (up to INLINE_LIMIT deep); True when it must yield."""
         new = self._enter_closure(frame, callee, args)
         if self.inlined >= INLINE_LIMIT:
             return True
@@ -557,22 +589,6 @@ class VM:
         finally:
             self.inlined -= 1
         return self.frame is not frame
-
-    def _call_leaf(self, frame: Frame, callee: Closure, args: list, leaf) -> None:
-        """A call of a leaf function (tier2.Compiled): the checks of _enter_closure and op_RETURN
-        in the same order, the body run as one Python call with no frame of its own."""
-        scope = self._bind_call(callee, args)
-        self.depth += 1
-        try:
-            value = leaf(self, scope)
-        finally:
-            self.depth -= 1
-        check = callee.code.return_check
-        if check is not None and not check[1](value):
-            # Reported at the call, as for functions: the callee's frame is gone.
-            raise SenseTypeError(
-                f"'{callee.name}' declared to return {check[0]}, got {type_name(value)}")
-        frame.stack.append(value)
 
     # ------------------------------------------------------------------ the handlers
 

@@ -1,0 +1,341 @@
+"""Tier 2's direct forms: functions that call only functions run as plain Python calls, and
+become real frames (deoptimize) the moment they meet anything that needs one.
+
+Every program runs on tier 1 and tier 2 and must agree in everything observable (stdout, error
+with its position, audit records with lineage, test results); the tier-2 run also says whether
+the direct forms really ran and really deoptimized, so each test exercises the path it names.
+"""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from test_tiers import _run_source, _verified, run_tier
+
+
+def both(tmp_path, source, **kw):
+    one = _run_source(tmp_path, source, "1", **kw)
+    two = _run_source(tmp_path, source, "2", **kw)
+    assert one[:5] == two[:5]
+    return one[:5], two[5]
+
+
+def direct_form(vm, name):
+    """The direct form of the function called ``name`` (None if it has none)."""
+    for prepared in vm.prepared:
+        if prepared.code.name == name:
+            t2 = prepared.t2
+            return t2.leaf if t2 else None
+    raise AssertionError(f"no code object named {name}")
+
+
+RECURSION = """\
+def fib(n):
+    if n < 2:
+        return n
+    return fib(n - 1) + fib(n - 2)
+def depth(n):
+    if n == 0:
+        return 0
+    return 1 + depth(n - 1)
+print(fib(15), depth(300))
+"""
+
+
+def test_recursion_runs_direct_and_deep_recursion_becomes_frames(tmp_path):
+    """fib never leaves its direct form; depth(300) nests deeper than DIRECT_LIMIT direct
+    activations on the Python stack, so part of it runs as frames, with the same result."""
+    from sensevm.vm import DIRECT_LIMIT
+    assert DIRECT_LIMIT < 300
+    (out, error, *_), vm = both(tmp_path, RECURSION)
+    assert (out, error) == ("610 300\n", None)
+    assert direct_form(vm, "fib") is not None and direct_form(vm, "depth") is not None
+    # Each time the direct activations reach DIRECT_LIMIT they become frames; fib alone never.
+    assert 300 // DIRECT_LIMIT <= vm.deopts <= 300 // DIRECT_LIMIT + 1
+    assert vm.direct == 0 and vm.depth == 0
+    _, vm = both(tmp_path, RECURSION.replace(", depth(300)", ""))
+    assert vm.deopts == 0
+
+
+def _run_with_depth(tmp_path, source, tier, max_depth):
+    from sensevm.errors import SenseError
+    from sensevm.vm import VM
+    path = tmp_path / "p.sns"
+    path.write_text(source)
+    out = io.StringIO()
+    vm = VM(_verified(str(path)), stdout=out, tier=tier, max_depth=max_depth)
+    try:
+        vm.run()
+    except SenseError as err:
+        return out.getvalue(), (type(err).__name__, err.text, err.pos), vm
+    return out.getvalue(), None, vm
+
+
+@pytest.mark.parametrize("max_depth", [5, 40, 60, 130])
+def test_max_depth_is_reached_at_the_same_call(tmp_path, max_depth):
+    """The depth limit counts direct activations exactly as frames: the same call fails, at
+    the same position, whether it is made directly, with a frame, or after a deoptimization."""
+    source = RECURSION.replace("print(fib(15), depth(300))", "print(depth(100))\nprint(depth(1000))")
+    one = _run_with_depth(tmp_path, source, "1", max_depth)
+    two = _run_with_depth(tmp_path, source, "2", max_depth)
+    assert one[:2] == two[:2]
+    assert one[1][0] == "SenseRecursionError" and one[1][2].line == 8
+    assert two[2].direct == 0
+
+
+POLICY_CHAIN = """\
+tool ping(k: Int) returns Int requires net.ping:
+    return k + 1000
+policy:
+    allow net.ping
+def inner(k):
+    if k > LIMIT:
+        return ping(k)
+    return k
+def relay(k):
+    return inner(k)
+def make_helper():
+    policy: deny net.ping
+    def helper(k):
+        return relay(k)
+    return helper
+helper = make_helper()
+def plain(k):
+    return inner(k)
+def hot(f, n):
+    total = 0
+    i = 0
+    while i < n:
+        total = total + f(i)
+        i = i + 1
+    return total
+print(hot(plain, 60))
+print(hot(helper, 60))
+"""
+
+
+def test_a_deny_on_a_direct_callers_scope_still_applies(tmp_path):
+    """`helper` (declared in a scope that denies net.ping) calls `relay` directly, which calls
+    `inner`, which calls the tool: the tool sees helper's frame on the chain because every
+    direct activation became a frame before the call was made, so stack inspection denies it
+    as in tier 1."""
+    (out, error, lines, records, _), vm = both(tmp_path, POLICY_CHAIN.replace("LIMIT", "50"))
+    assert out.splitlines()[0] == str(sum(range(51)) + sum(k + 1000 for k in range(51, 60)))
+    assert error[0] == "SensePolicyError" and error[2].line == 7, error
+    # `inner` calls a declared tool (its own instruction): no direct form, so every call of it
+    # from `helper` or `plain` is a deoptimization.
+    assert direct_form(vm, "helper") is not None and direct_form(vm, "relay") is not None
+    assert direct_form(vm, "inner") is None
+    assert vm.deopts >= 10
+    denied = [r for r in records if r[1] == "denied"]
+    assert len(denied) == 1
+
+
+def test_tool_calls_after_a_deoptimization_keep_their_lineage(tmp_path):
+    """Deoptimized at every call of `plain`; the audit records (lineage included) match."""
+    src = POLICY_CHAIN.replace("LIMIT", "-1").replace("print(hot(helper, 60))\n", "")
+    src += 'def labelled(k):\n    return ping(k)\nprint(hot(labelled, 70))\n'
+    (out, error, lines, records, _), vm = both(tmp_path, src)
+    assert error is None and len(records) == 130
+    assert vm.deopts >= 59
+
+
+BLOCKS = """\
+tool twice(k: Int) returns Int requires calc:
+    return k * 2
+def mix(n):
+    total = 0
+    for x in range(n):
+        local y = x + 1
+        if x % 4 == 3:
+            total = total + y * 10 + twice(x + y) + y
+        else:
+            total = total + y
+    return total
+def outer(n):
+    return 1 + mix(n) * 2
+def run():
+    t = 0
+    for k in range(40):
+        t = t + outer(k)
+    return t
+print(run())
+"""
+
+
+def test_deoptimizing_mid_expression_inside_blocks(tmp_path):
+    """A deoptimization with operands on the stack and block variables in Python locals: the
+    frame it becomes holds them exactly, and the loop goes on in tier 1 then tier 2 again."""
+    (out, error, *_), vm = both(tmp_path, BLOCKS)
+    expect = 0
+    for k in range(40):
+        total = 0
+        for x in range(k):
+            y = x + 1
+            total += y * 10 + 2 * (x + y) + y if x % 4 == 3 else y
+        expect += 1 + total * 2
+    assert (out, error) == (f"{expect}\n", None)
+    assert vm.deopts > 0
+
+
+AGENT = """\
+def ask_it(q):
+    return ask_human(q)
+def wrapper(q):
+    return ask_it(q) + "!"
+def twice(q):
+    return wrapper(q) + wrapper(q)
+def fib(n):
+    if n < 2:
+        return n
+    return fib(n - 1) + fib(n - 2)
+agent a:
+    first = ask_human("go?")
+    print("got", first, fib(12), twice("more?"))
+start(a)
+print(a)
+resume(a, "yes")
+print(a.status)
+"""
+
+
+def _run_with_stdin(tmp_path, source, tier, stdin):
+    from sensevm.vm import VM
+    path = tmp_path / "p.sns"
+    path.write_text(source)
+    out = io.StringIO()
+    vm = VM(_verified(str(path)), stdout=out, tier=tier, stdin=io.StringIO(stdin))
+    vm.run()
+    return out.getvalue(), [(r.subject, r.event, r.lineage) for r in vm.audit.records], vm
+
+
+def test_an_agent_pauses_and_its_resumed_body_calls_direct_chains(tmp_path):
+    """An agent pauses in its own body (a frame, saved whole) and, resumed, calls functions
+    that run directly until one reads input with ask_human (not a plain call: it becomes
+    frames first), on both tiers alike."""
+    one = _run_with_stdin(tmp_path, AGENT, "1", "first\nsecond\n")
+    two = _run_with_stdin(tmp_path, AGENT, "2", "first\nsecond\n")
+    assert one[:2] == two[:2]
+    lines = one[0].splitlines()
+    assert lines[0] == "<agent a status=paused (go?)>"
+    assert lines[-2].endswith("got yes 144 first!second!") and lines[-1] == "completed"
+    assert two[2].deopts >= 1
+
+
+ERRORS = [
+    # (the failing line, program)
+    (4, "def inner(x: Int):\n    return x + 1\ndef mid(v):\n    return inner(v)\n"
+        "def top(v):\n    return mid(v) * 2\nprint(top(1))\nprint(top(\"s\"))\n"),
+    (4, "def inner(x):\n    return x + 1\ndef mid(v):\n    return inner(v, v)\n"
+        "def top(v):\n    return mid(v)\nprint(top(1))\n"),
+    (4, "def inner(x) -> Int:\n    return x\ndef mid(v):\n    return inner(v) + 1\n"
+        "def top(v):\n    return mid(v)\nprint(top(1))\nprint(top(\"s\"))\n"),
+    (2, "def inner(x):\n    return x[5]\ndef mid(v):\n    return inner(v)\n"
+        "def top(v):\n    return mid(v)\nprint(top([1, 2, 3, 4, 5, 6]))\nprint(top([1]))\n"),
+    (4, "def inner(x):\n    return x\ndef mid(v):\n    return nothing(v)\n"
+        "def top(v):\n    return mid(v)\nprint(top(1))\n"),
+    (4, "def mid(v):\n    if v > 1:\n        return 3\n    return len(v, v)\n"
+        "def top(v):\n    return mid(v)\nprint(top(2))\nprint(top(1))\n"),
+]
+
+
+@pytest.mark.parametrize("line, source", ERRORS)
+def test_errors_inside_direct_calls_are_placed_as_in_tier_one(tmp_path, line, source):
+    """A type error in a callee, an argument count, a parameter or return annotation, an
+    undefined name, a builtin's arity: the same error at the same place on both tiers."""
+    (out, error, *_), vm = both(tmp_path, source)
+    assert error is not None and error[2].line == line, error
+    assert vm.direct == 0
+
+
+REBIND = """\
+def f(n):
+    if n == 0:
+        return 0
+    if n == 5:
+        f = g
+    return 1 + f(n - 1)
+def g(n):
+    return 100 + n
+print(f(9), f(9))
+"""
+
+
+def test_a_function_rebound_during_its_own_recursion(tmp_path):
+    (out, error, *_), vm = both(tmp_path, REBIND)
+    assert (out, error) == ("109 109\n", None)      # the assignment makes a local `f`
+
+
+REQUEST = """\
+def pick():
+    r = user_request()
+    if r == "hello":
+        return 1
+    return 2
+def top():
+    return pick() * 10 + pick()
+print(top())
+"""
+
+
+def test_outside_data_stops_a_direct_form(tmp_path):
+    """user_request() gives the user's words, a labelled value: it is no pure builtin, so
+    the direct forms become frames before it is called, and the branch on it runs in tier 1
+    with its pc label."""
+    from sensevm.vm import VM
+    path = tmp_path / "p.sns"
+    path.write_text(REQUEST)
+    verified = _verified(str(path))
+    outs = []
+    for tier in ("1", "2"):
+        out = io.StringIO()
+        vm = VM(verified, stdout=out, tier=tier)
+        vm.set_request("hello")
+        vm.run()
+        outs.append(out.getvalue())
+    assert outs == ["11\n", "11\n"]
+    assert vm.look.live and vm.deopts >= 1
+
+
+INFLUENCED = """\
+untrusted tool fetch(k: Int) returns String requires web.read:
+    if k % 3 == 0:
+        return "bob@evil.example"
+    return "alice@example.com"
+irreversible action send(to: String, body: String) requires email.send:
+    print("sent to", to)
+policy:
+    allow web.read
+    allow email.send
+def choose(page, k):
+    if page == "bob@evil.example":
+        return "boss@example.com"
+    return "team" + str(k) + "@example.com"
+def route(page, k):
+    return choose(page, k)
+def run():
+    i = 0
+    while i < 6:
+        to = route(fetch(i), i)
+        a = send(to, "hi")
+        a.verify()
+        print(i, a.second_look != nil)
+        i = i + 1
+run()
+"""
+
+
+def test_a_branch_on_a_labelled_value_in_a_direct_form(tmp_path):
+    """`choose` runs directly until it branches on a tool's result: there it becomes a frame
+    stopped at the branch, tier 1 opens the pc label, and the recipient it picks is influenced:
+    the second look judges every action exactly as tier 1 does (a literal picked under the
+    influenced branch passes; an address built from the loop counter there is flagged)."""
+    (out, error, lines, records, _), vm = both(tmp_path, INFLUENCED)
+    assert error is None
+    assert [line.split()[-1] for line in out.splitlines()] == \
+        ["false", "true", "true", "false", "true", "true"]
+    looks = [r for r in records if r[1] == "second_look"]
+    assert len(looks) == 6
+    assert vm.deopts >= 5
