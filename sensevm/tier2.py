@@ -135,6 +135,16 @@ def store_found(outer, name, value) -> bool:
     return False
 
 
+def function_scope(parent, names, values):
+    """The function scope of a direct form with a lazy scope, as its locals say it is now."""
+    scope = Scope(parent)
+    bindings = scope.vars
+    for name, value in zip(names, values):
+        if value is not UNSET:
+            bindings[name] = value
+    return scope
+
+
 def materialize(prepared, scope, closure, stack, ip):
     """The frame a direct activation becomes (its caller is linked by whoever called it)."""
     frame = Frame(prepared, scope, None, closure)
@@ -180,7 +190,7 @@ _RUNTIME = {
     "add": V.add, "arith": V.arith, "compare": V.compare, "equal": V.equal,
     "not_equal": V.not_equal,
     "negate": V.negate, "LT": PV.LABELLED, "negation": PV.negation,
-    "materialize": materialize, "Deoptimize": Deoptimize, "Scope": Scope, "Closure": Closure, "Builtin": Builtin,
+    "materialize": materialize, "function_scope": function_scope, "Deoptimize": Deoptimize, "DIRECT_LIMIT": DIRECT_LIMIT, "Scope": Scope, "Closure": Closure, "Builtin": Builtin,
     "ArrayIterator": ArrayIterator, "SenseRuntimeError": SenseRuntimeError,
 }
 
@@ -300,7 +310,8 @@ class _Gen:
         self.linemap: dict[int, int] = {}
         self.ns: dict = dict(_RUNTIME)
         self.nconst = 0
-        self.leaf = False       # generating the leaf form (see Compiled)
+        self.leaf = False       # generating the direct form (see Compiled)
+        self.lazy = False       # ... whose function scope is made only if it deoptimizes
         self.chain_keys: dict = {}
 
     # -- helpers
@@ -416,6 +427,16 @@ class _Gen:
                 return False
         return True
 
+    def scope_is_lazy(self) -> bool:
+        """A direct form needs no function scope while it runs when every name its scope can
+        hold lives in a Python local (none is also bound in a block) and its blocks, if any,
+        live in Python locals too: nothing reads the scope but a deoptimization, which builds
+        it from those locals (params first, as tier 1 binds them)."""
+        if self.own is None or self.own & self.blk:
+            return False
+        pushes = any(op == Op.PUSH_SCOPE for op, _, _ in self.instrs)
+        return self.blocal or not pushes
+
     # -- emission
 
     def generate(self) -> str:
@@ -456,7 +477,10 @@ class _Gen:
         if not self.leaf:
             e(1, "v0 = fs.vars", 0)
             e(1, "P = fs.parent", 0)
-        e(1, "pv = P.vars if P is not None else EMPTY", 0)
+        if self.leaf:
+            e(1, "pv = P.vars", 0)      # a closure's scope: never None
+        else:
+            e(1, "pv = P.vars if P is not None else EMPTY", 0)
         e(1, "U = UNSET", 0)
         for name, local in self.cached.items():
             if self.leaf and name in self.fixed:
@@ -464,10 +488,13 @@ class _Gen:
                 e(1, f"{local} = A[{last}]", 0)
             elif name in self.fixed:
                 e(1, f"{local} = v0[{name!r}]", 0)
+            elif self.lazy:
+                e(1, f"{local} = U", 0)             # a fresh function scope holds only params
             else:
                 e(1, f"{local} = v0.get({name!r}, U)", 0)
         if self.blocal:
-            e(1, "sc = fs", 0)
+            if not self.leaf:
+                e(1, "sc = fs", 0)
             e(1, "bk = -1", 0)
             e(1, "bsc = None", 0)
             for names in self.bnames.values():
@@ -517,23 +544,24 @@ class _Gen:
         e = self.emit
         prepared = self.prepared
         params = self.params
-        e(0, "def leaf(vm, cl, A):", 0)
-        e(1, "if vm.direct >= DIRECT_LIMIT: raise Deoptimize(None)", 0)
+        e(0, "def leaf(vm, cl, A, D):", 0)
+        # D: the depth this call has (vm.depth is not moved by direct calls: it counts frames,
+        # and a deoptimization sets it to the frames it made). Past vm.dstop (DIRECT_LIMIT deep
+        # or the depth limit) the call is refused before anything is checked: made again with
+        # a frame, it gets every check in tier 1's order, the depth limit's included.
+        e(1, "if D > vm.dstop: raise Deoptimize(None, 0)", 0)
         e(1, f"if len(A) != {len(params)}: raise arity_error(cl.name, {len(params)}, A)", 0)
         for k, check in enumerate(prepared.param_checks):
             if check is not None:
                 e(1, f"if not {self.const(check[2])}(A[{k}]): "
                      f"raise param_error({check[0]!r}, cl.name, {check[1]!r}, A[{k}])", 0)
-        e(1, "if vm.depth >= vm.max_depth: raise SenseRecursionError()", 0)
         e(1, "P = cl.scope", 0)
-        e(1, "fs = sc = Scope(P)", 0)
-        e(1, "v0 = sc.vars", 0)
-        for k, name in enumerate(params):
-            e(1, f"v0[{name!r}] = A[{k}]", 0)
-        e(1, "vm.depth += 1", 0)
-        e(1, "vm.direct += 1", 0)
+        if not self.lazy:
+            e(1, "fs = sc = Scope(P)", 0)
+            e(1, "v0 = sc.vars", 0)
+            for k, name in enumerate(params):
+                e(1, f"v0[{name!r}] = A[{k}]", 0)
         e(1, "L = 0", 0)
-        self.ns["DIRECT_LIMIT"] = DIRECT_LIMIT
         self.ns["POSITIONS"] = prepared.positions
         self.ns["PATH"] = prepared.path
         self.ns["PREP"] = prepared
@@ -541,20 +569,12 @@ class _Gen:
     def direct_epilogue(self):
         """Leaving a direct form: by its RETURN (``_v``, then the declared return type, checked
         outside the ``try`` so that an error is the caller's), by an error placed here, or as a
-        frame (Deoptimize: it keeps its depth, which its RETURN in tier 1 gives back)."""
+        frame (Deoptimize, which passes: it is no Exception)."""
         e = self.emit
-        e(1, "except Deoptimize:", 0)
-        e(2, "vm.direct -= 1", 0)
-        e(2, "raise", 0)
-        e(1, "except BaseException as exc:", 0)
-        e(2, "vm.depth -= 1", 0)
-        e(2, "vm.direct -= 1", 0)
-        e(2, "if not isinstance(exc, Exception): raise", 0)
+        e(1, "except Exception as exc:", 0)
         e(2, "tb = exc.__traceback__", 0)
         e(2, "ip = LINEMAP.get(tb.tb_lineno, 1) if tb is not None else 1", 0)
         e(2, "raise leaf_error(exc, POSITIONS[ip - 1], PATH) from None", 0)
-        e(1, "vm.depth -= 1", 0)
-        e(1, "vm.direct -= 1", 0)
         check = self.prepared.return_check
         if check is not None:
             e(1, f"if not {self.const(check[1])}(_v): raise return_error(cl.name, {check[0]!r}, _v)",
@@ -677,7 +697,13 @@ class _Gen:
         elif op is Op.STORE_NAME:
             q = repr(a)
             local = self.cached.get(a)
-            if local is not None:
+            if local is not None and self.lazy:
+                if a in self.fixed:
+                    e(indent, f"{local} = {top}", ip)
+                else:
+                    e(indent, f"if {local} is not U: {local} = {top}", ip)
+                    e(indent, f"elif not store_found(P, {q}, {top}): {local} = {top}", ip)
+            elif local is not None:
                 if a in self.fixed:
                     e(indent, f"{local} = v0[{q}] = {top}", ip)
                 else:
@@ -704,7 +730,10 @@ class _Gen:
         elif op is Op.STORE_LOCAL:
             local = self.cached.get(a) if scope == 0 else None
             target = "v0" if scope == 0 else "sc.vars"
-            e(indent, f"{local + ' = ' if local else ''}{target}[{a!r}] = {top}", ip)
+            if self.lazy:
+                e(indent, f"{local} = {top}", ip)     # depth 0: a name of its own, cached
+            else:
+                e(indent, f"{local + ' = ' if local else ''}{target}[{a!r}] = {top}", ip)
         elif op is Op.CHECK_DECL:
             text, check = b
             cname = self.const(check)
@@ -819,7 +848,8 @@ class _Gen:
             kw = "elif"
         local = self.cached.get(name)
         if local is not None:
-            e(indent, f"{kw} {local} is not U: {local} = v0[{q}] = {top}", ip)
+            write = "" if self.lazy else f"v0[{q}] = "
+            e(indent, f"{kw} {local} is not U: {local} = {write}{top}", ip)
             kw = "elif"
         elif self.own is None or name in self.own:
             e(indent, f"{kw} {q} in v0: v0[{q}] = {top}", ip)
@@ -827,6 +857,8 @@ class _Gen:
         innermost = self.bnames.get(self.regions[i][-1], {}).get(name)
         if innermost is not None:
             e(indent, f"{kw} not store_found(P, {q}, {top}): {innermost} = {top}; bk = -1", ip)
+        elif self.lazy and local is not None:
+            e(indent, f"elif not store_found(P, {q}, {top}): {local} = {top}", ip)
         else:
             # Known to be bound in the function scope or further out (the analysis).
             line = f"store_outer(P, {q}, {top}, fs)"
@@ -859,6 +891,10 @@ class _Gen:
 
     def scope_at(self, i, indent) -> str:
         """The expression for the scope tier 1 would have at instruction i (see set_scope)."""
+        if self.lazy:
+            names = [p for p in self.params] + [n for n in self.cached if n not in self.params]
+            values = "".join(self.cached[n] + ", " for n in names)
+            self.emit(indent, f"fs = sc = function_scope(P, {tuple(names)!r}, ({values}))", i + 1)
         if not self.blocal or not self.regions[i]:
             return "sc"
         key = self.chain_keys.setdefault(self.regions[i], len(self.chain_keys))
@@ -877,7 +913,7 @@ class _Gen:
         stack = ", ".join(f"s{j}" for j in range(depth))
         e(indent, f"vm.frame = _fr = materialize(PREP, {scope}, cl, [{stack}], {i})", i + 1)
         e(indent, "vm.deopts += 1", i + 1)
-        e(indent, "raise Deoptimize(_fr)", i + 1)
+        e(indent, "raise Deoptimize(_fr, D)", i + 1)
 
     def direct_call(self, i, n, depth, indent):
         """CALL n in a direct form (see Compiled)."""
@@ -889,10 +925,10 @@ class _Gen:
         e(indent, f"if type({callee}) is Builtin and {callee}.pure and "
                   f"({callee}.arity is None or {callee}.arity == {n}):", ip)
         e(indent + 1, f"{callee} = {callee}.fn(vm, [{args}])", ip)
-        e(indent, f"elif type({callee}) is Closure and (_t := {callee}.code.t2) and "
-                  "_t.leaf is not None:", ip)
+        e(indent, f"elif type({callee}) is Closure and (_l := {callee}.code.direct) is not None:",
+          ip)
         e(indent + 1, "try:", ip)
-        e(indent + 2, f"{callee} = _t.leaf(vm, {callee}, [{args}])", ip)
+        e(indent + 2, f"{callee} = _l(vm, {callee}, [{args}], D + 1)", ip)
         e(indent + 1, "except Deoptimize as _d:", ip)
         e(indent + 2, "if _d.top is None:", ip)
         self.deoptimize(i, depth, indent + 3)
@@ -924,13 +960,15 @@ class _Gen:
                   f"({callee}.arity is None or {callee}.arity == {n}):", ip)
         e(indent + 1, f"{callee} = {callee}.fn(vm, [{args}])", ip)
         # A function with a direct form: called right here (vm.call_t2's first half, inlined).
-        e(indent, f"elif type({callee}) is Closure and (_t := {callee}.code.t2) and "
-                  "(_l := _t.leaf) is not None:", ip)
+        e(indent, f"elif type({callee}) is Closure and (_l := {callee}.code.direct) is not None:",
+          ip)
+        e(indent + 1, f"vm.dstop = min(vm.depth + DIRECT_LIMIT, vm.max_depth)", ip)
         e(indent + 1, "try:", ip)
-        e(indent + 2, f"{callee} = _l(vm, {callee}, [{args}])", ip)
+        e(indent + 2, f"{callee} = _l(vm, {callee}, [{args}], vm.depth + 1)", ip)
         e(indent + 2, "_y = False", ip)
         e(indent + 1, "except Deoptimize as _d:", ip)
         e(indent + 2, "_y = _d.top", ip)
+        e(indent + 2, "if _y is not None: vm.depth = _d.depth", ip)
         e(indent + 1, "if _y is not False:", ip)
         e(indent + 2, f"f.stack = [{', '.join(f's{j}' for j in range(base))}]", ip)
         if self.blocal and self.regions[i]:
@@ -1026,15 +1064,16 @@ def _direct_on_first_call(compiled: Compiled, gen: _Gen, filename: str):
     """A stand-in for the direct form that makes it when it is first called: most functions
     hot enough for tier 2 are called often, but one that is hot only for its loops (a
     program's ``main``) would make its direct form for nothing."""
-    def first_call(vm, closure, args):
+    def first_call(vm, closure, args, depth):
         gen.leaf = True
+        gen.lazy = gen.scope_is_lazy()
         gen.ns = dict(gen.ns)       # its own globals: LINEMAP differs from the generator's
         try:
             exec(compile(gen.generate(), filename, "exec"), gen.ns)
         except (SyntaxError, RecursionError, MemoryError):
-            compiled.leaf = None    # a Python limit: the generator runs it, with a frame
-            raise Deoptimize(None) from None
+            compiled.leaf = gen.prepared.direct = None     # a Python limit: with a frame
+            raise Deoptimize(None, 0) from None
         gen.ns["LINEMAP"] = gen.linemap
-        direct = compiled.leaf = gen.ns["leaf"]
-        return direct(vm, closure, args)
+        direct = compiled.leaf = gen.prepared.direct = gen.ns["leaf"]
+        return direct(vm, closure, args, depth)
     return first_call

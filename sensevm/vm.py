@@ -68,8 +68,8 @@ HOT_THRESHOLD = 32
 # A tier-2 frame runs the tier-2 frame it just pushed by calling its generator directly, which
 # saves a trip through the loop; at most this many deep, so the host stack stays small.
 INLINE_LIMIT = 32
-# Direct-form activations nested on the Python stack (each is two Python frames); a call past
-# this becomes a real frame, so deep recursion never reaches Python's recursion limit.
+# Direct-form activations nested on the Python stack (one Python frame each); a call past this
+# is made with a real frame, so deep recursion never reaches Python's recursion limit.
 DIRECT_LIMIT = 48
 
 
@@ -90,11 +90,12 @@ class PreparedCode:
     """
 
     __slots__ = ("code", "index", "instrs", "positions", "path", "param_checks", "return_check",
-                 "unit", "program", "t2", "heat", "joins")
+                 "unit", "program", "t2", "direct", "heat", "joins")
 
     def __init__(self, code, instrs, positions, path, param_checks, return_check):
         self.joins = None         # post-dominator sets, made at the first labelled branch
         self.t2 = None            # tier 2: None = not tried yet, False = declined, else Compiled
+        self.direct = None        # tier 2's direct form, if it has one (see tier2.Compiled)
         self.heat = 0             # frame entries and loop back-edges seen by tier 1
         self.index = -1
         self.unit: list = []
@@ -135,16 +136,18 @@ _NO_TESTS = ()      # most frames never run a test block: they share this empty 
 
 
 class Deoptimize(BaseException):
-    """Raised through the direct forms of tier 2 (tier2.Compiled.leaf) when one meets a call it
+    """Raised through the direct forms of tier 2 (tier2.Compiled) when one meets a call it
     cannot make as a plain Python call: each direct activation on the way out becomes a real
-    frame, ``top`` the outermost so far (None: the callee was refused before it was entered).
+    frame, ``top`` the outermost so far (None: the callee was refused before it was entered),
+    and ``depth`` is the depth of the innermost, which the VM's depth becomes.
 
     A BaseException, so that no ``except Exception`` on the way (a direct form's own position
     handler) mistakes it for an error.
     """
 
-    def __init__(self, top):
+    def __init__(self, top, depth):
         self.top = top
+        self.depth = depth
 
 
 class Frame:
@@ -235,7 +238,9 @@ class VM:
         self.depth = 0
         self.result: Any = None
         self.inlined = 0
-        self.direct = 0         # direct-form activations on the Python stack (tier2.Compiled)
+        # A direct form is refused (made with a frame instead) at this depth: set where direct
+        # calls start, DIRECT_LIMIT deeper, so they never nest deeper on the Python stack.
+        self.dstop = 0
         self.deopts = 0         # times one of them had to become frames (tests read it)
         self.tier = default_tier() if tier is None else str(tier)
         if self.tier not in TIERS:
@@ -556,16 +561,18 @@ class VM:
         """
         if type(callee) is not Closure:
             return self._call(frame, callee, args) and not self.inline(frame)
-        t2 = callee.code.t2
-        if t2 and t2.leaf is not None:
+        direct = callee.code.direct
+        if direct is not None:
+            self.dstop = min(self.depth + DIRECT_LIMIT, self.max_depth)
             try:
-                frame.stack.append(t2.leaf(self, callee, args))
+                frame.stack.append(direct(self, callee, args, self.depth + 1))
                 return False
             except Deoptimize as stop:
                 if stop.top is not None:
                     # The callee's activations are frames now, the innermost current: the
                     # loop continues them, and the outermost returns into ``frame``.
                     stop.top.caller = frame
+                    self.depth = stop.depth
                     return True
                 # Refused before it was entered: called with a frame.
         return self.call_frame(frame, callee, args)
@@ -664,6 +671,8 @@ class VM:
                 return None
             from .tier2 import compile_code
             t2 = code.t2 = compile_code(code, counting=self.budget is not None) or False
+            if t2:
+                code.direct = t2.leaf
         return t2 or None
 
     def _tier2(self, frame) -> bool:

@@ -26,8 +26,7 @@ def direct_form(vm, name):
     """The direct form of the function called ``name`` (None if it has none)."""
     for prepared in vm.prepared:
         if prepared.code.name == name:
-            t2 = prepared.t2
-            return t2.leaf if t2 else None
+            return prepared.direct
     raise AssertionError(f"no code object named {name}")
 
 
@@ -54,7 +53,7 @@ def test_recursion_runs_direct_and_deep_recursion_becomes_frames(tmp_path):
     assert direct_form(vm, "fib") is not None and direct_form(vm, "depth") is not None
     # Each time the direct activations reach DIRECT_LIMIT they become frames; fib alone never.
     assert 300 // DIRECT_LIMIT <= vm.deopts <= 300 // DIRECT_LIMIT + 1
-    assert vm.direct == 0 and vm.depth == 0
+    assert vm.depth == 0
     _, vm = both(tmp_path, RECURSION.replace(", depth(300)", ""))
     assert vm.deopts == 0
 
@@ -82,7 +81,7 @@ def test_max_depth_is_reached_at_the_same_call(tmp_path, max_depth):
     two = _run_with_depth(tmp_path, source, "2", max_depth)
     assert one[:2] == two[:2]
     assert one[1][0] == "SenseRecursionError" and one[1][2].line == 8
-    assert two[2].direct == 0
+    assert two[2].depth == one[2].depth       # every activation was given back its depth
 
 
 POLICY_CHAIN = """\
@@ -247,7 +246,7 @@ def test_errors_inside_direct_calls_are_placed_as_in_tier_one(tmp_path, line, so
     undefined name, a builtin's arity: the same error at the same place on both tiers."""
     (out, error, *_), vm = both(tmp_path, source)
     assert error is not None and error[2].line == line, error
-    assert vm.direct == 0
+    assert vm.depth == _run_source(tmp_path, source, "1")[5].depth
 
 
 REBIND = """\

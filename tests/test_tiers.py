@@ -216,7 +216,7 @@ def test_leaf_functions_fail_where_tier_one_does(tmp_path):
     assert not passed and text.startswith("[line 4] '+' requires both operands to be String")
     assert one[0] == "3\n"
     assert one[1][1] == "[line 17] 'typed' declared to return Int, got String"
-    assert two[5].prepared[1].t2.leaf is not None       # `bad` really ran as a leaf
+    assert two[5].prepared[1].direct is not None       # `bad` really ran as a leaf
 
 
 BLOCKS = """\
