@@ -48,8 +48,10 @@ from .opcodes import JUMPS, POPS, PUSHES, TERMINATORS, Op
 from .program import CodeKind
 from .values import (ArrayIterator, Builtin, Closure, Scope, index_get, index_set,
                      load_name, store_name, store_outer, type_name)
+from .builtins import CORE
 from .vm import DIRECT_LIMIT, Deoptimize, Frame
 
+CORE_NAMES = frozenset(b.name for b in CORE)
 MAX_INSTRUCTIONS = 4000     # larger code objects stay in tier 1 (compile time, Python limits)
 MAX_INDENT = 40             # deeper inlining turns the block into a dispatch target instead
 DECLINED_OPS = frozenset({Op.TEST_BEGIN, Op.TEST_END, Op.TEST_ABANDON})
@@ -312,6 +314,7 @@ class _Gen:
         self.nconst = 0
         self.leaf = False       # generating the direct form (see Compiled)
         self.lazy = False       # ... whose function scope is made only if it deoptimizes
+        self.grand = False      # some name is looked up in the scope two out (``ppv``)
         self.chain_keys: dict = {}
 
     # -- helpers
@@ -447,6 +450,7 @@ class _Gen:
                 self.dispatch.add(more.block)
 
     def _generate(self) -> str:
+        self.grand = False
         self.lines = []
         self.linemap = {}
         maxdepth = max((st[0] for st in self.state if st is not None), default=0)
@@ -481,6 +485,7 @@ class _Gen:
             e(1, "pv = P.vars", 0)      # a closure's scope: never None
         else:
             e(1, "pv = P.vars if P is not None else EMPTY", 0)
+        grand_at = len(self.lines)      # ``ppv`` goes here if a lookup turns out to need it
         e(1, "U = UNSET", 0)
         for name, local in self.cached.items():
             if self.leaf and name in self.fixed:
@@ -523,6 +528,10 @@ class _Gen:
             e(2, "tb = exc.__traceback__", 0)
             e(2, "f.ip = LINEMAP.get(tb.tb_lineno, f.ip) if tb is not None else f.ip", 0)
             e(2, "raise", 0)
+        if self.grand:
+            self.lines.insert(grand_at, "    ppv = P.parent.vars if P is not None and P.parent "
+                                        "is not None else EMPTY")
+            self.linemap = {(k + 1 if k > grand_at else k): v for k, v in self.linemap.items()}
         self.ns["DEPTH"] = {j: self.state[j][1] for j in self.entries}
         self.ns["UNSET"] = UNSET
         self.ns["EMPTY"] = {}
@@ -544,12 +553,13 @@ class _Gen:
         e = self.emit
         prepared = self.prepared
         params = self.params
-        e(0, "def leaf(vm, cl, A, D):", 0)
+        e(0, "def leaf(vm, cl, A, D, N):", 0)
         # D: the depth this call has (vm.depth is not moved by direct calls: it counts frames,
-        # and a deoptimization sets it to the frames it made). Past vm.dstop (DIRECT_LIMIT deep
-        # or the depth limit) the call is refused before anything is checked: made again with
-        # a frame, it gets every check in tier 1's order, the depth limit's included.
-        e(1, "if D > vm.dstop: raise Deoptimize(None, 0)", 0)
+        # and a deoptimization sets it to the frames it made); N: direct activations on the
+        # Python stack with this one. Past DIRECT_LIMIT or the depth limit the call is refused
+        # before anything is checked: made again with a frame, it gets every check in tier 1's
+        # order, the depth limit's included.
+        e(1, "if N > DIRECT_LIMIT or D > vm.max_depth: raise Deoptimize(None, 0)", 0)
         e(1, f"if len(A) != {len(params)}: raise arity_error(cl.name, {len(params)}, A)", 0)
         for k, check in enumerate(prepared.param_checks):
             if check is not None:
@@ -638,6 +648,10 @@ class _Gen:
             lines.append(f"{kw} {q} in v0: {dst} = v0[{q}]")
             kw = "elif"
         lines.append(f"{kw} {q} in pv: {dst} = pv[{q}]")
+        if name in CORE_NAMES:
+            # Most likely a builtin, two scopes out for a top-level function (see prologue).
+            self.grand = True
+            lines.append(f"elif {q} in ppv: {dst} = ppv[{q}]")
         lines.append(f"else: {dst} = load_name(P.parent, {q})")
         return lines
 
@@ -652,12 +666,7 @@ class _Gen:
         op = Op(op)
         # The right operand is a constant pushed just before (the common `x + 1`, `i < 10`):
         # its type test is done here, once.
-        kc = None
-        if (depth and i and self.preds[i] == 1 and i not in self.dispatch
-                and instrs_op(self.instrs[i - 1]) == Op.LOAD_CONST):
-            value = self.instrs[i - 1][1]
-            if type(value) in (int, str) and _literal(value) is not None:
-                kc = (type(value), _literal(value), value)
+        kc = self.folded_constant(i)
         if kc is not None and kc[0] is int and op in _INT_FOLD and (op is not Op.MOD or kc[2]):
             sym = _INT_FOLD[op]
             e(indent, f"if type({sec}) is int: {sec} = {sec} {sym} {kc[1]}", ip)
@@ -666,19 +675,22 @@ class _Gen:
             elif op in (Op.SUB, Op.MUL, Op.MOD):
                 e(indent, f"else: {sec} = arith({sym!r}, {sec}, {kc[1]})", ip)
             elif op in (Op.EQ, Op.NE):
-                e(indent, f"else: {sec} = {'' if op is Op.EQ else 'not_'}equal({sec}, {kc[1]})", ip)
+                self.slow_compare(i, f"{sec} = {'' if op is Op.EQ else 'not_'}equal({sec}, {kc[1]})",
+                                  sec, indent)
             else:
-                e(indent, f"else: {sec} = compare({sym!r}, {sec}, {kc[1]})", ip)
+                self.slow_compare(i, f"{sec} = compare({sym!r}, {sec}, {kc[1]})", sec, indent)
             return i + 1
         if kc is not None and kc[0] is str and op in (Op.EQ, Op.NE):
             sym = _INT_FOLD[op]
             e(indent, f"if type({sec}) is str: {sec} = {sec} {sym} {kc[1]}", ip)
-            e(indent, f"else: {sec} = {'' if op is Op.EQ else 'not_'}equal({sec}, {kc[1]})", ip)
+            self.slow_compare(i, f"{sec} = {'' if op is Op.EQ else 'not_'}equal({sec}, {kc[1]})",
+                              sec, indent)
             return i + 1
         if op is Op.NOP:
             pass
         elif op is Op.LOAD_CONST:
-            e(indent, f"{push} = {self.const(a)}", ip)
+            if self.folded_constant(i + 1) is None:     # else the next one uses the literal
+                e(indent, f"{push} = {self.const(a)}", ip)
         elif op is Op.LOAD_NIL:
             e(indent, f"{push} = None", ip)
         elif op is Op.LOAD_TRUE:
@@ -763,13 +775,13 @@ class _Gen:
         elif op in (Op.LT, Op.LE, Op.GT, Op.GE):
             sym = {Op.LT: "<", Op.LE: "<=", Op.GT: ">", Op.GE: ">="}[op]
             e(indent, f"if type({sec}) is int is type({top}): {sec} = {sec} {sym} {top}", ip)
-            e(indent, f"else: {sec} = compare({sym!r}, {sec}, {top})", ip)
+            self.slow_compare(i, f"{sec} = compare({sym!r}, {sec}, {top})", sec, indent)
         elif op in (Op.EQ, Op.NE):
             neg = "" if op is Op.EQ else "not_"
             cmp = "==" if op is Op.EQ else "!="
             e(indent, f"if type({sec}) is int is type({top}) or type({sec}) is str is type({top}): "
                       f"{sec} = {sec} {cmp} {top}", ip)
-            e(indent, f"else: {sec} = {neg}equal({sec}, {top})", ip)
+            self.slow_compare(i, f"{sec} = {neg}equal({sec}, {top})", sec, indent)
         elif op is Op.NEG:
             e(indent, f"{top} = negate({top})", ip)
         elif op is Op.NOT:
@@ -779,11 +791,13 @@ class _Gen:
             self.goto(a, indent, ip)
             return None
         elif op in (Op.POP_JUMP_IF_FALSE, Op.POP_JUMP_IF_TRUE):
-            self.labelled_branch(i, top, depth, indent)
+            if not self.compared(i):
+                self.labelled_branch(i, top, depth, indent)
             e(indent, f"if {'not ' if op is Op.POP_JUMP_IF_FALSE else ''}{top}:", ip)
             self.goto(a, indent + 1, ip)
         elif op in (Op.JUMP_IF_FALSE_OR_POP, Op.JUMP_IF_TRUE_OR_POP):
-            self.labelled_branch(i, top, depth, indent)
+            if not self.compared(i):
+                self.labelled_branch(i, top, depth, indent)
             e(indent, f"if {'not ' if op is Op.JUMP_IF_FALSE_OR_POP else ''}{top}:", ip)
             self.goto(a, indent + 1, ip)
         elif op is Op.BUILD_ARRAY:
@@ -864,6 +878,40 @@ class _Gen:
             line = f"store_outer(P, {q}, {top}, fs)"
             e(indent, f"else: {line}" if kw == "elif" else line, ip)
 
+    def folded_constant(self, i):
+        """(type, literal, value) when instruction i's right operand is the constant that the
+        instruction just before pushed (an Int or String with a literal), else None."""
+        if not (0 < i < len(self.instrs)) or self.preds[i] != 1 or i in self.dispatch:
+            return None
+        prev = self.instrs[i - 1]
+        if instrs_op(prev) != Op.LOAD_CONST or not self.state[i] or not self.state[i][0]:
+            return None
+        value = prev[1]
+        if type(value) not in (int, str) or _literal(value) is None:
+            return None
+        op = Op(self.instrs[i][0])
+        if type(value) is int and op in _INT_FOLD and (op is not Op.MOD or value):
+            return (int, _literal(value), value)
+        if type(value) is str and op in (Op.EQ, Op.NE):
+            return (str, _literal(value), value)
+        return None
+
+    def compared(self, i):
+        """Is the branch at i fed directly by a comparison (which checked for a labelled result
+        on its own slow path: its fast paths only ever give a Bool)?"""
+        return (i > 0 and self.preds[i] == 1 and i not in self.dispatch
+                and Op(self.instrs[i - 1][0]) in _COMPARISONS)
+
+    def slow_compare(self, i, line, result, indent):
+        """The slow path of the comparison at i; when a branch takes its result next, the check
+        for a labelled result is made here, on this path only."""
+        e = self.emit
+        e(indent, "else:", i + 1)
+        e(indent + 1, line, i + 1)
+        j = i + 1
+        if self.compared(j) and Op(self.instrs[j][0]) in _BRANCHES:
+            self.labelled_branch(j, result, self.state[j][0], indent + 1)
+
     def labelled_branch(self, i, top, depth, indent):
         """A branch on a labelled value goes back to tier 1, which keeps pc labels: the frame
         is spilled at the branch itself, and the generator gives the frame up."""
@@ -922,13 +970,10 @@ class _Gen:
         base = depth - n - 1
         callee = f"s{base}"
         args = ", ".join(f"s{j}" for j in range(base + 1, depth))
-        e(indent, f"if type({callee}) is Builtin and {callee}.pure and "
-                  f"({callee}.arity is None or {callee}.arity == {n}):", ip)
-        e(indent + 1, f"{callee} = {callee}.fn(vm, [{args}])", ip)
-        e(indent, f"elif type({callee}) is Closure and (_l := {callee}.code.direct) is not None:",
-          ip)
+        e(indent, f"_ty = type({callee})", ip)
+        e(indent, f"if _ty is Closure and (_l := {callee}.code.direct) is not None:", ip)
         e(indent + 1, "try:", ip)
-        e(indent + 2, f"{callee} = _l(vm, {callee}, [{args}], D + 1)", ip)
+        e(indent + 2, f"{callee} = _l(vm, {callee}, [{args}], D + 1, N + 1)", ip)
         e(indent + 1, "except Deoptimize as _d:", ip)
         e(indent + 2, "if _d.top is None:", ip)
         self.deoptimize(i, depth, indent + 3)
@@ -939,11 +984,15 @@ class _Gen:
         e(indent + 2, "_d.top.caller = _fr", ip)
         e(indent + 2, "_d.top = _fr", ip)
         e(indent + 2, "raise", ip)
+        e(indent, f"elif _ty is Builtin and {callee}.pure and "
+                  f"({callee}.arity is None or {callee}.arity == {n}):", ip)
+        e(indent + 1, f"{callee} = {callee}.fn(vm, [{args}])", ip)
         e(indent, "else:", ip)
         self.deoptimize(i, depth, indent + 1)
 
     def call(self, i, n, depth, indent):
-        """CALL n: a plain builtin is called in place; anything else goes through vm._call."""
+        """CALL n: a function with a direct form is called right here (vm.call_t2's first half,
+        inlined), a plain builtin too; anything else goes through vm.call_t2."""
         if self.leaf:
             self.direct_call(i, n, depth, indent)
             return
@@ -952,38 +1001,46 @@ class _Gen:
         base = depth - n - 1
         callee = f"s{base}"
         args = ", ".join(f"s{j}" for j in range(base + 1, depth))
-        e(indent, f"f.ip = {ip}", ip)
+        below = ", ".join(f"s{j}" for j in range(base))
         if self.counting:
+            e(indent, f"f.ip = {ip}", ip)
             self.tick(indent, ip)       # a call: a step, before anything is called
-        e(indent, "f.scope = sc", ip)
-        e(indent, f"if type({callee}) is Builtin and not {callee}.frames and "
+        e(indent, f"_ty = type({callee})", ip)
+        if not self.counting:           # with a step budget, no function has a direct form
+            e(indent, f"if _ty is Closure and (_l := {callee}.code.direct) is not None:", ip)
+            e(indent + 1, "try:", ip)
+            e(indent + 2, f"{callee} = _l(vm, {callee}, [{args}], vm.depth + 1, 1)", ip)
+            e(indent + 1, "except Deoptimize as _d:", ip)
+            # The frame is on the chain from here on: spilled, as for any other call.
+            e(indent + 2, f"f.ip = {ip}", ip)
+            e(indent + 2, f"f.stack = [{below}]", ip)
+            self.set_scope(i, indent + 2)
+            e(indent + 2, "if _d.top is None:", ip)      # refused before it was entered
+            e(indent + 3, f"if vm.call_frame(f, {callee}, [{args}]):", ip)
+            e(indent + 4, "yield", ip)
+            e(indent + 2, "else:", ip)               # its activations are frames: run them first
+            e(indent + 3, "vm.depth = _d.depth", ip)
+            e(indent + 3, "_d.top.caller = f", ip)
+            e(indent + 3, "yield", ip)
+            self.reload(i, base + 1, indent + 2)
+            kw = "elif"
+        else:
+            kw = "if"
+        # A pure builtin sees no frame (values.Builtin): nothing to spill for it.
+        e(indent, f"{kw} _ty is Builtin and {callee}.pure and "
                   f"({callee}.arity is None or {callee}.arity == {n}):", ip)
         e(indent + 1, f"{callee} = {callee}.fn(vm, [{args}])", ip)
-        # A function with a direct form: called right here (vm.call_t2's first half, inlined).
-        e(indent, f"elif type({callee}) is Closure and (_l := {callee}.code.direct) is not None:",
-          ip)
-        e(indent + 1, f"vm.dstop = min(vm.depth + DIRECT_LIMIT, vm.max_depth)", ip)
-        e(indent + 1, "try:", ip)
-        e(indent + 2, f"{callee} = _l(vm, {callee}, [{args}], vm.depth + 1)", ip)
-        e(indent + 2, "_y = False", ip)
-        e(indent + 1, "except Deoptimize as _d:", ip)
-        e(indent + 2, "_y = _d.top", ip)
-        e(indent + 2, "if _y is not None: vm.depth = _d.depth", ip)
-        e(indent + 1, "if _y is not False:", ip)
-        e(indent + 2, f"f.stack = [{', '.join(f's{j}' for j in range(base))}]", ip)
-        if self.blocal and self.regions[i]:
-            self.set_scope(i, indent + 2)
-        e(indent + 2, "if _y is None:", ip)      # refused before it was entered: with a frame
-        e(indent + 3, f"if vm.call_frame(f, {callee}, [{args}]):", ip)
-        e(indent + 4, "yield", ip)
-        e(indent + 2, "else:", ip)               # its activations are frames: run them first
-        e(indent + 3, "_y.caller = f", ip)
-        e(indent + 3, "yield", ip)
-        self.reload(i, base + 1, indent + 2)
+        e(indent, f"elif _ty is Builtin and not {callee}.frames and "
+                  f"({callee}.arity is None or {callee}.arity == {n}):", ip)
+        if not self.counting:
+            e(indent + 1, f"f.ip = {ip}", ip)
+        e(indent + 1, "f.scope = sc", ip)
+        e(indent + 1, f"{callee} = {callee}.fn(vm, [{args}])", ip)
         e(indent, "else:", ip)
-        e(indent + 1, f"f.stack = [{', '.join(f's{j}' for j in range(base))}]", ip)
-        if self.blocal and self.regions[i]:
-            self.set_scope(i, indent + 1)
+        if not self.counting:
+            e(indent + 1, f"f.ip = {ip}", ip)
+        e(indent + 1, f"f.stack = [{below}]", ip)
+        self.set_scope(i, indent + 1)
         e(indent + 1, f"if vm.call_t2(f, {callee}, [{args}]):", ip)
         e(indent + 2, "yield", ip)
         self.reload(i, base + 1, indent + 1)
@@ -1025,6 +1082,9 @@ class _Gen:
         self.reload(i, depth - pops + pushes, indent)
 
 
+_COMPARISONS = frozenset({Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE})
+_BRANCHES = frozenset({Op.POP_JUMP_IF_FALSE, Op.POP_JUMP_IF_TRUE, Op.JUMP_IF_FALSE_OR_POP,
+                       Op.JUMP_IF_TRUE_OR_POP})
 _INT_FOLD = {Op.ADD: "+", Op.SUB: "-", Op.MUL: "*", Op.MOD: "%", Op.LT: "<", Op.LE: "<=",
              Op.GT: ">", Op.GE: ">=", Op.EQ: "==", Op.NE: "!="}
 
@@ -1064,7 +1124,7 @@ def _direct_on_first_call(compiled: Compiled, gen: _Gen, filename: str):
     """A stand-in for the direct form that makes it when it is first called: most functions
     hot enough for tier 2 are called often, but one that is hot only for its loops (a
     program's ``main``) would make its direct form for nothing."""
-    def first_call(vm, closure, args, depth):
+    def first_call(vm, closure, args, depth, nested):
         gen.leaf = True
         gen.lazy = gen.scope_is_lazy()
         gen.ns = dict(gen.ns)       # its own globals: LINEMAP differs from the generator's
@@ -1075,5 +1135,5 @@ def _direct_on_first_call(compiled: Compiled, gen: _Gen, filename: str):
             raise Deoptimize(None, 0) from None
         gen.ns["LINEMAP"] = gen.linemap
         direct = compiled.leaf = gen.prepared.direct = gen.ns["leaf"]
-        return direct(vm, closure, args, depth)
+        return direct(vm, closure, args, depth, nested)
     return first_call

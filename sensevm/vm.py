@@ -238,9 +238,6 @@ class VM:
         self.depth = 0
         self.result: Any = None
         self.inlined = 0
-        # A direct form is refused (made with a frame instead) at this depth: set where direct
-        # calls start, DIRECT_LIMIT deeper, so they never nest deeper on the Python stack.
-        self.dstop = 0
         self.deopts = 0         # times one of them had to become frames (tests read it)
         self.tier = default_tier() if tier is None else str(tier)
         if self.tier not in TIERS:
@@ -563,9 +560,8 @@ class VM:
             return self._call(frame, callee, args) and not self.inline(frame)
         direct = callee.code.direct
         if direct is not None:
-            self.dstop = min(self.depth + DIRECT_LIMIT, self.max_depth)
             try:
-                frame.stack.append(direct(self, callee, args, self.depth + 1))
+                frame.stack.append(direct(self, callee, args, self.depth + 1, 1))
                 return False
             except Deoptimize as stop:
                 if stop.top is not None:
