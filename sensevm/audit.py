@@ -138,7 +138,7 @@ def encode_entry(entry: dict) -> bytes:
 def _storable(text):
     """``text`` as JSON will give it back: a lone high surrogate followed by a lone low one
     reads back as the one character the pair encodes, so store it that way from the start."""
-    if text is None or not _SURROGATE.search(text):
+    if text is None or text.isascii() or not _SURROGATE.search(text):
         return text
     return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
 

@@ -38,6 +38,7 @@ that lives in the frame), and very large code objects.
 from __future__ import annotations
 
 import math
+import re
 from typing import Optional
 
 from . import provenance as PV
@@ -430,6 +431,12 @@ class _Gen:
                 return False
         return True
 
+    @property
+    def stale(self) -> str:
+        """What a changed block variable appends: the cached block scopes are out of date
+        (a direct form caches none: see scope_at)."""
+        return "" if self.leaf else "; bk = -1"
+
     def scope_is_lazy(self) -> bool:
         """A direct form needs no function scope while it runs when every name its scope can
         hold lives in a Python local (none is also bound in a block) and its blocks, if any,
@@ -532,10 +539,33 @@ class _Gen:
             self.lines.insert(grand_at, "    ppv = P.parent.vars if P is not None and P.parent "
                                         "is not None else EMPTY")
             self.linemap = {(k + 1 if k > grand_at else k): v for k, v in self.linemap.items()}
+        self.prune_unread()
         self.ns["DEPTH"] = {j: self.state[j][1] for j in self.entries}
         self.ns["UNSET"] = UNSET
         self.ns["EMPTY"] = {}
         return "\n".join(self.lines) + "\n"
+
+    # Prologue assignments whose variable the code may never read, and how a read looks.
+    _UNREAD = {"    U = UNSET": re.compile(r"\bU\b"),
+               "    L = 0": re.compile(r"\bL\b(?!\s*=[^=])"),
+               "    bk = -1": re.compile(r"\bbk\b(?!\s*=[^=])"),
+               "    bsc = None": re.compile(r"\bbsc\b(?!\s*=[^=])")}
+
+    def prune_unread(self) -> None:
+        """Drop the prologue's initial assignments of variables nothing reads (most small
+        functions use no block scope and no dispatch), keeping the line map in step."""
+        body_start = next((k for k, line in enumerate(self.lines) if line == "    try:"),
+                          len(self.lines))
+        drop = []
+        for k in range(body_start):
+            read = self._UNREAD.get(self.lines[k])
+            if read is not None and not any(read.search(line) for n, line
+                                            in enumerate(self.lines) if n != k):
+                drop.append(k)
+        for k in reversed(drop):
+            del self.lines[k]
+            self.linemap = {(n - 1 if n > k + 1 else n): v for n, v in self.linemap.items()
+                            if n != k + 1}
 
     def _tree(self, blocks, indent):
         if len(blocks) == 1:
@@ -589,7 +619,7 @@ class _Gen:
         if check is not None:
             e(1, f"if not {self.const(check[1])}(_v): raise return_error(cl.name, {check[0]!r}, _v)",
               0)
-        e(1, "return _v", 0)
+            e(1, "return _v", 0)
 
     def tick(self, indent, ip):
         """One step (vm.step, inlined): placed at instruction ip - 1, as tier 1 places it."""
@@ -738,7 +768,8 @@ class _Gen:
                 e(indent, f"store_name(sc, {q}, {top})", ip)
         elif op is Op.STORE_LOCAL and self.blocal and scope > 0:
             e(indent, f"{self.bnames[self.regions[i][-1]][a]} = {top}", ip)
-            e(indent, "bk = -1", ip)
+            if not self.leaf:
+                e(indent, "bk = -1", ip)
         elif op is Op.STORE_LOCAL:
             local = self.cached.get(a) if scope == 0 else None
             target = "v0" if scope == 0 else "sc.vars"
@@ -756,7 +787,8 @@ class _Gen:
             else:
                 for local in self.bnames.get(i, {}).values():
                     e(indent, f"{local} = U", ip)       # a fresh block: nothing bound yet
-                e(indent, "bk = -1", ip)
+                if not self.leaf:
+                    e(indent, "bk = -1", ip)
         elif op is Op.POP_SCOPE:
             if not self.blocal and a:
                 e(indent, "sc = sc.parent" + ".parent" * (a - 1), ip)
@@ -858,7 +890,7 @@ class _Gen:
         q = repr(name)
         kw = "if"
         for blocal in self.block_locals(i, name):
-            e(indent, f"{kw} {blocal} is not U: {blocal} = {top}; bk = -1", ip)
+            e(indent, f"{kw} {blocal} is not U: {blocal} = {top}{self.stale}", ip)
             kw = "elif"
         local = self.cached.get(name)
         if local is not None:
@@ -870,7 +902,7 @@ class _Gen:
             kw = "elif"
         innermost = self.bnames.get(self.regions[i][-1], {}).get(name)
         if innermost is not None:
-            e(indent, f"{kw} not store_found(P, {q}, {top}): {innermost} = {top}; bk = -1", ip)
+            e(indent, f"{kw} not store_found(P, {q}, {top}): {innermost} = {top}{self.stale}", ip)
         elif self.lazy and local is not None:
             e(indent, f"elif not store_found(P, {q}, {top}): {local} = {top}", ip)
         else:
@@ -950,8 +982,11 @@ class _Gen:
         for site in self.regions[i]:
             names = self.bnames.get(site, {})
             levels.append(f"({tuple(names)!r}, ({''.join(v + ', ' for v in names.values())}))")
-        self.emit(indent, f"if bk != {key}: bsc = chain(fs, {', '.join(levels)}); bk = {key}",
-                  i + 1)
+        if self.leaf:       # only a deoptimization asks, once: nothing to reuse
+            self.emit(indent, f"bsc = chain(fs, {', '.join(levels)})", i + 1)
+        else:
+            self.emit(indent, f"if bk != {key}: bsc = chain(fs, {', '.join(levels)}); bk = {key}",
+                      i + 1)
         return "bsc"
 
     def deoptimize(self, i, depth, indent):
@@ -1049,8 +1084,11 @@ class _Gen:
         ip = i + 1
         e = self.emit
         if self.leaf:
-            e(indent, f"_v = {top}", ip)        # checked on the way out: direct_epilogue
-            e(indent, "break", ip)
+            if self.prepared.return_check is None:
+                e(indent, f"return {top}", ip)
+            else:
+                e(indent, f"_v = {top}", ip)    # checked on the way out: direct_epilogue
+                e(indent, "break", ip)
             return
         prepared = self.prepared
         if self.kind is CodeKind.FUNCTION:
@@ -1067,7 +1105,10 @@ class _Gen:
             e(indent + 1, f"if c is not None: c.stack.append({top})", ip)
             e(indent + 1, f"else: vm.result = {top}", ip)
             e(indent + 1, "return", ip)
-        self.spill(i, [top], indent)
+        # Tier 1's RETURN reads the stack and the position, never the scope: no block scopes
+        # are built for it.
+        e(indent, f"f.stack = [{top}]", ip)
+        e(indent, f"f.ip = {ip}", ip)
         e(indent, f"H[{int(Op.RETURN)}](f, None, None)", ip)
         e(indent, "return", ip)
 

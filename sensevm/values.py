@@ -487,7 +487,8 @@ LIFECYCLE_METHODS = ("verify", "approve", "commit", "rollback")
 class ActionDefinition:
     """What an action declaration binds: calling it prepares an action (the body never runs)."""
 
-    __slots__ = ("decl", "body", "rollback", "scope", "params", "param_checks")
+    __slots__ = ("decl", "body", "rollback", "scope", "params", "param_checks", "kind",
+                 "subject", "tags", "rollback_tags")
     type_name = "Action"
 
     def __init__(self, decl, body, rollback, scope: Scope):
@@ -497,6 +498,11 @@ class ActionDefinition:
         self.scope = scope            # the declaration scope: the body's closure
         self.params = body.code.params
         self.param_checks = body.param_checks
+        # Made once here, not per audit record: its kind, subject and bodies' lineage frames.
+        self.kind = kind = decl.kind
+        self.subject = f"{kind} action '{decl.name}'"
+        self.tags = (f"{kind}:{decl.name}",)
+        self.rollback_tags = self.tags + (f"rollback:{decl.name}",)
 
     @property
     def name(self) -> str:
@@ -536,7 +542,7 @@ class PreparedAction:
 
     @property
     def kind(self) -> str:
-        return self.definition.decl.kind
+        return self.definition.kind
 
     def __str__(self) -> str:
         return f"<action {self.name} ({self.kind}) state={self.state}>"
@@ -588,7 +594,8 @@ class BoundLifecycleMethod:
 class ToolDefinition:
     """What a tool declaration binds: calling it runs the body after the call-site checks."""
 
-    __slots__ = ("decl", "body", "scope", "params", "param_checks", "return_check")
+    __slots__ = ("decl", "body", "scope", "params", "param_checks", "return_check", "subject",
+                 "tags")
     type_name = "Tool"
 
     def __init__(self, decl, body, scope: Scope):
@@ -598,6 +605,8 @@ class ToolDefinition:
         self.params = body.code.params
         self.param_checks = body.param_checks
         self.return_check = body.return_check
+        self.subject = f"tool '{decl.name}'"     # its audit records' subject, made once
+        self.tags = (f"tool:{decl.name}",)      # its body's lineage frame
 
     @property
     def name(self) -> str:

@@ -1128,13 +1128,36 @@ class VM:
         return self.op_CALL(f, a, b)
 
     def op_ACTION_VERIFY(self, f, a, b):
-        return self._lifecycle_op(f, "verify")
+        receiver = f.stack.pop()
+        if type(receiver) is not PreparedAction:
+            # Not an action: exactly what `receiver.verify()` means for any other value.
+            return self._call(f, self.member(receiver, "verify"), [])
+        pos = f.pos
+        try:
+            f.stack.append(self.verify(f, receiver, f.scope, pos))
+        except SenseError as err:
+            raise err.with_pos(pos, f.prepared.path)
+        return False
 
     def op_ACTION_APPROVE(self, f, a, b):
-        return self._lifecycle_op(f, "approve")
+        receiver = f.stack.pop()
+        if type(receiver) is not PreparedAction:
+            return self._call(f, self.member(receiver, "approve"), [])
+        pos = f.pos
+        try:
+            f.stack.append(self.approve(f, receiver, pos))
+        except SenseError as err:
+            raise err.with_pos(pos, f.prepared.path)
+        return False
 
     def op_ACTION_COMMIT(self, f, a, b):
-        return self._lifecycle_op(f, "commit")
+        receiver = f.stack.pop()
+        if type(receiver) is not PreparedAction:
+            return self._call(f, self.member(receiver, "commit"), [])
+        try:
+            return self.commit(f, receiver, f.scope)
+        except SenseError as err:
+            raise err.with_pos(f.pos, f.prepared.path)
 
     def op_ACTION_ROLLBACK(self, f, a, b):
         return self._lifecycle_op(f, "rollback")
@@ -1150,7 +1173,8 @@ class VM:
         """Run one lifecycle method as written at ``pos`` in ``scope``; True if it pushed a frame.
 
         Policy is asked about ``scope`` (the scope of the member expression ``a.commit``) and
-        about every frame on the call chain; errors and audit lines carry ``pos``.
+        about every frame on the call chain; errors and audit lines carry ``pos``. (The
+        ACTION_VERIFY / APPROVE / COMMIT handlers do the same, written out.)
         """
         try:
             if method == "verify":
@@ -1167,20 +1191,24 @@ class VM:
 
     def lineage(self, frame) -> tuple:
         """Audit lineage along the dynamic call chain, outermost first (spec 21.7)."""
-        tags = []
+        tags = None
         while frame is not None:
             if frame.tags:
+                if tags is None:
+                    tags = []
                 tags.extend(reversed(frame.tags))
             frame = frame.caller or frame.origin
-        return tuple(reversed(tags))
+        if tags is None:
+            return ()
+        tags.reverse()
+        return tuple(tags)
 
     def record(self, action: PreparedAction, event: str, frame, *, line: Optional[int] = None,
                detail: Optional[str] = None, host_only: bool = False) -> None:
-        decl = action.definition.decl
-        kind = decl.kind
-        self.audit.append(AuditRecord.make(
-            f"{kind} action '{decl.name}'", decl.name, kind, event, detail, line,
-            self.lineage(frame), host_only))
+        definition = action.definition
+        decl = definition.decl
+        self.audit.append(AuditRecord(definition.subject, decl.name, definition.kind, event, detail,
+                                      line, self.lineage(frame), None, host_only))
 
     def prepare(self, f, definition: ActionDefinition, args: list) -> PreparedAction:
         params = definition.params
@@ -1296,7 +1324,7 @@ class VM:
         # Intent before effect: with a durable log, a crash inside the body still leaves a
         # record that the commit began (host-side only; audit_log() shows the outcome).
         self.record(action, "committing", f, host_only=True)
-        self._push_body(f, prepared, scope, action, "commit", (f"{decl.kind}:{decl.name}",), None)
+        self._push_body(f, prepared, scope, action, "commit", action.definition.tags, None)
         return True
 
     def check_commit_policy(self, f, action: PreparedAction, scope: Scope) -> None:
@@ -1327,7 +1355,7 @@ class VM:
         # The block runs in a new scope whose parent is exactly the scope the body ran in.
         scope = Scope(action.body_scope)
         self._push_body(f, action.definition.rollback, scope, action, "rollback",
-                        (f"{decl.kind}:{decl.name}", f"rollback:{decl.name}"), line)
+                        action.definition.rollback_tags, line)
         return True
 
     def _push_body(self, f, prepared, scope, action, role, tags, line) -> None:
@@ -1418,7 +1446,7 @@ class VM:
         scope = Scope(tool.scope)
         for name, value in zip(tool.params, args):
             scope.vars[name] = value
-        tags = (f"tool:{decl.name}",)
+        tags = tool.tags
         if decl.is_async:
             f.stack.append(self._start_async(f, tool, scope, tags))
             return False
@@ -1466,8 +1494,8 @@ class VM:
         return self._session_log
 
     def record_tool(self, tool, event, frame, line, detail=None) -> None:
-        self.audit.append(AuditRecord.make(
-            f"tool '{tool.name}'", tool.name, "tool", event, detail, line, self.lineage(frame)))
+        self.audit.append(AuditRecord(tool.subject, tool.decl.name, "tool", event, detail, line,
+                                      self.lineage(frame)))
 
     def _start_async(self, f, tool: ToolDefinition, scope: Scope, tags) -> Future:
         """Run the body on a worker thread with an execution state of its own.
