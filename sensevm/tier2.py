@@ -50,9 +50,10 @@ from .program import CodeKind
 from .values import (ArrayIterator, Builtin, Closure, Scope, index_get, index_set,
                      load_name, store_name, store_outer, type_name)
 from .builtins import CORE
-from .vm import DIRECT_LIMIT, Deoptimize, Frame
+from .vm import DIRECT_ARITIES, DIRECT_LIMIT, Deoptimize, Frame
 
 CORE_NAMES = frozenset(b.name for b in CORE)
+_CORE_BY_NAME = {b.name: b for b in CORE}
 MAX_INSTRUCTIONS = 4000     # larger code objects stay in tier 1 (compile time, Python limits)
 MAX_INDENT = 40             # deeper inlining turns the block into a dispatch target instead
 DECLINED_OPS = frozenset({Op.TEST_BEGIN, Op.TEST_END, Op.TEST_ABANDON})
@@ -97,6 +98,13 @@ class Compiled:
         self.entries = entries
         self.source = source
         self.leaf = leaf
+
+    def set_direct(self, prepared, direct) -> None:
+        """Make ``direct`` (or None) the direct form that calls of ``prepared`` find."""
+        self.leaf = prepared.direct = direct
+        n = len(prepared.code.params)
+        if n < DIRECT_ARITIES:
+            prepared.dx = tuple(direct if k == n else None for k in range(DIRECT_ARITIES))
 
 
 # ----------------------------------------------------------------------------- run-time helpers
@@ -194,7 +202,8 @@ _RUNTIME = {
     "not_equal": V.not_equal,
     "negate": V.negate, "LT": PV.LABELLED, "negation": PV.negation,
     "materialize": materialize, "function_scope": function_scope, "Deoptimize": Deoptimize, "DIRECT_LIMIT": DIRECT_LIMIT, "Scope": Scope, "Closure": Closure, "Builtin": Builtin,
-    "ArrayIterator": ArrayIterator, "SenseRuntimeError": SenseRuntimeError,
+    "ArrayIterator": ArrayIterator, "SenseRuntimeError": SenseRuntimeError, "V": V,
+    "B_LEN": _CORE_BY_NAME["len"], "B_PUSH": _CORE_BY_NAME["push"], "B_STR": _CORE_BY_NAME["str"],
 }
 
 
@@ -315,6 +324,8 @@ class _Gen:
         self.nconst = 0
         self.leaf = False       # generating the direct form (see Compiled)
         self.lazy = False       # ... whose function scope is made only if it deoptimizes
+        self.argnames: list = []        # ... its Python parameters, one per Sense parameter
+        self.slot_names: dict = {}      # stack slot -> the name last loaded into it, per block
         self.grand = False      # some name is looked up in the scope two out (``ppv``)
         self.chain_keys: dict = {}
 
@@ -496,8 +507,9 @@ class _Gen:
         e(1, "U = UNSET", 0)
         for name, local in self.cached.items():
             if self.leaf and name in self.fixed:
-                last = len(self.params) - 1 - self.params[::-1].index(name)   # zip's binding
-                e(1, f"{local} = A[{last}]", 0)
+                arg = self.argnames[self.params.index(name)]
+                if arg != local:
+                    e(1, f"{local} = {arg}", 0)
             elif name in self.fixed:
                 e(1, f"{local} = v0[{name!r}]", 0)
             elif self.lazy:
@@ -583,24 +595,28 @@ class _Gen:
         e = self.emit
         prepared = self.prepared
         params = self.params
-        e(0, "def leaf(vm, cl, A, D, N):", 0)
+        # The arguments arrive as Python parameters (a call site with n arguments only uses a
+        # direct form of n parameters: PreparedCode.dx), named as the locals that mirror them.
+        self.argnames = [self.cached.get(name) if name in self.fixed and self.lazy
+                         else f"a{k}" for k, name in enumerate(params)]
+        e(0, f"def leaf(vm, cl, D, N{''.join(', ' + a for a in self.argnames)}):", 0)
         # D: the depth this call has (vm.depth is not moved by direct calls: it counts frames,
         # and a deoptimization sets it to the frames it made); N: direct activations on the
         # Python stack with this one. Past DIRECT_LIMIT or the depth limit the call is refused
         # before anything is checked: made again with a frame, it gets every check in tier 1's
         # order, the depth limit's included.
         e(1, "if N > DIRECT_LIMIT or D > vm.max_depth: raise Deoptimize(None, 0)", 0)
-        e(1, f"if len(A) != {len(params)}: raise arity_error(cl.name, {len(params)}, A)", 0)
         for k, check in enumerate(prepared.param_checks):
             if check is not None:
-                e(1, f"if not {self.const(check[2])}(A[{k}]): "
-                     f"raise param_error({check[0]!r}, cl.name, {check[1]!r}, A[{k}])", 0)
+                arg = self.argnames[k]
+                e(1, f"if not {self.const(check[2])}({arg}): "
+                     f"raise param_error({check[0]!r}, cl.name, {check[1]!r}, {arg})", 0)
         e(1, "P = cl.scope", 0)
         if not self.lazy:
             e(1, "fs = sc = Scope(P)", 0)
             e(1, "v0 = sc.vars", 0)
             for k, name in enumerate(params):
-                e(1, f"v0[{name!r}] = A[{k}]", 0)
+                e(1, f"v0[{name!r}] = {self.argnames[k]}", 0)
         e(1, "L = 0", 0)
         self.ns["POSITIONS"] = prepared.positions
         self.ns["PATH"] = prepared.path
@@ -626,7 +642,27 @@ class _Gen:
         self.emit(indent, "B.left -= 1", ip)
         self.emit(indent, "if B.left < 0: raise B.exceeded()", ip)
 
+    def thread(self, j):
+        """Where control lands after instruction j's block when it does nothing but jump (the
+        end of an `if` inside a loop: close its block scope, jump back): going there directly
+        saves a trip through the dispatch tree. Not with a step budget, which counts jumps."""
+        if self.counting:
+            return j
+        seen = set()
+        while j not in seen:
+            seen.add(j)
+            k = j
+            op, a, b = self.instrs[k]
+            while op == Op.NOP or (op == Op.POP_SCOPE and (self.blocal or not a)):
+                k += 1
+                op, a, b = self.instrs[k]
+            if op != Op.JUMP:
+                return j
+            j = a
+        return j
+
     def goto(self, j, indent, ip):
+        j = self.thread(j)
         if self.counting and j < ip:
             self.tick(indent, ip)       # a backward jump taken: a step
         if j in self.dispatch:
@@ -640,6 +676,7 @@ class _Gen:
     def block(self, i, indent):
         """Emit instructions from i until control leaves (always by goto, return or yield)."""
         instrs = self.instrs
+        self.slot_names = {}
         while True:
             op, a, b = instrs[i]
             depth, scope = self.state[i]
@@ -710,6 +747,11 @@ class _Gen:
             else:
                 self.slow_compare(i, f"{sec} = compare({sym!r}, {sec}, {kc[1]})", sec, indent)
             return i + 1
+        if kc is not None and kc[0] is str and op is Op.ADD:
+            e(indent, f"if type({sec}) is str and len({sec}) <= V.MAX_STRING - {len(kc[2])}: "
+                      f"{sec} = {sec} + {kc[1]}", ip)
+            e(indent, f"else: {sec} = add({sec}, {kc[1]})", ip)
+            return i + 1
         if kc is not None and kc[0] is str and op in (Op.EQ, Op.NE):
             sym = _INT_FOLD[op]
             e(indent, f"if type({sec}) is str: {sec} = {sec} {sym} {kc[1]}", ip)
@@ -734,6 +776,7 @@ class _Gen:
         elif op is Op.LOAD_NAME:
             for line in self.lookup(i, a, scope, push):
                 e(indent, line, ip)
+            self.slot_names[depth] = a      # a guess at what a CALL here calls (see inline_builtin)
         elif op is Op.STORE_NAME and self.blocal and scope > 0:
             self.store_in_block(i, a, top, indent)
         elif op is Op.STORE_NAME:
@@ -794,6 +837,9 @@ class _Gen:
                 e(indent, "sc = sc.parent" + ".parent" * (a - 1), ip)
         elif op is Op.ADD:
             e(indent, f"if type({sec}) is int is type({top}): {sec} = {sec} + {top}", ip)
+            # Strings too (values.add's first case, with its size limit).
+            e(indent, f"elif type({sec}) is str is type({top}) and "
+                      f"len({sec}) + len({top}) <= V.MAX_STRING: {sec} = {sec} + {top}", ip)
             e(indent, f"else: {sec} = add({sec}, {top})", ip)
         elif op in (Op.SUB, Op.MUL):
             sym = "-" if op is Op.SUB else "*"
@@ -924,7 +970,7 @@ class _Gen:
         op = Op(self.instrs[i][0])
         if type(value) is int and op in _INT_FOLD and (op is not Op.MOD or value):
             return (int, _literal(value), value)
-        if type(value) is str and op in (Op.EQ, Op.NE):
+        if type(value) is str and op in (Op.EQ, Op.NE, Op.ADD):
             return (str, _literal(value), value)
         return None
 
@@ -998,6 +1044,28 @@ class _Gen:
         e(indent, "vm.deopts += 1", i + 1)
         e(indent, "raise Deoptimize(_fr, D)", i + 1)
 
+    def inline_builtin(self, i, n, base, indent) -> str:
+        """For a call of what was loaded as `len`, `push` or `str`: that builtin's common case
+        done in place when the callee *is* that builtin (checked by identity, so a program that
+        rebinds the name loses nothing but speed); returns the keyword for the next test."""
+        name = self.slot_names.get(base)
+        c = f"s{base}"
+        a = [f"s{j}" for j in range(base + 1, base + 1 + n)]
+        ip = i + 1
+        if name == "len" and n == 1:
+            self.emit(indent, f"if {c} is B_LEN and (type({a[0]}) is list or type({a[0]}) is str): "
+                              f"{c} = len({a[0]})", ip)
+        elif name == "push" and n == 2:
+            self.emit(indent, f"if {c} is B_PUSH and type({a[0]}) is list and "
+                              f"len({a[0]}) < vm.max_array:", ip)
+            self.emit(indent + 1, f"{a[0]}.append({a[1]})", ip)
+            self.emit(indent + 1, f"{c} = {a[0]}", ip)
+        elif name == "str" and n == 1:
+            self.emit(indent, f"if {c} is B_STR and type({a[0]}) is int: {c} = str({a[0]})", ip)
+        else:
+            return "if"
+        return "elif"
+
     def direct_call(self, i, n, depth, indent):
         """CALL n in a direct form (see Compiled)."""
         ip = i + 1
@@ -1005,10 +1073,15 @@ class _Gen:
         base = depth - n - 1
         callee = f"s{base}"
         args = ", ".join(f"s{j}" for j in range(base + 1, depth))
+        kw = self.inline_builtin(i, n, base, indent)
+        if kw == "elif":
+            e(indent, "else:", ip)
+            indent += 1
         e(indent, f"_ty = type({callee})", ip)
-        e(indent, f"if _ty is Closure and (_l := {callee}.code.direct) is not None:", ip)
+        e(indent, f"if _ty is Closure and (_l := {callee}.code.dx[{n}]) is not None:"
+                  if n < DIRECT_ARITIES else "if False:", ip)
         e(indent + 1, "try:", ip)
-        e(indent + 2, f"{callee} = _l(vm, {callee}, [{args}], D + 1, N + 1)", ip)
+        e(indent + 2, f"{callee} = _l(vm, {callee}, D + 1, N + 1{', ' + args if args else ''})", ip)
         e(indent + 1, "except Deoptimize as _d:", ip)
         e(indent + 2, "if _d.top is None:", ip)
         self.deoptimize(i, depth, indent + 3)
@@ -1040,11 +1113,16 @@ class _Gen:
         if self.counting:
             e(indent, f"f.ip = {ip}", ip)
             self.tick(indent, ip)       # a call: a step, before anything is called
+        if self.inline_builtin(i, n, base, indent) == "elif":
+            e(indent, "else:", ip)
+            indent += 1
         e(indent, f"_ty = type({callee})", ip)
-        if not self.counting:           # with a step budget, no function has a direct form
-            e(indent, f"if _ty is Closure and (_l := {callee}.code.direct) is not None:", ip)
+        # With a step budget no function has a direct form; one of n parameters is found by n.
+        if not self.counting and n < DIRECT_ARITIES:
+            e(indent, f"if _ty is Closure and (_l := {callee}.code.dx[{n}]) is not None:", ip)
             e(indent + 1, "try:", ip)
-            e(indent + 2, f"{callee} = _l(vm, {callee}, [{args}], vm.depth + 1, 1)", ip)
+            e(indent + 2, f"{callee} = _l(vm, {callee}, vm.depth + 1, 1"
+                          f"{', ' + args if args else ''})", ip)
             e(indent + 1, "except Deoptimize as _d:", ip)
             # The frame is on the chain from here on: spilled, as for any other call.
             e(indent + 2, f"f.ip = {ip}", ip)
@@ -1165,16 +1243,17 @@ def _direct_on_first_call(compiled: Compiled, gen: _Gen, filename: str):
     """A stand-in for the direct form that makes it when it is first called: most functions
     hot enough for tier 2 are called often, but one that is hot only for its loops (a
     program's ``main``) would make its direct form for nothing."""
-    def first_call(vm, closure, args, depth, nested):
+    def first_call(vm, closure, depth, nested, *args):
         gen.leaf = True
         gen.lazy = gen.scope_is_lazy()
         gen.ns = dict(gen.ns)       # its own globals: LINEMAP differs from the generator's
         try:
             exec(compile(gen.generate(), filename, "exec"), gen.ns)
         except (SyntaxError, RecursionError, MemoryError):
-            compiled.leaf = gen.prepared.direct = None     # a Python limit: with a frame
+            compiled.set_direct(gen.prepared, None)     # a Python limit: with a frame
             raise Deoptimize(None, 0) from None
         gen.ns["LINEMAP"] = gen.linemap
-        direct = compiled.leaf = gen.prepared.direct = gen.ns["leaf"]
-        return direct(vm, closure, args, depth, nested)
+        direct = gen.ns["leaf"]
+        compiled.set_direct(gen.prepared, direct)
+        return direct(vm, closure, depth, nested, *args)
     return first_call

@@ -68,6 +68,9 @@ HOT_THRESHOLD = 32
 # A tier-2 frame runs the tier-2 frame it just pushed by calling its generator directly, which
 # saves a trip through the loop; at most this many deep, so the host stack stays small.
 INLINE_LIMIT = 32
+# Calls with fewer arguments than this find a direct form by their count (PreparedCode.dx).
+DIRECT_ARITIES = 8
+NO_DIRECT = (None,) * DIRECT_ARITIES
 # Direct-form activations nested on the Python stack (one Python frame each); a call past this
 # is made with a real frame, so deep recursion never reaches Python's recursion limit.
 DIRECT_LIMIT = 48
@@ -90,12 +93,13 @@ class PreparedCode:
     """
 
     __slots__ = ("code", "index", "instrs", "positions", "path", "param_checks", "return_check",
-                 "unit", "program", "t2", "direct", "heat", "joins")
+                 "unit", "program", "t2", "direct", "dx", "heat", "joins")
 
     def __init__(self, code, instrs, positions, path, param_checks, return_check):
         self.joins = None         # post-dominator sets, made at the first labelled branch
         self.t2 = None            # tier 2: None = not tried yet, False = declined, else Compiled
         self.direct = None        # tier 2's direct form, if it has one (see tier2.Compiled)
+        self.dx = NO_DIRECT       # ... by argument count: a call with n arguments uses dx[n]
         self.heat = 0             # frame entries and loop back-edges seen by tier 1
         self.index = -1
         self.unit: list = []
@@ -558,10 +562,11 @@ class VM:
         """
         if type(callee) is not Closure:
             return self._call(frame, callee, args) and not self.inline(frame)
-        direct = callee.code.direct
+        n = len(args)
+        direct = callee.code.dx[n] if n < DIRECT_ARITIES else None
         if direct is not None:
             try:
-                frame.stack.append(direct(self, callee, args, self.depth + 1, 1))
+                frame.stack.append(direct(self, callee, self.depth + 1, 1, *args))
                 return False
             except Deoptimize as stop:
                 if stop.top is not None:
@@ -667,8 +672,8 @@ class VM:
                 return None
             from .tier2 import compile_code
             t2 = code.t2 = compile_code(code, counting=self.budget is not None) or False
-            if t2:
-                code.direct = t2.leaf
+            if t2 and t2.leaf is not None:
+                t2.set_direct(code, t2.leaf)
         return t2 or None
 
     def _tier2(self, frame) -> bool:

@@ -338,3 +338,95 @@ def test_a_branch_on_a_labelled_value_in_a_direct_form(tmp_path):
     looks = [r for r in records if r[1] == "second_look"]
     assert len(looks) == 6
     assert vm.deopts >= 5
+
+
+REBOUND_BUILTINS = """\
+def count(xs):
+    return len(xs)
+def grow(xs, v):
+    return push(xs, v)
+def text(v):
+    return str(v)
+def run(n):
+    xs = []
+    i = 0
+    total = 0
+    while i < n:
+        grow(xs, i)
+        total = total + count(xs) + len(text(i)) + len(str(i * 2))
+        i = i + 1
+    return total
+print(run(40))
+def len(x):
+    return 1000
+def push(xs, v):
+    return xs
+str = type_of
+print(run(40), count("abc"), text(3))
+"""
+
+
+def test_inlined_builtins_follow_a_rebinding(tmp_path):
+    """Tier 2 does `len`, `push` and `str` in place when the callee *is* that builtin: a
+    program that rebinds those names gets its own functions, on both tiers alike."""
+    (out, error, *_), vm = both(tmp_path, REBOUND_BUILTINS)
+    first = sum(k + 1 + len(str(k)) + len(str(2 * k)) for k in range(40))
+    assert (out, error) == (f"{first}\n{3000 * 40} 1000 Int\n", None)
+
+
+PUSH_LIMIT = """\
+def fill(xs, n):
+    i = 0
+    while i < n:
+        push(xs, i)
+        i = i + 1
+    return len(xs)
+print(fill([], 50))
+print(fill([], 500))
+"""
+
+
+def test_an_inlined_push_stops_at_the_array_limit(tmp_path):
+    from sensevm.vm import VM
+    path = tmp_path / "p.sns"
+    path.write_text(PUSH_LIMIT)
+    verified = _verified(str(path))
+    seen = []
+    for tier in ("1", "2"):
+        out = io.StringIO()
+        vm = VM(verified, stdout=out, tier=tier, max_array=100)
+        from sensevm.errors import SenseError
+        try:
+            vm.run()
+        except SenseError as err:
+            seen.append((out.getvalue(), err.text, err.pos))
+    assert len(seen) == 2 and seen[0] == seen[1]
+    assert seen[0][0] == "50\n" and seen[0][2].line == 4
+
+
+MANY_ARGS = """\
+def seven(a, b, c, d, e, f, g):
+    return a + b * c - d + e * f - g
+def eight(a, b, c, d, e, f, g, h):
+    return seven(a, b, c, d, e, f, g) + h
+def none():
+    return 5
+def run(n):
+    t = 0
+    for i in range(n):
+        t = t + eight(i, 1, 2, 3, 4, 5, 6, 7) + none()
+    return t
+print(run(60))
+print(seven(1, 2, 3))
+"""
+
+
+def test_direct_forms_of_every_arity(tmp_path):
+    """A direct form takes its arguments as Python parameters and is found by the call's
+    argument count: no arguments, seven (the largest found that way), eight (called with a
+    frame), and a wrong count (refused there, reported as tier 1 does)."""
+    (out, error, *_), vm = both(tmp_path, MANY_ARGS)
+    expect = sum(i + 2 - 3 + 20 - 6 + 7 + 5 for i in range(60))
+    assert out == f"{expect}\n"
+    assert error[1] == "[line 13] 'seven' expects 7 argument(s), got 3"
+    assert direct_form(vm, "seven") is not None and direct_form(vm, "none") is not None
