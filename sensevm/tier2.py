@@ -156,9 +156,14 @@ def function_scope(parent, names, values):
     return scope
 
 
-def materialize(prepared, scope, closure, stack, ip):
-    """The frame a direct activation becomes (its caller is linked by whoever called it)."""
-    frame = Frame(prepared, scope, None, closure)
+def materialize(prepared, scope, owner, stack, ip):
+    """The frame a direct activation becomes (its caller is linked by whoever called it):
+    a function's, or a tool body's (its role, its tool and its lineage frame, as call_tool
+    makes it)."""
+    if prepared.code.kind is CodeKind.TOOL_BODY:
+        frame = Frame(prepared, scope, None, None, None, owner, "tool", owner.tags)
+    else:
+        frame = Frame(prepared, scope, None, owner)
     frame.stack = stack
     frame.ip = ip
     return frame
@@ -434,7 +439,7 @@ class _Gen:
     def is_leaf(self) -> bool:
         """A function with a direct form (see Compiled): every instruction done in place (no
         member read: it may capture the frame; no closure made) or a CALL, unless steps count."""
-        if self.kind is not CodeKind.FUNCTION:
+        if self.kind is not CodeKind.FUNCTION and self.kind is not CodeKind.TOOL_BODY:
             return False
         allowed = LEAF_OPS if self.counting else LEAF_OPS | {Op.CALL}
         for i, (op, _, _) in enumerate(self.instrs):

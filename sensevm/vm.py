@@ -1448,6 +1448,24 @@ class VM:
                 raise SenseTypeError(f"argument '{check[0]}' of '{decl.name}' expects "
                                      f"{check[1]}, got {type_name(args[i])}")
         self.record_tool(tool, "called", f, line)
+        n = len(args)
+        direct = tool.body.dx[n] if n < DIRECT_ARITIES and not decl.is_async else None
+        if direct is not None:
+            # The body's direct form (tier2.Compiled), `tool` standing for its closure: no
+            # frame unless it deoptimizes, when its activations become frames (the body's with
+            # the role, tool and lineage frame below) and the loop runs them.
+            try:
+                value = direct(self, tool, self.depth + 1, 1, *args)
+            except Deoptimize as stop:
+                if stop.top is not None:
+                    stop.top.caller = f
+                    self.depth = stop.depth
+                    return True
+            else:       # what _body_returned does for a tool frame (the type was checked)
+                if self.look is not None:
+                    value = self.look.tool_result(tool, value)
+                f.stack.append(value)
+                return False
         scope = Scope(tool.scope)
         for name, value in zip(tool.params, args):
             scope.vars[name] = value

@@ -430,3 +430,49 @@ def test_direct_forms_of_every_arity(tmp_path):
     assert out == f"{expect}\n"
     assert error[1] == "[line 13] 'seven' expects 7 argument(s), got 3"
     assert direct_form(vm, "seven") is not None and direct_form(vm, "none") is not None
+
+
+TOOL_BODIES = """\
+irreversible action note(k: Int) requires log.write:
+    print("note", k)
+def maybe(k):
+    if k % 10 == 0:
+        a = note(k)
+        a.verify()
+    return k
+def helper(k):
+    return maybe(k) + 1
+tool score(k: Int) returns Int requires calc.score:
+    return helper(k) * 2
+tool typed(k: Int) returns Int requires calc.score:
+    if k > 45:
+        return "late"
+    return k
+policy:
+    allow calc.score
+    allow log.write
+def run(n):
+    total = 0
+    i = 0
+    while i < n:
+        total = total + score(i) + typed(i)
+        i = i + 1
+    return total
+print(run(40))
+print(run(50))
+"""
+
+
+def test_tool_bodies_run_direct_and_deoptimize_with_their_role(tmp_path):
+    """A tool's body runs as a direct form after call_tool's checks and `called` record; when
+    it meets an action it becomes the tool's frame (role, tool and lineage frame), so the
+    action's records say `tool:score`, exactly as tier 1's do; a wrong return type is reported
+    at the call."""
+    (out, error, lines, records, _), vm = both(tmp_path, TOOL_BODIES)
+    assert out.splitlines()[0] == str(sum(2 * (k + 1) + k for k in range(40)))
+    assert error[1] == "[line 23] 'typed' declared to return Int, got String"
+    prepared = [r for r in records if r[0] == "irreversible action 'note'" and r[1] == "prepared"]
+    assert len(prepared) == 9 and all(r[4] == ("tool:score",) for r in prepared)
+    tool_body = [p for p in vm.prepared if p.code.name == "score"]
+    assert tool_body and tool_body[0].direct is not None
+    assert vm.deopts >= 4
