@@ -158,10 +158,13 @@ def function_scope(parent, names, values):
 
 def materialize(prepared, scope, owner, stack, ip):
     """The frame a direct activation becomes (its caller is linked by whoever called it):
-    a function's, or a tool body's (its role, its tool and its lineage frame, as call_tool
-    makes it)."""
-    if prepared.code.kind is CodeKind.TOOL_BODY:
+    a function's, or a tool's or commit body's (role, owner and lineage frame, as call_tool
+    and commit make them)."""
+    kind = prepared.code.kind
+    if kind is CodeKind.TOOL_BODY:
         frame = Frame(prepared, scope, None, None, None, owner, "tool", owner.tags)
+    elif kind is CodeKind.ACTION_BODY:
+        frame = Frame(prepared, scope, None, None, None, owner, "commit", owner.definition.tags)
     else:
         frame = Frame(prepared, scope, None, owner)
     frame.stack = stack
@@ -439,7 +442,7 @@ class _Gen:
     def is_leaf(self) -> bool:
         """A function with a direct form (see Compiled): every instruction done in place (no
         member read: it may capture the frame; no closure made) or a CALL, unless steps count."""
-        if self.kind is not CodeKind.FUNCTION and self.kind is not CodeKind.TOOL_BODY:
+        if self.kind not in (CodeKind.FUNCTION, CodeKind.TOOL_BODY, CodeKind.ACTION_BODY):
             return False
         allowed = LEAF_OPS if self.counting else LEAF_OPS | {Op.CALL}
         for i, (op, _, _) in enumerate(self.instrs):
@@ -458,8 +461,8 @@ class _Gen:
         hold lives in a Python local (none is also bound in a block) and its blocks, if any,
         live in Python locals too: nothing reads the scope but a deoptimization, which builds
         it from those locals (params first, as tier 1 binds them)."""
-        if self.own is None or self.own & self.blk:
-            return False
+        if self.own is None or self.own & self.blk or self.kind is CodeKind.ACTION_BODY:
+            return False        # (a commit body's scope is the one its rollback will see)
         pushes = any(op == Op.PUSH_SCOPE for op, _, _ in self.instrs)
         return self.blocal or not pushes
 
@@ -511,7 +514,7 @@ class _Gen:
         grand_at = len(self.lines)      # ``ppv`` goes here if a lookup turns out to need it
         e(1, "U = UNSET", 0)
         for name, local in self.cached.items():
-            if self.leaf and name in self.fixed:
+            if self.leaf and name in self.fixed and self.argnames is not None:
                 arg = self.argnames[self.params.index(name)]
                 if arg != local:
                     e(1, f"{local} = {arg}", 0)
@@ -600,6 +603,20 @@ class _Gen:
         e = self.emit
         prepared = self.prepared
         params = self.params
+        self.ns["POSITIONS"] = prepared.positions
+        self.ns["PATH"] = prepared.path
+        self.ns["PREP"] = prepared
+        if self.kind is CodeKind.ACTION_BODY:
+            # A commit body: vm.commit made its scope (the scope a rollback will see) and bound
+            # the checked arguments; ``cl`` is the prepared action.
+            self.argnames = None
+            e(0, "def leaf(vm, cl, D, N, sc):", 0)
+            e(1, "if N > DIRECT_LIMIT or D > vm.max_depth: raise Deoptimize(None, 0)", 0)
+            e(1, "fs = sc", 0)
+            e(1, "v0 = sc.vars", 0)
+            e(1, "P = sc.parent", 0)
+            e(1, "L = 0", 0)
+            return
         # The arguments arrive as Python parameters (a call site with n arguments only uses a
         # direct form of n parameters: PreparedCode.dx), named as the locals that mirror them.
         self.argnames = [self.cached.get(name) if name in self.fixed and self.lazy
@@ -623,9 +640,6 @@ class _Gen:
             for k, name in enumerate(params):
                 e(1, f"v0[{name!r}] = {self.argnames[k]}", 0)
         e(1, "L = 0", 0)
-        self.ns["POSITIONS"] = prepared.positions
-        self.ns["PATH"] = prepared.path
-        self.ns["PREP"] = prepared
 
     def direct_epilogue(self):
         """Leaving a direct form: by its RETURN (``_v``, then the declared return type, checked
@@ -636,11 +650,16 @@ class _Gen:
         e(2, "tb = exc.__traceback__", 0)
         e(2, "ip = LINEMAP.get(tb.tb_lineno, 1) if tb is not None else 1", 0)
         e(2, "raise leaf_error(exc, POSITIONS[ip - 1], PATH) from None", 0)
-        check = self.prepared.return_check
+        check = self.direct_return_check()
         if check is not None:
             e(1, f"if not {self.const(check[1])}(_v): raise return_error(cl.name, {check[0]!r}, _v)",
               0)
             e(1, "return _v", 0)
+
+    def direct_return_check(self):
+        """The declared return type a direct form checks: a function's or a tool's, as tier 1's
+        RETURN does (a commit body's value is never checked)."""
+        return None if self.kind is CodeKind.ACTION_BODY else self.prepared.return_check
 
     def tick(self, indent, ip):
         """One step (vm.step, inlined): placed at instruction ip - 1, as tier 1 places it."""
@@ -1167,7 +1186,7 @@ class _Gen:
         ip = i + 1
         e = self.emit
         if self.leaf:
-            if self.prepared.return_check is None:
+            if self.direct_return_check() is None:
                 e(indent, f"return {top}", ip)
             else:
                 e(indent, f"_v = {top}", ip)    # checked on the way out: direct_epilogue

@@ -1329,6 +1329,26 @@ class VM:
         # Intent before effect: with a durable log, a crash inside the body still leaves a
         # record that the commit began (host-side only; audit_log() shows the outcome).
         self.record(action, "committing", f, host_only=True)
+        direct = prepared.direct
+        if direct is not None and action.session is None and not self.sessions:
+            # The body's direct form (tier2.Compiled): no frame unless it deoptimizes, when it
+            # becomes the commit frame _push_body would have made and the loop runs it; its
+            # return and its failure do what op_RETURN / _unwind do for that frame.
+            try:
+                value = direct(self, action, self.depth + 1, 1, scope)
+            except Deoptimize as stop:
+                if stop.top is not None:
+                    stop.top.caller = f
+                    self.depth = stop.depth
+                    return True
+            except SenseError as err:       # placed in the body already
+                self._body_failed_at(action, "commit", f, err)
+                raise
+            else:
+                L.transition(action, "commit_succeeded")
+                self.record(action, "committed", f)
+                f.stack.append(value)
+                return False
         self._push_body(f, prepared, scope, action, "commit", action.definition.tags, None)
         return True
 
@@ -1411,13 +1431,17 @@ class VM:
             return
         if frame.role in ("tool", "async_tool"):
             return
-        action = frame.action
-        if frame.role == "commit":
+        self._body_failed_at(frame.action, frame.role, frame.caller, err, frame.audit_line)
+
+    def _body_failed_at(self, action, role, caller, err: SenseError, line=None) -> None:
+        """A commit or rollback body failed: its state and audit record (``caller`` is the
+        frame that called commit/rollback, where the lineage starts)."""
+        if role == "commit":
             L.transition(action, "commit_failed")
-            self.record(action, "failed", frame.caller, detail=err.text)
+            self.record(action, "failed", caller, detail=err.text)
         else:
             L.transition(action, "rollback_failed")
-            self.record(action, "failed", frame.caller, line=frame.audit_line,
+            self.record(action, "failed", caller, line=line,
                         detail=f"rollback body failed: {err.text}")
 
     # ------------------------------------------------------------------ tools

@@ -476,3 +476,66 @@ def test_tool_bodies_run_direct_and_deoptimize_with_their_role(tmp_path):
     tool_body = [p for p in vm.prepared if p.code.name == "score"]
     assert tool_body and tool_body[0].direct is not None
     assert vm.deopts >= 4
+
+
+COMMIT_BODIES = """\
+ledger = [0]
+tool audit_it(k: Int) returns Int requires ledger.audit:
+    return k
+def plain(k):
+    return k * 2
+def loud(k):
+    if k % 7 == 0:
+        audit_it(k)
+    return k
+reversible action credit(delta: Int) requires ledger.write:
+    local before = ledger[0]
+    kept = plain(delta) + loud(delta)
+    ledger[0] = ledger[0] + kept
+rollback:
+    ledger[0] = before
+irreversible action fragile(k: Int) requires ledger.write:
+    return 10 / k
+policy:
+    allow ledger.write
+    allow ledger.audit
+def run(n):
+    i = 1
+    while i < n:
+        c = credit(i)
+        c.verify()
+        c.commit()
+        if i % 5 == 0:
+            c.rollback()
+        i = i + 1
+    return ledger[0]
+print(run(40))
+for k in [4, 2, 1, 0]:
+    f = fragile(k)
+    f.verify()
+    test "a failing body":
+        f.commit()
+    print(f.state)
+"""
+
+
+def test_commit_bodies_run_direct_keep_their_scope_and_fail_as_frames_do(tmp_path):
+    """A commit body runs as a direct form in the scope its rollback will see (the rollback
+    reads the body's `before`); a body that calls a tool becomes the commit frame first, so
+    the tool's records carry `reversible:credit`; a body that fails is recorded `failed` and
+    leaves the action failed, on both tiers alike."""
+    (out, error, lines, records, tests), vm = both(tmp_path, COMMIT_BODIES)
+    assert error is None
+    ledger = 0
+    for i in range(1, 40):
+        before = ledger
+        ledger += 3 * i
+        if i % 5 == 0:
+            ledger = before
+    assert out.splitlines() == [str(ledger), "committed", "committed", "committed", "failed"]
+    called = [r for r in records if r[0] == "tool 'audit_it'" and r[1] == "called"]
+    assert len(called) == 5 and all(r[4] == ("reversible:credit",) for r in called)
+    failed = [r for r in records if r[1] == "failed"]
+    assert len(failed) == 1 and "division by zero" in failed[0][2].lower()
+    assert [p.direct is not None for p in vm.prepared if p.code.name == "credit"] == [True]
+    assert vm.deopts >= 3
