@@ -539,3 +539,67 @@ def test_commit_bodies_run_direct_keep_their_scope_and_fail_as_frames_do(tmp_pat
     assert len(failed) == 1 and "division by zero" in failed[0][2].lower()
     assert [p.direct is not None for p in vm.prepared if p.code.name == "credit"] == [True]
     assert vm.deopts >= 3
+
+
+# ----------------------------------------------------------------------------- a property
+
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+
+# What one function's body does besides calling functions further down the chain: each step
+# is something a direct form does in place, or something that makes it deoptimize.
+STEPS = [
+    "    x = x * 3 % 101",                                   # in place
+    "    x = x + len(str(x))",                               # pure builtins, inlined
+    "    if x % 4 == 1:\n        x = probe(x)",              # a tool: deoptimize
+    "    if x % 5 == 2:\n        a = mark(x)\n        a.verify()",    # an action: deoptimize
+    "    if x % 97 == 13:\n        x = x / (x - x)",         # an error (caught by the test)
+    "    for y in range(x % 3):\n        x = x + y",        # a loop in blocks
+]
+
+
+@st.composite
+def call_chains(draw):
+    """A DAG of functions f0..fn (fi calls only fj with j > i), a caller that denies the
+    tool's capability for one of them, and a hot loop over f0 inside a test block."""
+    n = draw(st.integers(2, 6))
+    lines = ["tool probe(k: Int) returns Int requires net.probe:",
+             "    return k + 1",
+             "irreversible action mark(k: Int) requires log.mark:",
+             "    print(k)",
+             "policy:",
+             "    allow net.probe",
+             "    allow log.mark"]
+    for i in reversed(range(n)):
+        lines.append(f"def f{i}(x):")
+        for step in draw(st.lists(st.sampled_from(STEPS), max_size=2)):
+            lines.append(step)
+        # Each calls the next (a chain as deep as n) and maybe one more further down.
+        callees = ([i + 1] + draw(st.lists(st.integers(i + 1, n - 1), max_size=1))
+                   if i + 1 < n else [])
+        for j in callees:
+            lines.append(f"    x = x + f{j}(x % 50)")
+        lines.append("    return x")
+    denied = draw(st.integers(0, n - 1))
+    lines += ["def guarded():",
+              "    policy: deny net.probe",
+              f"    return f{denied}(7)",
+              "def run(m):",
+              "    total = 0",
+              "    for k in range(m):",
+              "        total = total + f0(k)",
+              "    return total",
+              "test \"hot\":",
+              f"    print(run({draw(st.integers(20, 60))}))",
+              "test \"denied\":",
+              "    print(guarded())"]
+    return "\n".join(lines) + "\n"
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(call_chains())
+def test_direct_forms_are_invisible(tmp_path, source):
+    """Whatever mix of plain work, tool calls, actions, errors, loops and a caller's deny a
+    chain of functions has, tier 2 (direct forms, deoptimizing at any depth) gives what tier 1
+    gives: output, error, audit records with their lineage, test results."""
+    both(tmp_path, source)
