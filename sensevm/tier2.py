@@ -15,8 +15,8 @@ the VM loop, which resumes the generator when the frame is current again. Either
 generator then reloads its stack from the frame. So every Sense call still has its frame,
 ``max_depth`` and the frame chain (lineage, stack-inspecting policy, pause) are exactly tier 1's,
 the host stack stays small, and a suspended frame can be saved by persist.py and continued by
-tier 1 in another process: spilled state is tier-1 state. (A function that calls nothing runs
-without a frame as a plain Python call: see ``Compiled``.)
+tier 1 in another process: spilled state is tier-1 state. (A function that calls only functions
+runs without a frame, as a plain Python call, until it meets anything else: see ``Compiled``.)
 
 Errors: each generated line belongs to one instruction; an exception leaving the generator
 sets ``frame.ip`` from the line it was raised on, so positions match tier 1 exactly.
@@ -62,8 +62,8 @@ DECLINED_OPS = frozenset({Op.TEST_BEGIN, Op.TEST_END, Op.TEST_ABANDON})
 CAPTURING_OPS = frozenset({Op.MAKE_FUNCTION, Op.MAKE_ACTION, Op.MAKE_TOOL, Op.MAKE_AGENT})
 POLICY_OPS = frozenset({Op.POLICY_ALLOW, Op.POLICY_DENY})
 # The instructions the generator does itself, without the frame: a function made of only
-# these has a leaf form (see Compiled).
-LEAF_OPS = frozenset({
+# these (and calls) has a direct form (see Compiled).
+IN_PLACE_OPS = frozenset({
     Op.NOP, Op.LOAD_CONST, Op.LOAD_NIL, Op.LOAD_TRUE, Op.LOAD_FALSE, Op.POP, Op.DUP,
     Op.LOAD_NAME, Op.STORE_NAME, Op.STORE_LOCAL, Op.CHECK_DECL, Op.PUSH_SCOPE, Op.POP_SCOPE,
     Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.MOD, Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE, Op.NEG,
@@ -76,10 +76,13 @@ class Compiled:
     """A tier-2 code object: ``fn(vm, frame, entry)`` makes the generator; ``entries`` are the
     instruction indices it can start at (function entry and loop headers).
 
-    ``leaf`` is the function's *direct form*, when it has one: ``leaf(vm, scope, closure)`` runs
-    the whole body as a plain Python call with no frame, and returns the result (vm.call_direct
-    does the checks of a call around it). A function has one when every instruction is done in
-    place or is a CALL (and no step budget counts). At a CALL, a pure builtin (values.Builtin)
+    ``direct`` is the function's *direct form*, when it has one: ``direct(vm, closure, depth,
+    nesting, *args)`` runs the whole body as a plain Python call with no frame and returns the
+    result, after the checks of a call (made first, so their errors are the caller's; a tool
+    body's and a commit body's are made by call_tool and commit, which call theirs the same
+    way, a commit body with its scope instead of arguments). vm.call_t2 and the generated code
+    find it by argument count (PreparedCode.dx). A function has one when every instruction is
+    done in place or is a CALL (a CALL only when no step budget counts). At a CALL, a pure builtin (values.Builtin)
     is called in place and a function with a direct form is called directly; nothing else can
     be called without this body's frame on the chain (policy, lineage and pausing read it), so
     anything else *deoptimizes*: the activation becomes a real frame stopped at that CALL,
@@ -91,17 +94,17 @@ class Compiled:
     (pc labels live in tier 1).
     """
 
-    __slots__ = ("fn", "entries", "source", "leaf")
+    __slots__ = ("fn", "entries", "source", "direct")
 
-    def __init__(self, fn, entries, source, leaf=None):
+    def __init__(self, fn, entries, source, direct=None):
         self.fn = fn
         self.entries = entries
         self.source = source
-        self.leaf = leaf
+        self.direct = direct
 
     def set_direct(self, prepared, direct) -> None:
         """Make ``direct`` (or None) the direct form that calls of ``prepared`` find."""
-        self.leaf = prepared.direct = direct
+        self.direct = prepared.direct = direct
         n = len(prepared.code.params)
         if n < DIRECT_ARITIES:
             prepared.dx = tuple(direct if k == n else None for k in range(DIRECT_ARITIES))
@@ -176,8 +179,8 @@ def decl_error(name, text, value):
     return SenseTypeError(f"cannot assign value of type {type_name(value)} to '{name}: {text}'")
 
 
-def leaf_error(exc, pos, path):
-    """The error a leaf body's exception becomes, placed at ``pos`` as the loop would have."""
+def direct_error(exc, pos, path):
+    """The error a direct form's exception becomes, placed at ``pos`` as the loop would have."""
     if isinstance(exc, SenseError):
         return exc.with_pos(pos, path)
     if isinstance(exc, RecursionError):
@@ -203,7 +206,7 @@ _RUNTIME = {
     "load_name": load_name, "store_name": store_name, "store_outer": store_outer,
     "chain": chain, "store_found": store_found,
     "index_get": index_get, "index_set": index_set, "get_iter": get_iter,
-    "decl_error": decl_error, "return_error": return_error, "leaf_error": leaf_error,
+    "decl_error": decl_error, "return_error": return_error, "direct_error": direct_error,
     "arity_error": arity_error, "param_error": param_error,
     "SenseRecursionError": SenseRecursionError,
     "add": V.add, "arith": V.arith, "compare": V.compare, "equal": V.equal,
@@ -330,7 +333,7 @@ class _Gen:
         self.linemap: dict[int, int] = {}
         self.ns: dict = dict(_RUNTIME)
         self.nconst = 0
-        self.leaf = False       # generating the direct form (see Compiled)
+        self.direct = False     # generating the direct form (see Compiled)
         self.lazy = False       # ... whose function scope is made only if it deoptimizes
         self.argnames: list = []        # ... its Python parameters, one per Sense parameter
         self.slot_names: dict = {}      # stack slot -> the name last loaded into it, per block
@@ -439,12 +442,12 @@ class _Gen:
         self.dispatch = dispatch
         self.entries = frozenset(j for j in dispatch if j == 0 or j in loop_heads)
 
-    def is_leaf(self) -> bool:
+    def has_direct_form(self) -> bool:
         """A function with a direct form (see Compiled): every instruction done in place (no
         member read: it may capture the frame; no closure made) or a CALL, unless steps count."""
         if self.kind not in (CodeKind.FUNCTION, CodeKind.TOOL_BODY, CodeKind.ACTION_BODY):
             return False
-        allowed = LEAF_OPS if self.counting else LEAF_OPS | {Op.CALL}
+        allowed = IN_PLACE_OPS if self.counting else IN_PLACE_OPS | {Op.CALL}
         for i, (op, _, _) in enumerate(self.instrs):
             if self.state[i] is not None and op not in allowed:
                 return False
@@ -454,7 +457,7 @@ class _Gen:
     def stale(self) -> str:
         """What a changed block variable appends: the cached block scopes are out of date
         (a direct form caches none: see scope_at)."""
-        return "" if self.leaf else "; bk = -1"
+        return "" if self.direct else "; bk = -1"
 
     def scope_is_lazy(self) -> bool:
         """A direct form needs no function scope while it runs when every name its scope can
@@ -482,17 +485,17 @@ class _Gen:
         maxdepth = max((st[0] for st in self.state if st is not None), default=0)
         slots = [f"s{i}" for i in range(maxdepth + 2)]
         e = self.emit
-        if self.leaf:
+        if self.direct:
             self.direct_prologue()
         else:
             e(0, "def t2(vm, f, L):", 0)
             e(1, "H = vm.handlers", 0)
             e(1, "sc = f.scope", 0)
-        if not self.leaf:
+        if not self.direct:
             e(1, "fs = sc", 0)
         if self.counting:
             e(1, "B = vm.budget", 0)
-        if not self.leaf:
+        if not self.direct:
             e(1, "if L:", 0)
             # Entered at a loop header (a frame switching over from tier 1): its stack is in
             # the frame, and the function's scope is as many scopes out as the depth there.
@@ -504,17 +507,17 @@ class _Gen:
             e(2, "k = len(stk)", 0)
             for k in range(1, maxdepth + 1):
                 e(2, f"{'if' if k == 1 else 'elif'} k == {k}: {', '.join(slots[:k])}, = stk", 0)
-        if not self.leaf:
+        if not self.direct:
             e(1, "v0 = fs.vars", 0)
             e(1, "P = fs.parent", 0)
-        if self.leaf:
+        if self.direct:
             e(1, "pv = P.vars", 0)      # a closure's scope: never None
         else:
             e(1, "pv = P.vars if P is not None else EMPTY", 0)
         grand_at = len(self.lines)      # ``ppv`` goes here if a lookup turns out to need it
         e(1, "U = UNSET", 0)
         for name, local in self.cached.items():
-            if self.leaf and name in self.fixed and self.argnames is not None:
+            if self.direct and name in self.fixed and self.argnames is not None:
                 arg = self.argnames[self.params.index(name)]
                 if arg != local:
                     e(1, f"{local} = {arg}", 0)
@@ -525,7 +528,7 @@ class _Gen:
             else:
                 e(1, f"{local} = v0.get({name!r}, U)", 0)
         if self.blocal:
-            if not self.leaf:
+            if not self.direct:
                 e(1, "sc = fs", 0)
             e(1, "bk = -1", 0)
             e(1, "bsc = None", 0)
@@ -533,7 +536,7 @@ class _Gen:
                 for local in names.values():
                     e(1, f"{local} = U", 0)
             # A frame switching over inside blocks: its block scopes are real; read them.
-            for entry in ([] if self.leaf else sorted(self.entries)):
+            for entry in ([] if self.direct else sorted(self.entries)):
                 sites = self.regions[entry] if entry < len(self.regions) else ()
                 if not sites or not any(site in self.bnames for site in sites):
                     continue
@@ -547,7 +550,7 @@ class _Gen:
         e(2, "while True:", 0)
         order = sorted(j for j in self.dispatch if self.state[j] is not None)
         self._tree(order, 3)
-        if self.leaf:
+        if self.direct:
             self.direct_epilogue()
         else:
             e(2, "if L is None: yield    # always a generator, even without calls", 0)
@@ -610,7 +613,7 @@ class _Gen:
             # A commit body: vm.commit made its scope (the scope a rollback will see) and bound
             # the checked arguments; ``cl`` is the prepared action.
             self.argnames = None
-            e(0, "def leaf(vm, cl, D, N, sc):", 0)
+            e(0, "def direct(vm, cl, D, N, sc):", 0)
             e(1, "if N > DIRECT_LIMIT or D > vm.max_depth: raise Deoptimize(None, 0)", 0)
             e(1, "fs = sc", 0)
             e(1, "v0 = sc.vars", 0)
@@ -621,7 +624,7 @@ class _Gen:
         # direct form of n parameters: PreparedCode.dx), named as the locals that mirror them.
         self.argnames = [self.cached.get(name) if name in self.fixed and self.lazy
                          else f"a{k}" for k, name in enumerate(params)]
-        e(0, f"def leaf(vm, cl, D, N{''.join(', ' + a for a in self.argnames)}):", 0)
+        e(0, f"def direct(vm, cl, D, N{''.join(', ' + a for a in self.argnames)}):", 0)
         # D: the depth this call has (vm.depth is not moved by direct calls: it counts frames,
         # and a deoptimization sets it to the frames it made); N: direct activations on the
         # Python stack with this one. Past DIRECT_LIMIT or the depth limit the call is refused
@@ -649,7 +652,7 @@ class _Gen:
         e(1, "except Exception as exc:", 0)
         e(2, "tb = exc.__traceback__", 0)
         e(2, "ip = LINEMAP.get(tb.tb_lineno, 1) if tb is not None else 1", 0)
-        e(2, "raise leaf_error(exc, POSITIONS[ip - 1], PATH) from None", 0)
+        e(2, "raise direct_error(exc, POSITIONS[ip - 1], PATH) from None", 0)
         check = self.direct_return_check()
         if check is not None:
             e(1, f"if not {self.const(check[1])}(_v): raise return_error(cl.name, {check[0]!r}, _v)",
@@ -835,7 +838,7 @@ class _Gen:
                 e(indent, f"store_name(sc, {q}, {top})", ip)
         elif op is Op.STORE_LOCAL and self.blocal and scope > 0:
             e(indent, f"{self.bnames[self.regions[i][-1]][a]} = {top}", ip)
-            if not self.leaf:
+            if not self.direct:
                 e(indent, "bk = -1", ip)
         elif op is Op.STORE_LOCAL:
             local = self.cached.get(a) if scope == 0 else None
@@ -854,7 +857,7 @@ class _Gen:
             else:
                 for local in self.bnames.get(i, {}).values():
                     e(indent, f"{local} = U", ip)       # a fresh block: nothing bound yet
-                if not self.leaf:
+                if not self.direct:
                     e(indent, "bk = -1", ip)
         elif op is Op.POP_SCOPE:
             if not self.blocal and a:
@@ -1019,7 +1022,7 @@ class _Gen:
         is spilled at the branch itself, and the generator gives the frame up."""
         e = self.emit
         e(indent, f"if {top} is not True and {top} is not False and type({top}) in LT:", i + 1)
-        if self.leaf:
+        if self.direct:
             self.deoptimize(i, depth, indent + 1)
             return
         self.spill(i, [f"s{j}" for j in range(depth)], indent + 1)
@@ -1052,7 +1055,7 @@ class _Gen:
         for site in self.regions[i]:
             names = self.bnames.get(site, {})
             levels.append(f"({tuple(names)!r}, ({''.join(v + ', ' for v in names.values())}))")
-        if self.leaf:       # only a deoptimization asks, once: nothing to reuse
+        if self.direct:       # only a deoptimization asks, once: nothing to reuse
             self.emit(indent, f"bsc = chain(fs, {', '.join(levels)})", i + 1)
         else:
             self.emit(indent, f"if bk != {key}: bsc = chain(fs, {', '.join(levels)}); bk = {key}",
@@ -1125,7 +1128,7 @@ class _Gen:
     def call(self, i, n, depth, indent):
         """CALL n: a function with a direct form is called right here (vm.call_t2's first half,
         inlined), a plain builtin too; anything else goes through vm.call_t2."""
-        if self.leaf:
+        if self.direct:
             self.direct_call(i, n, depth, indent)
             return
         ip = i + 1
@@ -1185,7 +1188,7 @@ class _Gen:
     def ret(self, i, top, indent):
         ip = i + 1
         e = self.emit
-        if self.leaf:
+        if self.direct:
             if self.direct_return_check() is None:
                 e(indent, f"return {top}", ip)
             else:
@@ -1258,8 +1261,8 @@ def compile_code(prepared, counting: bool = False) -> Optional[Compiled]:
         return None     # a Python limit (nesting, size): tier 1 runs it as it is
     exec(code, gen.ns)
     compiled = Compiled(gen.ns["t2"], gen.entries, source)
-    if gen.is_leaf():
-        compiled.leaf = _direct_on_first_call(compiled, gen, filename)
+    if gen.has_direct_form():
+        compiled.direct = _direct_on_first_call(compiled, gen, filename)
     return compiled
 
 
@@ -1268,7 +1271,7 @@ def _direct_on_first_call(compiled: Compiled, gen: _Gen, filename: str):
     hot enough for tier 2 are called often, but one that is hot only for its loops (a
     program's ``main``) would make its direct form for nothing."""
     def first_call(vm, closure, depth, nested, *args):
-        gen.leaf = True
+        gen.direct = True
         gen.lazy = gen.scope_is_lazy()
         gen.ns = dict(gen.ns)       # its own globals: LINEMAP differs from the generator's
         try:
@@ -1277,7 +1280,7 @@ def _direct_on_first_call(compiled: Compiled, gen: _Gen, filename: str):
             compiled.set_direct(gen.prepared, None)     # a Python limit: with a frame
             raise Deoptimize(None, 0) from None
         gen.ns["LINEMAP"] = gen.linemap
-        direct = gen.ns["leaf"]
+        direct = gen.ns["direct"]
         compiled.set_direct(gen.prepared, direct)
         return direct(vm, closure, depth, nested, *args)
     return first_call

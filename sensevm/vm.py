@@ -672,8 +672,8 @@ class VM:
                 return None
             from .tier2 import compile_code
             t2 = code.t2 = compile_code(code, counting=self.budget is not None) or False
-            if t2 and t2.leaf is not None:
-                t2.set_direct(code, t2.leaf)
+            if t2 and t2.direct is not None:
+                t2.set_direct(code, t2.direct)
         return t2 or None
 
     def _tier2(self, frame) -> bool:
