@@ -10,6 +10,8 @@ from collections import deque
 
 from .record import Factory, record
 
+_now = time.time
+
 # json, datetime, hashlib and threading serve only the durable file (``--audit-log``, ``sensevm
 # audit verify``): they are imported where that is used, not on every ``sensevm run``.
 
@@ -28,11 +30,17 @@ class AuditRecord:
 
     def __init__(self, subject, name, kind, event, detail=None, line=None, lineage=(),
                  timestamp=None, host_only=False):
-        # Written out (not @record's generic one): the VM makes one per lifecycle event.
+        # Written out (not @record's generic one), one store a field: the VM makes one per
+        # lifecycle event.
         d = self.__dict__
-        d["subject"], d["name"], d["kind"], d["event"] = subject, name, kind, event
-        d["detail"], d["line"], d["lineage"] = detail, line, lineage
-        d["timestamp"] = time.time() if timestamp is None else timestamp
+        d["subject"] = subject
+        d["name"] = name
+        d["kind"] = kind
+        d["event"] = event
+        d["detail"] = detail
+        d["line"] = line
+        d["lineage"] = lineage
+        d["timestamp"] = _now() if timestamp is None else timestamp
         d["host_only"] = host_only
 
     @classmethod

@@ -585,10 +585,17 @@ class _Gen:
             if read is not None and not any(read.search(line) for n, line
                                             in enumerate(self.lines) if n != k):
                 drop.append(k)
-        for k in reversed(drop):
-            del self.lines[k]
-            self.linemap = {(n - 1 if n > k + 1 else n): v for n, v in self.linemap.items()
-                            if n != k + 1}
+        if not drop:
+            return
+        dropped = set(drop)
+        new_number = {}             # old line number -> new, for the lines kept
+        kept = []
+        for k, line in enumerate(self.lines):
+            if k not in dropped:
+                kept.append(line)
+                new_number[k + 1] = len(kept)
+        self.lines = kept
+        self.linemap = {new_number[n]: v for n, v in self.linemap.items() if n in new_number}
 
     def _tree(self, blocks, indent):
         if len(blocks) == 1:
