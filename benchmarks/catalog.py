@@ -26,6 +26,9 @@ class Bench:
     dry_run: bool = False
     needs: Optional[str] = None       # a feature sensec may not support yet
     look_off: Optional[str] = None    # ours runs with --second-look=off: the twin of this bench
+    durable: bool = False             # ours writes a fresh durable audit log (--audit-log)
+    opt_in: bool = False              # run only when named with --only (it takes minutes)
+    rounds: Optional[int] = None      # at most this many rounds, whatever --rounds says
 
     def size(self, quick: bool) -> int:
         return self.quick if quick else self.full
@@ -62,6 +65,12 @@ BENCHMARKS: list[Bench] = [
     Bench("tool_calls_look_off", "the tool-call loop, ours with --second-look=off",
           source="tool_calls.sns", full=20_000, quick=1_000, needs="tools",
           look_off="tool_calls"),
+    # Issue 5's memory target: a million lifecycles (two per iteration) with every audit record
+    # appended and fsync'd to a hash-chained file, in bounded memory. Ours only (the reference
+    # has no durable log); one round, as each takes minutes (an fsync per record).
+    Bench("lifecycle_1m", "1,000,000 action lifecycles with a durable audit log: peak memory",
+          source="lifecycle_durable.sns", full=500_000, quick=2_000, durable=True,
+          opt_in=True, rounds=1),
     Bench("compile", "sensec build of a generated program of small functions (reference: sense run)",
           kind="compile", full=20_000, quick=1_000),
     Bench("startup", "sensevm run hello.snb against python3 -c pass",

@@ -167,6 +167,12 @@ def prepare(bench: Bench, s: Settings) -> tuple[dict[str, Plan], dict]:
         flag = ["--dry-run"] if bench.dry_run else []
         look = ["--second-look=off"] if bench.look_off else []
         ours.cmd = [py, "-m", "sensevm", "run", *flag, *look, snb]
+        if bench.durable:
+            # A fresh log per run (an existing one is verified whole before it is extended);
+            # the shell execs, so the measured process is sensevm itself.
+            log = os.path.join(d, "audit.jsonl")
+            ours.cmd = ["/bin/sh", "-c", 'rm -f -- "$0" && exec "$@"', log,
+                        py, "-m", "sensevm", "run", "--audit-log", log, snb]
         _build(s, sns, snb, bench, ours)
         if bench.twin:
             cpy.cmd = [py, _write(d, bench.name + ".py",
@@ -174,6 +180,8 @@ def prepare(bench: Bench, s: Settings) -> tuple[dict[str, Plan], dict]:
         else:
             cpy.state, cpy.reason = "n/a", "no CPython twin"
         rf.cmd = [ref or "sense", "run", *flag, sns]
+        if bench.durable:
+            rf.state, rf.reason = "n/a", "no durable audit log (this row measures ours' memory)"
     elif bench.kind == "compile":
         sense_text, python_text = generate(n)
         sns = _write(d, "generated.sns", sense_text)
@@ -198,7 +206,7 @@ def prepare(bench: Bench, s: Settings) -> tuple[dict[str, Plan], dict]:
     else:
         raise ValueError(f"unknown benchmark kind {bench.kind!r}")
     ours.env = ours_env()
-    if ref is None:
+    if ref is None and rf.state == "ready":
         rf.state, rf.reason = "n/a", s.ref_reason
     return plans, info
 
@@ -226,12 +234,13 @@ def measure(bench: Bench, plans: dict[str, Plan], s: Settings,
                 for i, p in plans.items()}
     cwd = os.path.join(s.workdir, bench.name)
     live = [i for i in IMPLS if outcomes[i].status == "ok"]
-    for r in range(s.rounds):
+    rounds = min(s.rounds, bench.rounds) if bench.rounds else s.rounds
+    for r in range(rounds):
         if not live:
             break
         # Rotation spreads warm-cache and thermal effects evenly over the implementations.
         k = r % len(live)
-        progress(f"    round {r + 1}/{s.rounds}:")
+        progress(f"    round {r + 1}/{rounds}:")
         for i in live[k:] + live[:k]:
             o = outcomes[i]
             run = s.runner.run(o.plan.cmd, env=o.plan.env, cwd=cwd, timeout=s.timeout)
@@ -318,6 +327,8 @@ def row_for(bench: Bench, s: Settings, outcomes: dict[str, Outcome], info: dict)
     }
     if bench.look_off:
         row["look_off"] = bench.look_off
+    if bench.durable:
+        row["durable"] = True
     if "lines" in info:
         row["lines"] = info["lines"]
         row["lines_per_s"] = {i: (round(info["lines"] / impls[i]["median_s"])
@@ -459,6 +470,10 @@ def render_table(report: dict) -> str:
                     text += (f"; normalised by the reference's time in each row = "
                              f"{(t_on / r_on) / (t_off / r_off):.3f}")
                 notes.append(text)
+        if row.get("durable") and row["impls"]["ours"].get("peak_rss_mb") is not None:
+            notes.append(f"{row['name']}: peak RSS {row['impls']['ours']['peak_rss_mb']} MB "
+                         f"writing a durable audit log ({row['size']}, 2 lifecycles per "
+                         "iteration; target under 100 MiB)")
         if row["kind"] == "startup" and row["ratios"]["ours_over_cpython"]:
             notes.append(f"{row['name']}: start-up ratio (sensevm run hello.snb / python3 -c pass)"
                          f" = {_ratio_text(row['ratios']['ours_over_cpython'])}")
@@ -505,7 +520,7 @@ def run_all(benches: list[Bench], s: Settings, progress: Callable[[str], None]) 
 
 def _names(only: tuple[str, ...]) -> list[Bench]:
     if not only:
-        return list(BENCHMARKS)
+        return [b for b in BENCHMARKS if not b.opt_in]
     wanted = [n.strip() for item in only for n in item.split(",") if n.strip()]
     unknown = [n for n in wanted if n not in BY_NAME]
     if unknown:
@@ -533,8 +548,9 @@ def main(rounds, quick, only, ref, python, out, timeout, list_only):
     """Time sensevm against CPython and the reference interpreter on benchmarks/programs."""
     benches = _names(only)
     if list_only:
-        for b in benches:
-            click.echo(f"{b.name:<18} {b.size_label(False):>12}  {b.what}")
+        for b in (benches if only else BENCHMARKS):
+            click.echo(f"{b.name:<19} {b.size_label(False):>12}  {b.what}"
+                       + ("  (opt-in: --only)" if b.opt_in else ""))
         return
     rounds = rounds or (3 if quick else 5)
     if os.sep in python:

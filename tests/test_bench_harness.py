@@ -125,3 +125,42 @@ def test_a_program_sensec_refuses_is_skipped_not_failed(tmp_path):
     assert plans["ours"].state == "skipped"
     assert plans["ours"].reason.startswith("needs tools (sensec: tools are not supported")
     assert plans["cpython"].state == "n/a" and plans["reference"].state == "n/a"
+
+
+class _CountingRunner:
+    """Stands in for measure.Runner: records each command, succeeds with a result line."""
+
+    def __init__(self):
+        self.commands = []
+
+    def run(self, cmd, **kwargs):
+        self.commands.append(cmd)
+        return Run("ok", 0.1, 20_000, 0, "result: 1\n", "")
+
+
+def test_the_durable_log_memory_row_is_opt_in_one_round_and_ours_only(tmp_path):
+    """lifecycle_1m (issue 5's memory target) runs only when named, once whatever --rounds
+    says, with a fresh --audit-log each run, and reports ours' peak memory in the notes."""
+    assert "lifecycle_1m" not in [b.name for b in harness._names(())]
+    bench, = harness._names(("lifecycle_1m",))
+    runner = _CountingRunner()
+    s = harness.Settings(python=sys.executable, ref="/bin/false", ref_reason="", quick=True,
+                         rounds=5, timeout=5, workdir=str(tmp_path), runner=runner)
+    plans, info = harness.prepare(bench, s)
+    ours = plans["ours"].cmd
+    log = os.path.join(str(tmp_path), "lifecycle_1m", "audit.jsonl")
+    assert ours[:4] == ["/bin/sh", "-c", 'rm -f -- "$0" && exec "$@"', log]
+    assert ours[4:] == [sys.executable, "-m", "sensevm", "run", "--audit-log", log,
+                        os.path.join(str(tmp_path), "lifecycle_1m", "lifecycle_1m.snb")]
+    assert plans["reference"].state == "n/a" and plans["cpython"].state == "n/a"
+    runner.commands.clear()
+    outcomes = harness.measure(bench, plans, s, lambda text: None)
+    assert runner.commands == [ours]                     # one round, ours only
+    row = harness.row_for(bench, s, outcomes, info)
+    report = {"machine": {"platform": "p", "cpu_model": "c", "cores": 2, "python": "3",
+                          "python_implementation": "CPython", "load_average_1m": 0},
+              "settings": {"rounds": 5, "quick": True},
+              "reference": {"available": True, "version": "sense", "path": "/bin/false"},
+              "benchmarks": [row]}
+    assert "lifecycle_1m: peak RSS 19.5 MB writing a durable audit log" in \
+        harness.render_table(report)
