@@ -47,8 +47,9 @@ from .errors import (SenseError, SenseRecursionError, SenseRuntimeError,
                      SenseTypeError)
 from .opcodes import JUMPS, POPS, PUSHES, TERMINATORS, Op
 from .program import CodeKind
-from .values import (ArrayIterator, Builtin, Closure, Scope, index_get, index_set,
-                     load_name, store_name, store_outer, type_name)
+from .values import (ActionDefinition, ArrayIterator, Builtin, Closure, PreparedAction, Scope,
+                     ToolDefinition, index_get, index_set, load_name, store_name, store_outer,
+                     type_name)
 from .builtins import CORE
 from .vm import DIRECT_ARITIES, DIRECT_LIMIT, Deoptimize, Frame
 
@@ -214,6 +215,8 @@ _RUNTIME = {
     "negate": V.negate, "LT": PV.LABELLED, "negation": PV.negation,
     "materialize": materialize, "function_scope": function_scope, "Deoptimize": Deoptimize, "DIRECT_LIMIT": DIRECT_LIMIT, "Scope": Scope, "Closure": Closure, "Builtin": Builtin,
     "ArrayIterator": ArrayIterator, "SenseRuntimeError": SenseRuntimeError, "V": V,
+    "ToolDefinition": ToolDefinition, "ActionDefinition": ActionDefinition,
+    "PreparedAction": PreparedAction,
     "B_LEN": _CORE_BY_NAME["len"], "B_PUSH": _CORE_BY_NAME["push"], "B_STR": _CORE_BY_NAME["str"],
 }
 
@@ -638,7 +641,9 @@ class _Gen:
         # before anything is checked: made again with a frame, it gets every check in tier 1's
         # order, the depth limit's included.
         e(1, "if N > DIRECT_LIMIT or D > vm.max_depth: raise Deoptimize(None, 0)", 0)
-        for k, check in enumerate(prepared.param_checks):
+        # (A tool body's arguments were checked by call_tool, before its `called` record.)
+        checks = () if self.kind is CodeKind.TOOL_BODY else prepared.param_checks
+        for k, check in enumerate(checks):
             if check is not None:
                 arg = self.argnames[k]
                 e(1, f"if not {self.const(check[2])}({arg}): "
@@ -947,6 +952,12 @@ class _Gen:
             e(indent, f"{push} = Closure(_c, sc, _c.code.name)", ip)
         elif op is Op.CALL:
             self.call(i, a, depth, indent)
+        elif op is Op.TOOL_CALL and not self.counting:     # (a step budget counts it: generic)
+            self.tool_call(i, a, depth, indent)
+        elif op is Op.ACTION_PREPARE and not self.counting:
+            self.action_prepare(i, a, depth, indent)
+        elif op in (Op.ACTION_VERIFY, Op.ACTION_APPROVE, Op.ACTION_COMMIT) and not self.counting:
+            self.lifecycle_step(i, op, depth, indent)       # (each is a step: counted by H)
         elif op is Op.RETURN:
             self.ret(i, top, indent)
             return None
@@ -1191,6 +1202,62 @@ class _Gen:
         e(indent + 1, f"if vm.call_t2(f, {callee}, [{args}]):", ip)
         e(indent + 2, "yield", ip)
         self.reload(i, base + 1, indent + 1)
+
+    def tool_call(self, i, n, depth, indent):
+        """TOOL_CALL n: vm.call_tool directly, as its handler would (through op_CALL and
+        _call), with the frame spilled: policy, lineage and the audit record read it."""
+        ip = i + 1
+        e = self.emit
+        base = depth - n - 1
+        callee = f"s{base}"
+        args = ", ".join(f"s{j}" for j in range(base + 1, depth))
+        self.spill(i, [f"s{j}" for j in range(base)], indent)
+        e(indent, f"if type({callee}) is ToolDefinition:", ip)
+        e(indent + 1, f"if vm.call_tool(f, {callee}, [{args}]) and not vm.inline(f):", ip)
+        e(indent + 2, "yield", ip)
+        e(indent, f"elif vm.call_t2(f, {callee}, [{args}]):", ip)     # what CALL does with it
+        e(indent + 1, "yield", ip)
+        self.reload(i, base + 1, indent)
+
+    def action_prepare(self, i, n, depth, indent):
+        """ACTION_PREPARE n: vm.prepare directly when the callee is an action (it reads the
+        frame's position and lineage); anything else is called as CALL calls it."""
+        ip = i + 1
+        e = self.emit
+        base = depth - n - 1
+        callee = f"s{base}"
+        args = ", ".join(f"s{j}" for j in range(base + 1, depth))
+        e(indent, f"f.ip = {ip}", ip)
+        e(indent, f"if type({callee}) is ActionDefinition:", ip)
+        e(indent + 1, f"{callee} = vm.prepare(f, {callee}, [{args}])", ip)
+        e(indent, "else:", ip)
+        self.spill(i, [f"s{j}" for j in range(base)], indent + 1)
+        e(indent + 1, f"if vm.call_t2(f, {callee}, [{args}]):", ip)
+        e(indent + 2, "yield", ip)
+        self.reload(i, base + 1, indent + 1)
+
+    def lifecycle_step(self, i, op, depth, indent):
+        """ACTION_VERIFY / APPROVE / COMMIT on a prepared action: the VM's method directly, as
+        the handler calls it (the frame spilled: policy, lineage, the audit line and a commit
+        body read it); on any other value, the handler (a method call on that value)."""
+        ip = i + 1
+        e = self.emit
+        top = f"s{depth - 1}"
+        e(indent, f"if type({top}) is PreparedAction:", ip)
+        self.spill(i, [f"s{j}" for j in range(depth - 1)], indent + 1)
+        if op is Op.ACTION_VERIFY:
+            e(indent + 1, f"{top} = vm.verify(f, {top}, f.scope, f.pos)", ip)
+        elif op is Op.ACTION_APPROVE:
+            e(indent + 1, f"{top} = vm.approve(f, {top}, f.pos)", ip)
+        else:
+            e(indent + 1, f"if vm.commit(f, {top}, f.scope) and not vm.inline(f):", ip)
+            e(indent + 2, "yield", ip)
+            self.reload(i, depth, indent + 1)
+        e(indent, "else:", ip)
+        self.spill(i, [f"s{j}" for j in range(depth)], indent + 1)
+        e(indent + 1, f"if H[{int(op)}](f, None, None) and not vm.inline(f):", ip)
+        e(indent + 2, "yield", ip)
+        self.reload(i, depth, indent + 1)
 
     def ret(self, i, top, indent):
         ip = i + 1

@@ -603,3 +603,34 @@ def test_direct_forms_are_invisible(tmp_path, source):
     chain of functions has, tier 2 (direct forms, deoptimizing at any depth) gives what tier 1
     gives: output, error, audit records with their lineage, test results."""
     both(tmp_path, source)
+
+
+LIFECYCLE_SITES = """\
+irreversible action send(k: Int) requires net.send:
+    print("sent", k)
+policy:
+    allow net.send
+def run(n):
+    i = 0
+    while i < n:
+        a = send(i)
+        a.verify()
+        a.approve()
+        r = a.commit()
+        i = i + 1
+    return i
+print(run(40))
+def fake(k):
+    return "not an action"
+send = fake
+print(run(3))
+"""
+
+
+def test_lifecycle_instructions_in_tier_two_and_what_else_they_meet(tmp_path):
+    """Tier 2 calls prepare/verify/approve/commit directly on actions; once `send` names a
+    function, the same instructions call it and fail on a String as tier 1's handlers do."""
+    (out, error, lines, records, _), vm = both(tmp_path, LIFECYCLE_SITES)
+    assert out.splitlines()[-1] == "40" and len(out.splitlines()) == 41
+    assert error is not None and error[2].line == 9, error
+    assert len([r for r in records if r[1] == "committed"]) == 40
