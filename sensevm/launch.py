@@ -156,9 +156,9 @@ def internal_error(prog: str, exc: BaseException) -> None:
 
 
 def _fast_run_args(args: list[str]):
-    """(FILE, limits) if ``args`` is ``run FILE`` with at most the limit options
-    (``--max-steps N`` or ``--max-steps=N`` ..., before or after FILE) exactly as click would
-    accept it, else None.
+    """(FILE, limits, second_look) if ``args`` is ``run FILE`` with at most the limit options
+    (``--max-steps N`` or ``--max-steps=N`` ..., before or after FILE) and ``--second-look
+    on|off``, exactly as click would accept them, else None.
 
     Mirrors ``click.Path(dir_okay=False)`` (readable by default, need not exist): a directory or
     an existing unreadable file is left to click, which refuses it with its usage message.
@@ -172,6 +172,7 @@ def _fast_run_args(args: list[str]):
         return None
     path = None
     limits = {}
+    second_look = True
     if len(args) == 2:
         path = args[1]
     else:
@@ -182,13 +183,19 @@ def _fast_run_args(args: list[str]):
             if arg.startswith("-"):
                 option, eq, value = arg.partition("=")
                 name = OPTIONS.get(option)
-                if name is None:
+                if name is None and option != "--second-look":
                     return None
                 if not eq:
                     i += 1
                     if i == len(args):
                         return None
                     value = args[i]
+                if name is None:                # click.Choice(["on", "off"]): exact words
+                    if value not in ("on", "off"):
+                        return None
+                    second_look = value == "on"     # the last one wins, as in click
+                    i += 1
+                    continue
                 try:
                     limits[name] = parse(name, value)     # the last one wins, as in click
                 except ValueError:
@@ -205,19 +212,19 @@ def _fast_run_args(args: list[str]):
     try:
         st = os.stat(path)
     except OSError:
-        return path, limits    # click passes a missing path on; run_file reports it
+        return path, limits, second_look   # click passes a missing path on; run_file reports it
     except ValueError:
         return None            # e.g. an embedded NUL: let click have its say
     if (st.st_mode & 0o170000) == 0o040000 or not os.access(path, os.R_OK):
         return None
-    return path, limits
+    return path, limits, second_look
 
 
-def _run_as_click_would(path: str, limits: dict) -> None:
+def _run_as_click_would(path: str, limits: dict, second_look: bool = True) -> None:
     """``run_file(path)`` with the exit handling of click's standalone mode."""
     import errno
     try:
-        code = run_file(path, limits=limits)
+        code = run_file(path, limits=limits, second_look=second_look)
     except (EOFError, KeyboardInterrupt):
         # click: echo() a newline, raise Abort, which prints "Aborted!" and exits 1.
         sys.stderr.write("\n")

@@ -159,3 +159,34 @@ def test_python_dash_m_uses_the_launcher(tmp_path):
 def test_console_script_entry_point_is_the_launcher():
     with open(os.path.join(ROOT, "pyproject.toml"), encoding="utf-8") as fh:
         assert 'sensevm = "sensevm.launch:entry"' in fh.read()
+
+
+@pytest.mark.parametrize("options", [
+    ["--second-look=off"], ["--second-look", "off"], ["--second-look=on"],
+    ["--second-look", "off", "--second-look", "on"], ["--max-steps", "1000", "--second-look=off"],
+])
+def test_second_look_option_same_output_and_no_click(tmp_path, options):
+    """`--second-look on|off` (the benchmarks' comparison runs) takes the fast path too: the
+    same output and audit trail as click's command, without importing click."""
+    src = write(tmp_path, "s.sns",
+                'tool fetch(k: Int) returns String requires web.read:\n'
+                '    return "x@evil.example"\n'
+                'irreversible action send(to: String) requires email.send:\n'
+                '    print("sent", to)\n'
+                'policy:\n    allow web.read\n    allow email.send\n'
+                'a = send(fetch(1))\na.verify()\nprint(a.second_look != nil)\n')
+    snb = build(src)
+    fast, click, heavy = both(["run", *options, snb], tmp_path)
+    on = [o.split("=")[-1] for o in options if o not in ("--second-look", "--max-steps")
+          and not o.isdigit()][-1] == "on"
+    assert fast == click and fast[0] == 0 and fast[1] == f"{str(on).lower()}\n"
+    assert heavy == []
+
+
+@pytest.mark.parametrize("options", [["--second-look=OFF"], ["--second-look", "maybe"],
+                                     ["--second-look"]])
+def test_a_bad_second_look_value_goes_to_click(tmp_path, options):
+    snb = build(write(tmp_path, "s.sns", 'print(1)\n'))
+    fast, click, heavy = both(["run", *options, snb], tmp_path)
+    assert fast == click and fast[0] == 2
+    assert "click" in heavy
