@@ -242,7 +242,7 @@ class VM:
         self.depth = 0
         self.result: Any = None
         self.inlined = 0
-        self.deopts = 0         # times one of them had to become frames (tests read it)
+        self.deopts = 0         # times direct forms became frames (tier2.Compiled; tests read it)
         self.tier = default_tier() if tier is None else str(tier)
         if self.tier not in TIERS:
             raise ValueError(f"tier must be one of {', '.join(TIERS)}, not {tier!r}")
