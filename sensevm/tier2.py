@@ -54,6 +54,7 @@ from .builtins import CORE
 from .vm import DIRECT_ARITIES, DIRECT_LIMIT, Deoptimize, Frame
 
 CORE_NAMES = frozenset(b.name for b in CORE)
+_GRAND = "ppv = P.parent.vars if P is not None and P.parent is not None else EMPTY"
 _CORE_BY_NAME = {b.name: b for b in CORE}
 MAX_INSTRUCTIONS = 4000     # larger code objects stay in tier 1 (compile time, Python limits)
 MAX_INDENT = 40             # deeper inlining turns the block into a dispatch target instead
@@ -348,7 +349,6 @@ class _Gen:
         self.lazy = False       # ... whose function scope is made only if it deoptimizes
         self.argnames: list = []        # ... its Python parameters, one per Sense parameter
         self.slot_names: dict = {}      # stack slot -> the name last loaded into it, per block
-        self.grand = False      # some name is looked up in the scope two out (``ppv``)
         self.chain_keys: dict = {}
 
     # -- helpers
@@ -490,7 +490,6 @@ class _Gen:
                 self.dispatch.add(more.block)
 
     def _generate(self) -> str:
-        self.grand = False
         self.lines = []
         self.linemap = {}
         maxdepth = max((st[0] for st in self.state if st is not None), default=0)
@@ -502,11 +501,10 @@ class _Gen:
             e(0, "def t2(vm, f, L):", 0)
             e(1, "H = vm.handlers", 0)
             e(1, "sc = f.scope", 0)
-        if not self.direct:
-            e(1, "fs = sc", 0)
         if self.counting:
             e(1, "B = vm.budget", 0)
         if not self.direct:
+            e(1, "fs = sc", 0)
             e(1, "if L:", 0)
             # Entered at a loop header (a frame switching over from tier 1): its stack is in
             # the frame, and the function's scope is as many scopes out as the depth there.
@@ -518,14 +516,14 @@ class _Gen:
             e(2, "k = len(stk)", 0)
             for k in range(1, maxdepth + 1):
                 e(2, f"{'if' if k == 1 else 'elif'} k == {k}: {', '.join(slots[:k])}, = stk", 0)
-        if not self.direct:
             e(1, "v0 = fs.vars", 0)
             e(1, "P = fs.parent", 0)
-        if self.direct:
-            e(1, "pv = P.vars", 0)      # a closure's scope: never None
-        else:
             e(1, "pv = P.vars if P is not None else EMPTY", 0)
-        grand_at = len(self.lines)      # ``ppv`` goes here if a lookup turns out to need it
+        else:
+            e(1, "pv = P.vars", 0)      # a closure's scope: never None
+        # The scope two out, where a top-level function finds the builtins (see lookup); the
+        # line goes again if nothing reads it (prune_unread).
+        e(1, _GRAND, 0)
         e(1, "U = UNSET", 0)
         for name, local in self.cached.items():
             if self.direct and name in self.fixed and self.argnames is not None:
@@ -569,10 +567,6 @@ class _Gen:
             e(2, "tb = exc.__traceback__", 0)
             e(2, "f.ip = LINEMAP.get(tb.tb_lineno, f.ip) if tb is not None else f.ip", 0)
             e(2, "raise", 0)
-        if self.grand:
-            self.lines.insert(grand_at, "    ppv = P.parent.vars if P is not None and P.parent "
-                                        "is not None else EMPTY")
-            self.linemap = {(k + 1 if k > grand_at else k): v for k, v in self.linemap.items()}
         self.prune_unread()
         self.ns["DEPTH"] = {j: self.state[j][1] for j in self.entries}
         self.ns["UNSET"] = UNSET
@@ -580,7 +574,8 @@ class _Gen:
         return "\n".join(self.lines) + "\n"
 
     # Prologue assignments whose variable the code may never read, and how a read looks.
-    _UNREAD = {"    U = UNSET": re.compile(r"\bU\b"),
+    _UNREAD = {"    " + _GRAND: re.compile(r"\bppv\b"),
+               "    U = UNSET": re.compile(r"\bU\b"),
                "    L = 0": re.compile(r"\bL\b(?!\s*=[^=])"),
                "    bk = -1": re.compile(r"\bbk\b(?!\s*=[^=])"),
                "    bsc = None": re.compile(r"\bbsc\b(?!\s*=[^=])")}
@@ -764,7 +759,6 @@ class _Gen:
         lines.append(f"{kw} {q} in pv: {dst} = pv[{q}]")
         if name in CORE_NAMES:
             # Most likely a builtin, two scopes out for a top-level function (see prologue).
-            self.grand = True
             lines.append(f"elif {q} in ppv: {dst} = ppv[{q}]")
         lines.append(f"else: {dst} = load_name(P.parent, {q})")
         return lines
