@@ -76,7 +76,10 @@ class VerifiedProgram:
 def verify(program: Program) -> VerifiedProgram:
     """Check everything the VM relies on; return a VerifiedProgram or raise the first VerifyError."""
     _check_tables(program)
-    codes = tuple(_CodeVerifier(program, code).run() for code in program.codes)
+    fast = _FastVerifier(program)
+    # The fast pass accepts exactly what the full one accepts; whatever it refuses goes through
+    # the full verifier, which finds the same problem and reports the first one on its walk.
+    codes = tuple(fast.run(code) or _CodeVerifier(program, code).run() for code in program.codes)
     return VerifiedProgram(program, codes, _token=_TOKEN)
 
 
@@ -470,6 +473,281 @@ class _CodeVerifier:
                 this, other = kinds if new >> slot & 1 else kinds[::-1]
                 self.fail_at(ins, f"inconsistent stack at offset {at}: slot {slot} holds {this} "
                                   f"on this path, {other} on another")
+
+
+# ----------------------------------------------------------------------------- the fast pass
+#
+# Every program the compiler writes is valid, and loading one (``sensec build`` re-loads its own
+# output, ``sensevm run`` verifies before running) verified each instruction through the general
+# code above: one Instruction built by a generator, a heap push and pop, two formula calls, a
+# tuple per edge and a loop over the state per revisit. The fast pass decides the same question
+# with less: its decoder handles one-byte operands inline, the operand bounds are compared
+# against a per-program table, and the flow walk follows fall-through chains (pushing only branch
+# targets) and compares whole states as tuples.
+#
+# It is an accept/refuse decision only. Because states are never merged (every path into an
+# instruction must bring the same one), the order of the walk cannot change whether a code
+# object is accepted, what state each instruction gets or the deepest stack; it changes only
+# which problem would be met first. So the fast pass gives up on the first problem, and the
+# general verifier, run on that code object from the start, reports the one it meets first.
+
+# The instructions whose flow needs more than the stack columns (scope, test, iterator and
+# module slots), by opcode value; any other, on a stack with no iterator or module, is plain.
+_SPECIAL = {Op.FOR_ITER: 1, Op.IMPORT_FROM: 2, Op.GET_ITER: 3, Op.IMPORT: 4,
+            Op.IMPORT_PYTHON: 4, Op.DUP: 5, Op.PUSH_SCOPE: 6, Op.POP_SCOPE: 7,
+            Op.TEST_BEGIN: 8, Op.TEST_END: 9, Op.TEST_ABANDON: 9, Op.POP: 10}
+
+
+def _flow_row(op: Op) -> tuple:
+    """(pops, pushes, branch pops, branch pushes, terminates, special, target operand index).
+
+    ``pops``/``pushes`` are ints, or None when the row gives a formula over the operands; the
+    branch columns are None for an op that does not branch.
+    """
+    fixed = isinstance(op.pops, int) and isinstance(op.pushes, int)
+    branch = op.branch
+    return (op.pops if fixed else None, op.pushes if fixed else None,
+            branch[0] if branch else None, branch[1] if branch else None,
+            op in TERMINATORS, _SPECIAL.get(op, 0),
+            op.operands.index(Operand.TARGET) if Operand.TARGET in op.operands else -1)
+
+
+_FLOW = [None] * 256
+_DECODE = [None] * 256      # opcode byte -> (op, operand kinds, has extra checks)
+for _op in Op:
+    _FLOW[_op._value_] = _flow_row(_op)
+    _DECODE[_op._value_] = (_op, _op.operands,
+                            _op is Op.TEST_BEGIN or any(k is Operand.TYPE or k is Operand.CODE
+                                                        for k in _op.operands))
+del _op
+
+_make_instruction = tuple.__new__     # Instruction(...) without its Python-level __new__
+
+
+class _Refused(Exception):
+    """The fast pass met a problem; the general verifier will name it."""
+
+
+class _FastVerifier:
+    """The accept-only pass over each code object of one program (see above)."""
+
+    def __init__(self, program: Program):
+        self.program = program
+        unbounded = 1 << 40           # COUNT and TARGET operands are not table indices
+        self.limits = {Operand.CONST: len(program.constants), Operand.NAME: len(program.strings),
+                       Operand.TYPE: len(program.strings), Operand.CODE: len(program.codes),
+                       Operand.MODULE: len(program.modules), Operand.ACTION: len(program.actions),
+                       Operand.TOOL: len(program.tools), Operand.AGENT: len(program.agents),
+                       Operand.COUNT: unbounded, Operand.TARGET: unbounded}
+        self.annotations: dict[int, bool] = {}
+        # opcode byte -> (op, shape, bound of a lone varint operand, operand kinds, extra
+        # checks); shape 0 has no operands, 1 one varint, 2 anything else.
+        self.rows = [None] * 256
+        for value, decoded in enumerate(_DECODE):
+            if decoded is not None:
+                op, kinds, extra = decoded
+                shape = 0 if not kinds else 1 if len(kinds) == 1 and kinds[0] is not Operand.TARGET else 2
+                self.rows[value] = (op, shape, self.limits[kinds[0]] if shape == 1 else 0,
+                                    kinds, extra)
+
+    def run(self, code: CodeObject):
+        """The VerifiedCode, or None when the code object has a problem (or a header problem's
+        VerifyError, raised by the same check the general verifier starts with)."""
+        _CodeVerifier(self.program, code).check_header()
+        try:
+            instructions, index_of = self.decode(code.code)
+            self.check_positions(code.positions, index_of)
+            max_depth = self.check_flow(code, instructions, index_of)
+        except _Refused:
+            return None
+        return VerifiedCode(code, instructions, index_of, max_depth)
+
+    def decode(self, data: bytes):
+        rows, extra_check = self.rows, self.extra_check
+        end = len(data)
+        out, index_of = [], {}
+        append = out.append
+        pos = 0
+        while pos < end:
+            start = pos
+            row = rows[data[pos]]
+            if row is None:
+                raise _Refused
+            op, shape, limit, kinds, extra = row
+            pos += 1
+            if shape == 0:
+                args = ()
+            elif shape == 1 and pos < end and data[pos] < 0x80:    # a one-byte operand
+                value = data[pos]
+                pos += 1
+                if value >= limit:
+                    raise _Refused
+                args = (value,)
+            else:
+                args, pos = self.operands(data, pos, kinds)
+            if extra:
+                extra_check(op, kinds, args)
+            index_of[start] = len(out)
+            append(_make_instruction(Instruction, (start, op, args, pos - start)))
+        for ins in out:                 # every target, reached or not, as check_operands does
+            target = _FLOW[ins[1]][6]
+            if target >= 0 and ins[2][target] not in index_of:
+                raise _Refused
+        return tuple(out), index_of
+
+    def operands(self, data: bytes, pos: int, kinds) -> tuple[tuple, int]:
+        """The operands at ``pos`` (any kinds, any widths) and the offset just past them."""
+        limits, end = self.limits, len(data)
+        args = []
+        for kind in kinds:
+            if kind is Operand.TARGET:
+                if pos + 4 > end:
+                    raise _Refused
+                args.append(int.from_bytes(data[pos:pos + 4], "little"))
+                pos += 4
+                continue
+            value, shift = 0, 0
+            while True:
+                if pos >= end or shift > 28:        # truncated, or more than 5 bytes
+                    raise _Refused
+                byte = data[pos]
+                pos += 1
+                value |= (byte & 0x7F) << shift
+                shift += 7
+                if not byte & 0x80:
+                    break
+            if value >= limits[kind]:
+                raise _Refused
+            args.append(value)
+        return tuple(args), pos
+
+    def extra_check(self, op: Op, kinds, args) -> None:
+        program = self.program
+        for kind, value in zip(kinds, args):
+            if kind is Operand.CONST:
+                if op is Op.TEST_BEGIN and not isinstance(program.constants[value], str):
+                    raise _Refused
+            elif kind is Operand.TYPE:
+                ok = self.annotations.get(value)
+                if ok is None:
+                    ok = self.annotations[value] = annotation_ok(program.strings[value])
+                if not ok:
+                    raise _Refused
+            elif kind is Operand.CODE:
+                if program.codes[value].kind != CodeKind.FUNCTION:
+                    raise _Refused
+
+    @staticmethod
+    def check_positions(positions, index_of) -> None:
+        prev = -1
+        for entry in positions:
+            offset = entry[0]
+            if offset <= prev or offset not in index_of:
+                raise _Refused
+            prev = offset
+
+    @staticmethod
+    def check_flow(code: CodeObject, instructions, index_of) -> int:
+        """The general walk's depths and slot masks, following fall-through chains."""
+        limit = code.max_stack
+        n = len(instructions)
+        states = [None] * n
+        states[0] = (0, 0, 0, 0, 0)
+        work = [0]
+        best = 0
+        while work:
+            i = work.pop()
+            state = states[i]
+            while True:
+                op, args = instructions[i][1:3]
+                pops, pushes, b_pops, b_pushes, terminates, special, target = _FLOW[op]
+                if pops is None:
+                    pops, pushes = POPS[op](*args), PUSHES[op](*args)
+                stack, scope, tests, iters, mods = state
+                needed = pops if b_pops is None or b_pops < pops else b_pops
+                if stack < needed:
+                    raise _Refused
+                if not (special or iters or mods):
+                    f_state = (stack - pops + pushes, scope, tests, 0, 0)
+                    b_state = None if b_pops is None else (stack - b_pops + b_pushes, scope,
+                                                           tests, 0, 0)
+                else:
+                    f_state, b_state = _general_step(op, args, special, pops, pushes, b_pops,
+                                                     b_pushes, stack, scope, tests, iters, mods)
+                if b_state is not None:
+                    depth = b_state[0]
+                    if depth > limit:
+                        raise _Refused
+                    if depth > best:
+                        best = depth
+                    j = index_of[args[target]]
+                    old = states[j]
+                    if old is None:
+                        states[j] = b_state
+                        work.append(j)
+                    elif old != b_state:
+                        raise _Refused
+                if terminates:
+                    break
+                depth = f_state[0]
+                if depth > limit:
+                    raise _Refused
+                if depth > best:
+                    best = depth
+                i += 1
+                if i == n:
+                    raise _Refused              # control falls off the end
+                old = states[i]
+                if old is None:
+                    states[i] = state = f_state
+                    continue
+                if old != f_state:
+                    raise _Refused
+                break
+        return best
+
+
+def _general_step(op, args, special, pops, pushes, b_pops, b_pushes,
+                  stack, scope, tests, iters, mods):
+    """The fall-through and branch states of an instruction the general walk treats specially
+    (or any instruction with an iterator or module on the stack); _CodeVerifier.check_flow's
+    rules, in the same order."""
+    needed = pops if b_pops is None or b_pops < pops else b_pops
+    top = 1 << (stack - 1) if stack else 0
+    if special == 1:                                    # FOR_ITER
+        if not iters & top:
+            raise _Refused
+    elif special == 2:                                  # IMPORT_FROM
+        if not mods & top:
+            raise _Refused
+    elif special != 10 and iters >> (stack - needed):   # any value use but POP's
+        raise _Refused
+    kept = (1 << (stack - pops)) - 1
+    f_iters, f_mods = iters & kept, mods & kept
+    if special == 3 or special == 1:                    # GET_ITER; FOR_ITER keeps it below
+        f_iters |= top
+    elif special == 4:                                  # IMPORT, IMPORT_PYTHON
+        f_mods |= 1 << stack
+    elif special == 5 and mods & top:                   # DUP of a module
+        f_mods |= top | (top << 1)
+    f_scope, f_tests = scope, tests
+    if special == 6:
+        f_scope = scope + 1
+    elif special == 7:
+        f_scope = scope - args[0]
+        if f_scope < 0:
+            raise _Refused
+    elif special == 8:
+        f_scope, f_tests = scope + 1, tests + 1
+    elif special == 9:
+        if tests == 0 or scope == 0:
+            raise _Refused
+        f_scope, f_tests = scope - 1, tests - 1
+    b_state = None
+    if b_pops is not None:
+        b_kept = (1 << (stack - b_pops)) - 1
+        b_state = (stack - b_pops + b_pushes, scope, tests, iters & b_kept, mods & b_kept)
+    return (stack - pops + pushes, f_scope, f_tests, f_iters, f_mods), b_state
 
 
 # What a slot holds when its bit is set in each mask of the state, and when it is not.

@@ -12,8 +12,8 @@ from sensevm.decode import encode
 from sensevm.errors import VerifyError
 from sensevm.opcodes import Op, Operand
 from sensevm.program import CodeKind, CodeObject, ModuleEntry, Program, Source
-from sensevm.verify import (VerifiedCode, VerifiedProgram, annotation_ok, load_verified,
-                            verify)
+from sensevm.verify import (VerifiedCode, VerifiedProgram, _CodeVerifier, _FastVerifier,
+                            annotation_ok, load_verified, verify)
 
 
 def asm(*items) -> bytes:
@@ -348,7 +348,30 @@ def test_error_text_names_code_offset_and_opcode():
 
 # ----------------------------------------------------------------------------- properties
 
+def _same_decision(p: Program) -> None:
+    """The fast pass accepts a code object exactly when the general verifier does, with the same
+    result; what it refuses, the general verifier refuses (a header problem: with the same error)."""
+    fast = _FastVerifier(p)
+    for code in p.codes:
+        try:
+            general = _CodeVerifier(p, code).run()
+        except VerifyError as e:
+            general = e
+        try:
+            quick = fast.run(code)
+        except VerifyError as e:
+            assert isinstance(general, VerifyError) and str(e) == str(general)
+            continue
+        if isinstance(general, VerifyError):
+            assert quick is None, f"fast pass accepted what the verifier refuses: {general}"
+        else:
+            assert quick is not None, "fast pass refused what the verifier accepts"
+            assert (quick.instructions, quick.index_of, quick.max_depth) == \
+                (general.instructions, general.index_of, general.max_depth)
+
+
 def _verify_or_error(p: Program):
+    _same_decision(p)
     try:
         v = verify(p)
     except VerifyError as e:
@@ -405,3 +428,44 @@ def test_arbitrary_tables(positions, entry, module_code):
                 modules=(ModuleEntry("m", "m.sns", "/m.sns", module_code),),
                 codes=VALID.codes[:2] + (replace(UTIL, positions=tuple(positions)),))
     _verify_or_error(p)
+
+
+# ----------------------------------------------------------------------------- the fast pass
+
+@pytest.mark.parametrize("p, expected", [pytest.param(p, e, id=name) for name, p, e in REJECTIONS])
+def test_fast_pass_refuses_every_rejection(p, expected):
+    """Each bad program is refused by the fast pass too (or by the header check both share)."""
+    fast = _FastVerifier(p)
+    try:
+        results = [fast.run(code) for code in p.codes]
+    except VerifyError:
+        return
+    if expected[0] == "<program>":
+        return                          # a table problem: verify() finds it before any code
+    assert None in results
+
+
+_COMPILED = sorted(
+    str(path) for root in ("examples", "tests/programs", "stdlib", "benchmarks/programs")
+    for path in __import__("pathlib").Path(root).rglob("*.sns"))
+
+
+def test_fast_pass_accepts_every_compiled_program():
+    """Everything sensec writes is accepted without falling back, with the general result."""
+    from sensec.driver import compile_file
+    from sensevm.errors import SenseError
+    checked = 0
+    for path in _COMPILED:
+        try:
+            p = compile_file(path, defer_import_errors=True)
+        except SenseError:
+            continue                    # a program that tests a compile error
+        fast = _FastVerifier(p)
+        for code in p.codes:
+            quick = fast.run(code)
+            assert quick is not None, f"{path}: {code.name} refused by the fast pass"
+            general = _CodeVerifier(p, code).run()
+            assert (quick.instructions, quick.index_of, quick.max_depth) == \
+                (general.instructions, general.index_of, general.max_depth), path
+            checked += 1
+    assert checked > 1000
