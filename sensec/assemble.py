@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import namedtuple
 from typing import Optional
 
-from sensevm.decode import encode
-from sensevm.errors import Pos, NO_POS
-from sensevm.opcodes import JUMPS, Op, Operand, POPS, PUSHES, TERMINATORS
+from sensevm.opcodes import Op, Operand, POPS, PUSHES, TERMINATORS
+from sensevm.program import write_uvarint
 
 
 class Label:
@@ -22,105 +21,121 @@ class Label:
         return f"<Label {self.name} {id(self):x}>"
 
 
-@dataclass(frozen=True, slots=True)
-class Instr:
-    op: Op
-    args: tuple
-    pos: Pos = NO_POS
+class Instr(namedtuple("Instr", "op args pos")):
+    """One symbolic instruction: an Op, its operands (a Label where the row has a TARGET), and
+    the source position it is reported at."""
+
+    __slots__ = ()
 
 
-# Instructions that name a label: the only ones encoded again once every label has its offset.
-_HAS_TARGET = frozenset(op for op in Op if Operand.TARGET in op.operands)
-
-# Per opcode, indexed by its value (a list index, where a dict key would hash the enum member
-# in Python on every lookup): (jumps, terminates, pops, pushes) for _max_stack.
-_EFFECT = [None] * 256
-for _op in Op:
-    _EFFECT[_op] = (_op in JUMPS, _op in TERMINATORS, POPS[_op], PUSHES[_op])
-del _op
+# Instr(op, args, pos) without the Python-level __new__ namedtuple gives it: codegen makes one
+# per instruction of the program.
+make_instr = tuple.__new__
 
 
 class AssemblyError(Exception):
     """A bug in codegen (an unplaced label, an inconsistent stack), never a user error."""
 
 
-def _encode_unresolved(ins: Instr) -> bytes:
-    """The instruction's bytes with 0 for every label (a TARGET has a fixed width)."""
-    return encode(ins.op, [0 if isinstance(a, Label) else a for a in ins.args])
+def _row(op: Op) -> tuple:
+    """(operand kinds, index of the TARGET operand or -1, pops, pushes, branch pops, branch
+    pushes, terminates); pops/pushes are None where the row gives a formula over the operands."""
+    fixed = isinstance(op.pops, int) and isinstance(op.pushes, int)
+    branch = op.branch
+    return (op.operands, op.operands.index(Operand.TARGET) if Operand.TARGET in op.operands else -1,
+            op.pops if fixed else None, op.pushes if fixed else None,
+            branch[0] if branch else None, branch[1] if branch else None, op in TERMINATORS)
+
+
+# Indexed by opcode value (a list index, where a dict key would hash the enum member).
+_ROWS = [None] * 256
+for _op in Op:
+    _ROWS[_op._value_] = _row(_op)
+del _op
 
 
 def assemble(items: list) -> tuple[bytes, int, tuple[tuple[int, int, int], ...]]:
     """Resolve labels, encode, and compute the max stack depth along every path.
 
-    Returns ``(code, max_stack, positions)``. A TARGET operand has a fixed width, so one pass
-    assigns every offset.
+    ``items`` are Instrs and Labels (a Label marks the offset of the next instruction). Returns
+    ``(code, max_stack, positions)``. A TARGET operand has a fixed width, so one pass assigns
+    every offset; the jumps' four bytes are filled in once every label is placed.
     """
     offsets: dict[Label, int] = {}
-    instrs: list[tuple[int, Instr]] = []
-    encoded: list[bytes] = []
-    offset = 0
+    instrs: list[Instr] = []
+    starts: list[int] = []
+    positions = []
+    fixups = []                     # (where the TARGET's 4 bytes go, its label, the Op)
+    code = bytearray()
+    append = code.append
     for item in items:
-        if isinstance(item, Label):
+        if item.__class__ is Label:
             if item in offsets:
                 raise AssemblyError(f"label {item!r} placed twice")
-            offsets[item] = offset
-        else:
-            data = _encode_unresolved(item)
-            instrs.append((offset, item))
-            encoded.append(data)
-            offset += len(data)
-
-    code = bytearray()
-    positions = []
-    for (off, ins), data in zip(instrs, encoded):
-        positions.append((off, ins.pos.line, ins.pos.col))
-        if ins.op not in _HAS_TARGET:   # no label operand: the first encoding is final
-            code += data
+            offsets[item] = len(code)
             continue
-        args = []
-        for kind, a in zip(ins.op.operands, ins.args):
+        op, args, pos = item
+        off = len(code)
+        starts.append(off)
+        instrs.append(item)
+        positions.append((off, pos.line, pos.col))
+        kinds = _ROWS[op][0]
+        if len(args) != len(kinds):
+            raise AssemblyError(f"{op.name} takes {len(kinds)} operand(s), got {len(args)}")
+        append(op._value_)
+        for kind, value in zip(kinds, args):
             if kind is Operand.TARGET:
-                if a not in offsets:
-                    raise AssemblyError(f"{ins.op.name} jumps to an unplaced label {a!r}")
-                args.append(offsets[a])
+                fixups.append((len(code), value, op))
+                code += b"\0\0\0\0"
+            elif 0 <= value < 0x80:
+                append(value)
             else:
-                args.append(a)
-        code += encode(ins.op, args)
-    return bytes(code), _max_stack(instrs, offsets), tuple(positions)
+                write_uvarint(code, value)
+    for at, label, op in fixups:
+        target = offsets.get(label)
+        if target is None:
+            raise AssemblyError(f"{op.name} jumps to an unplaced label {label!r}")
+        code[at:at + 4] = target.to_bytes(4, "little")
+    return bytes(code), _max_stack(instrs, starts, offsets), tuple(positions)
 
 
-def _max_stack(instrs, offsets) -> int:
-    """Walk the control-flow graph with the opcode table's stack effects (as the verifier will)."""
-    if not instrs:
+def _max_stack(instrs: list, starts: list, offsets: dict) -> int:
+    """Walk the control-flow graph with the opcode table's stack effects (as the verifier will),
+    following fall-through chains and queueing only branch targets."""
+    n = len(instrs)
+    if not n:
         return 0
-    index_at = {off: i for i, (off, _) in enumerate(instrs)}
-    depth_at: list[Optional[int]] = [None] * len(instrs)
+    index_at = {off: i for i, off in enumerate(starts)}
+    depth_at: list[Optional[int]] = [None] * n
     work = [(0, 0)]
     best = 0
     while work:
         i, depth = work.pop()
-        while i < len(instrs):
-            if depth_at[i] is not None:
-                if depth_at[i] != depth:
+        while i < n:
+            seen = depth_at[i]
+            if seen is not None:
+                if seen != depth:
                     raise AssemblyError(f"inconsistent stack depth at instruction {i}")
                 break
             depth_at[i] = depth
-            off, ins = instrs[i]
-            a = ins.args[0] if ins.args and not isinstance(ins.args[0], Label) else 0
-            b = ins.args[1] if len(ins.args) > 1 and not isinstance(ins.args[1], Label) else 0
-            jumps, terminates, pops_of, pushes_of = _EFFECT[ins.op]
-            if jumps:
-                target = next(x for k, x in zip(ins.op.operands, ins.args) if k is Operand.TARGET)
-                pops, pushes = ins.op.branch
-                branch_depth = depth - pops + pushes
-                best = max(best, branch_depth)
-                work.append((index_at[offsets[target]] if offsets[target] in index_at
-                             else len(instrs), branch_depth))
+            op, args, _ = instrs[i]
+            _, target, pops, pushes, b_pops, b_pushes, terminates = _ROWS[op]
+            if pops is None:
+                a = args[0] if args else 0
+                b = args[1] if len(args) > 1 else 0
+                pops, pushes = POPS[op](a, b), PUSHES[op](a, b)
+            if b_pops is not None:
+                branch_depth = depth - b_pops + b_pushes
+                if branch_depth > best:
+                    best = branch_depth
+                # A label placed after the last instruction is the end: nothing runs there.
+                work.append((index_at.get(offsets[args[target]], n), branch_depth))
             if terminates:
                 break
-            depth = depth - pops_of(a, b) + pushes_of(a, b)
+            depth = depth - pops + pushes
             if depth < 0:
-                raise AssemblyError(f"stack underflow at instruction {i} ({ins.op.name})")
-            best = max(best, depth)
+                raise AssemblyError(f"stack underflow at instruction {i} ({op.name})")
+            if depth > best:
+                best = depth
             i += 1
     return best

@@ -9,7 +9,7 @@ from sensevm.opcodes import Op
 from sensevm.program import ActionDecl, AgentDecl, CodeKind, CodeObject, ToolDecl
 
 from . import nodes as n
-from .assemble import Instr, Label, assemble
+from .assemble import Instr, Label, assemble, make_instr
 
 _LIFECYCLE = {"verify": Op.ACTION_VERIFY, "approve": Op.ACTION_APPROVE,
               "commit": Op.ACTION_COMMIT, "rollback": Op.ACTION_ROLLBACK}
@@ -82,7 +82,7 @@ class FunctionCompiler(n.NodeVisitor):
     # ------------------------------------------------------------------ emitting
 
     def emit(self, op: Op, *args, pos: Pos = NO_POS) -> None:
-        self.items.append(Instr(op, args, pos))
+        self.items.append(make_instr(Instr, (op, args, pos)))
 
     def place(self, label: Label) -> None:
         self.items.append(label)
