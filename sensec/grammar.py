@@ -503,6 +503,7 @@ class Parser:
         # What _drive needs per production; no action for a chain rule (see _drive).
         self._rules = [(p.name, p.len, None if p.len and _is_chain_rule(p.callable) else p.callable)
                        for p in productions]
+        self._chains: dict = {}     # see _drive
         tables = _TableLog()
         tables.sr_conflicts, tables.rr_conflicts = t["sr_conflicts"], t["rr_conflicts"]
         build_log = _BuildLog()
@@ -662,6 +663,7 @@ class Parser:
         lr = self._lr
         actions, goto, defaulted = lr.action, lr.goto, lr.defaulted_states
         rules = self._rules
+        chains = self._chains
         pslice = yacc.YaccProduction(None)
         pslice.lexer, pslice.parser = feed, lr
         get_token = feed.token
@@ -698,8 +700,19 @@ class Parser:
             if action is None and length == 1 and symstack[-1].__class__ is _Symbol:
                 # A chain rule over a nonterminal: that symbol, renamed, is the result (no rule
                 # action or stack slot refers to it once it is reduced).
-                symstack[-1].type = name
-                statestack[-1] = state = goto[statestack[-2]][name]
+                if lookahead is None:
+                    symstack[-1].type = name
+                    statestack[-1] = state = goto[statestack[-2]][name]
+                    continue
+                # With the lookahead known, the chain rules that follow (postfix -> unary ->
+                # binexpr -> expr ...) depend only on the state below and the lookahead: done
+                # once per such triple, then looked up.
+                key = (statestack[-2], state, lookahead.type)
+                hit = chains.get(key)
+                if hit is None:
+                    hit = chains[key] = self._chain_end(key[0], t, key[2])
+                statestack[-1] = state = hit[0]
+                symstack[-1].type = hit[1]
                 continue
             sym = _Symbol()
             sym.type = name
@@ -729,6 +742,22 @@ class Parser:
             symstack.append(sym)
             state = goto[statestack[-1]][name]
             statestack.append(state)
+
+    def _chain_end(self, below: int, t: int, lookahead: str) -> tuple[int, str]:
+        """The state and symbol name after reducing by chain rule ``-t`` and every chain rule
+        that follows it with this lookahead, the stack below the symbol being ``below``."""
+        lr, rules = self._lr, self._rules
+        while True:
+            name = rules[-t][0]
+            state = lr.goto[below][name]
+            t = lr.defaulted_states.get(state)
+            if t is None:
+                t = lr.action[state].get(lookahead)
+            if t is None or t >= 0:
+                return state, name
+            _, length, action = rules[-t]
+            if action is not None or length != 1:
+                return state, name
 
     def _error_at(self, lookahead, state) -> None:
         """What parseopt does on a syntax error, which here always ends in p_error raising."""
