@@ -6,7 +6,6 @@ import math
 import os
 import re
 import sys
-from dataclasses import fields
 from decimal import Decimal
 from typing import Optional
 
@@ -498,8 +497,8 @@ def shape(node):
     """A node as nested tuples without positions: two trees with equal shapes are one program."""
     if isinstance(node, n.Node):
         return (type(node).__name__,) + tuple(
-            shape(getattr(node, f.name)) for f in fields(node)
-            if f.name not in ("pos", "rollback_pos"))
+            shape(getattr(node, name)) for name in node._fields
+            if name not in ("pos", "rollback_pos"))
     if isinstance(node, tuple):
         return tuple(shape(item) for item in node)
     if isinstance(node, float):

@@ -1,4 +1,4 @@
-"""The abstract syntax tree: frozen dataclasses, every node with the position of its key token.
+"""The abstract syntax tree: immutable slotted records, every node with the position of its key token.
 
 Which token a node's ``pos`` names matters, because run-time errors report it (spec 17.1):
 a call's ``(``, a member's name, an index's ``[``, a binary operator, a name's first letter.
@@ -7,20 +7,19 @@ Blocks are tuples of statements. Nothing here knows about bytecode.
 
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, fields
 from typing import Optional
 
 from sensevm.errors import Pos
 
 
 class Node:
-    """Base of all nodes. Subclasses are frozen slotted dataclasses whose first field is ``pos``."""
+    """Base of all nodes. Subclasses are made by @node (below); the first field is ``pos``."""
 
     __slots__ = ()
     pos: Pos
 
-    # Names of the fields that may hold nodes (all but ``pos``), set by @node: asking
-    # dataclasses.fields() on every call made tree walks the slowest part of a compile.
+    # Set by @node: every field's name, and those that may hold nodes (all but ``pos``).
+    _fields: tuple = ()
     _child_fields: tuple = ()
 
     def children(self):
@@ -37,35 +36,79 @@ class Node:
         return out
 
 
-def node(cls):
-    cls = dataclass(frozen=True, slots=True)(cls)
-    cls._child_fields = tuple(f.name for f in fields(cls) if f.name != "pos")
-    cls.__init__ = _fast_init(cls)
-    return cls
+class FrozenNodeError(AttributeError):
+    """Assignment to a field of a node (nodes are immutable)."""
 
 
-def _fast_init(cls):
-    """The dataclass's ``__init__`` (same signature), storing through the slots' own setters.
-
-    A frozen dataclass stores each field with ``object.__setattr__``, a general attribute
-    lookup per field; the parser makes a node for nearly every token, so this is faster.
-    """
-    params, stores, env = [], [], {}
-    for i, f in enumerate(fields(cls)):
-        if f.default is not MISSING:
-            env[f"_d{i}"] = f.default
-            params.append(f"{f.name}=_d{i}")
-        elif f.default_factory is not MISSING:
-            raise TypeError(f"{cls.__name__}.{f.name}: default_factory is not supported")
+def _init(cls, names: tuple, defaults: dict):
+    """The constructor: one store per field through the slot's own setter (compiled, since
+    the parser makes a node for nearly every token; ``object.__setattr__`` per field was slower)."""
+    env, params = {}, []
+    for i, name in enumerate(names):
+        env[f"_s{i}"] = cls.__dict__[name].__set__
+        if name in defaults:
+            env[f"_d{i}"] = defaults[name]
+            params.append(f"{name}=_d{i}")
         else:
-            params.append(f.name)
-        env[f"_s{i}"] = getattr(cls, f.name).__set__
-        stores.append(f"    _s{i}(self, {f.name})")
-    source = f"def __init__(self, {', '.join(params)}):\n" + "\n".join(stores or ["    pass"]) + "\n"
-    exec(source, env)
+            params.append(name)
+    exec(f"def __init__(self, {', '.join(params)}):\n"
+         + "".join(f"    _s{i}(self, {name})\n" for i, name in enumerate(names)) + "    pass\n",
+         env)
     init = env["__init__"]
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     return init
+
+
+def _node_eq(self, other):
+    if other.__class__ is not self.__class__:
+        return NotImplemented
+    # As dataclasses compare: field tuples, so an identical NaN counts as equal.
+    return tuple(getattr(self, f) for f in self._fields) == \
+        tuple(getattr(other, f) for f in other._fields)
+
+
+def _node_hash(self):
+    return hash(tuple(getattr(self, f) for f in self._fields))
+
+
+def _node_repr(self):
+    inner = ", ".join(f"{f}={getattr(self, f)!r}" for f in self._fields)
+    return f"{type(self).__qualname__}({inner})"
+
+
+def _node_setattr(self, name, value):
+    raise FrozenNodeError(f"cannot assign to field {name!r}")
+
+
+def _node_delattr(self, name):
+    raise FrozenNodeError(f"cannot delete field {name!r}")
+
+
+def node(cls):
+    """Make ``cls`` a node class: its annotated names, in order, are its fields (a class
+    attribute is the field's default); slots, a constructor taking them positionally or by
+    keyword, equality and hashing by the fields, a ``Name(field=value, ...)`` repr, and no
+    assignment after construction.
+
+    What ``@dataclass(frozen=True, slots=True)`` made, built here because every ``sensec`` and
+    every ``sensevm run FILE.sns`` defines these classes: the dataclass machinery (importing
+    ``dataclasses`` and ``inspect``, then generating, compiling and re-creating each class)
+    was half of their start-up.
+    """
+    names = tuple(cls.__dict__.get("__annotations__", {}))
+    defaults = {name: cls.__dict__[name] for name in names if name in cls.__dict__}
+    body = {k: v for k, v in cls.__dict__.items()
+            if k not in defaults and k not in ("__dict__", "__weakref__")}
+    body["__slots__"] = names
+    new = type(cls)(cls.__name__, cls.__bases__, body)
+    new.__qualname__ = cls.__qualname__
+    new._fields = names
+    new._child_fields = tuple(name for name in names if name != "pos")
+    new.__match_args__ = names
+    new.__init__ = _init(new, names, defaults)
+    new.__eq__, new.__hash__, new.__repr__ = _node_eq, _node_hash, _node_repr
+    new.__setattr__, new.__delattr__ = _node_setattr, _node_delattr
+    return new
 
 
 # ----------------------------------------------------------------------------- types and helpers

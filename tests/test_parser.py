@@ -22,7 +22,7 @@ def sx(node) -> str:
         return repr(node)
     name = type(node).__name__
     parts = []
-    for field in node.__dataclass_fields__:
+    for field in node._fields:
         if field in ("pos", "rollback_pos"):
             continue
         value = getattr(node, field)
