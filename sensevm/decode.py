@@ -37,34 +37,41 @@ MAX_VARINT_BYTES = 5     # operands are < 2**35; more bytes than that is malform
 def decode(code: bytes) -> Iterator[Instruction]:
     pos, end = 0, len(code)
     while pos < end:
-        start = pos
-        op = OPS.get(code[pos])
-        if op is None:
-            raise DecodeError(start, f"unknown opcode 0x{code[pos]:02x}")
-        pos += 1
-        args = []
-        for kind in op.operands:
-            if kind is Operand.TARGET:
-                if pos + 4 > end:
-                    raise DecodeError(start, f"{op.name}: truncated jump target")
-                args.append(int.from_bytes(code[pos:pos + 4], "little"))
-                pos += 4
-            else:
-                value, shift, count = 0, 0, 0
-                while True:
-                    if pos >= end:
-                        raise DecodeError(start, f"{op.name}: truncated operand")
-                    byte = code[pos]
-                    pos += 1
-                    count += 1
-                    if count > MAX_VARINT_BYTES:
-                        raise DecodeError(start, f"{op.name}: operand varint too long")
-                    value |= (byte & 0x7F) << shift
-                    shift += 7
-                    if not byte & 0x80:
-                        break
-                args.append(value)
-        yield Instruction(start, op, tuple(args), pos - start)
+        ins = decode_at(code, pos)
+        yield ins
+        pos += ins.size
+
+
+def decode_at(code: bytes, start: int) -> Instruction:
+    """The instruction at offset ``start`` (DecodeError if the bytes there are not one)."""
+    pos, end = start, len(code)
+    op = OPS.get(code[pos])
+    if op is None:
+        raise DecodeError(start, f"unknown opcode 0x{code[pos]:02x}")
+    pos += 1
+    args = []
+    for kind in op.operands:
+        if kind is Operand.TARGET:
+            if pos + 4 > end:
+                raise DecodeError(start, f"{op.name}: truncated jump target")
+            args.append(int.from_bytes(code[pos:pos + 4], "little"))
+            pos += 4
+        else:
+            value, shift, count = 0, 0, 0
+            while True:
+                if pos >= end:
+                    raise DecodeError(start, f"{op.name}: truncated operand")
+                byte = code[pos]
+                pos += 1
+                count += 1
+                if count > MAX_VARINT_BYTES:
+                    raise DecodeError(start, f"{op.name}: operand varint too long")
+                value |= (byte & 0x7F) << shift
+                shift += 7
+                if not byte & 0x80:
+                    break
+            args.append(value)
+    return Instruction(start, op, tuple(args), pos - start)
 
 
 def encode(op: Op, args) -> bytes:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import heapq
 import re
 
-from .decode import DecodeError, Instruction, decode
+from .decode import DecodeError, Instruction, decode, decode_at
 from .errors import VerifyError
 from .opcodes import OPS, POPS, PUSHES, TERMINATORS, Op, Operand
 from .program import CodeKind, CodeObject, Program
@@ -583,8 +583,16 @@ class _FastVerifier:
                 if value >= limit:
                     raise _Refused
                 args = (value,)
-            else:
-                args, pos = self.operands(data, pos, kinds)
+            else:                   # the shared decoder, for any other shape or width
+                try:
+                    ins = decode_at(data, start)
+                except DecodeError:
+                    raise _Refused from None
+                args, pos = ins.args, start + ins.size
+                limits = self.limits
+                for kind, value in zip(kinds, args):
+                    if value >= limits[kind]:
+                        raise _Refused
             if extra:
                 extra_check(op, kinds, args)
             index_of[start] = len(out)
@@ -594,32 +602,6 @@ class _FastVerifier:
             if target >= 0 and ins[2][target] not in index_of:
                 raise _Refused
         return tuple(out), index_of
-
-    def operands(self, data: bytes, pos: int, kinds) -> tuple[tuple, int]:
-        """The operands at ``pos`` (any kinds, any widths) and the offset just past them."""
-        limits, end = self.limits, len(data)
-        args = []
-        for kind in kinds:
-            if kind is Operand.TARGET:
-                if pos + 4 > end:
-                    raise _Refused
-                args.append(int.from_bytes(data[pos:pos + 4], "little"))
-                pos += 4
-                continue
-            value, shift = 0, 0
-            while True:
-                if pos >= end or shift > 28:        # truncated, or more than 5 bytes
-                    raise _Refused
-                byte = data[pos]
-                pos += 1
-                value |= (byte & 0x7F) << shift
-                shift += 7
-                if not byte & 0x80:
-                    break
-            if value >= limits[kind]:
-                raise _Refused
-            args.append(value)
-        return tuple(args), pos
 
     def extra_check(self, op: Op, kinds, args) -> None:
         program = self.program
