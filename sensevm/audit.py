@@ -6,9 +6,9 @@ import fcntl
 import os
 import re
 import time
-from collections import deque
+from collections import deque, namedtuple
 
-from .record import Factory, record
+from .record import record
 
 _now = time.time
 
@@ -16,48 +16,44 @@ _now = time.time
 # audit verify``): they are imported where that is used, not on every ``sensevm run``.
 
 
-@record
-class AuditRecord:
-    subject: str                 # "irreversible action 'ship'", "tool 'camera'", ...
-    name: str
-    kind: str                    # "reversible" | "irreversible" | "tool" | "model"
-    event: str                   # prepared, verified, committed, denied, failed, rolled_back, called
-    detail: str | None = None
-    line: int | None = None
-    lineage: tuple[str, ...] = ()
-    timestamp: float = Factory(time.time)
-    host_only: bool = False      # kept in the host-side trail, not in audit_log()'s lines
+class AuditRecord(namedtuple("AuditRecord", "subject name kind event detail line lineage "
+                                            "timestamp host_only")):
+    """One audit event, host-side. A tuple (immutable, compared and hashed by its fields), so
+    the VM makes one per lifecycle event with a single C-level call, ``tuple.__new__``.
 
-    def __init__(self, subject, name, kind, event, detail=None, line=None, lineage=(),
-                 timestamp=None, host_only=False):
-        # Written out (not @record's generic one), one store a field: the VM makes one per
-        # lifecycle event.
-        d = self.__dict__
-        d["subject"] = subject
-        d["name"] = name
-        d["kind"] = kind
-        d["event"] = event
-        d["detail"] = detail
-        d["line"] = line
-        d["lineage"] = lineage
-        d["timestamp"] = _now() if timestamp is None else timestamp
-        d["host_only"] = host_only
+    subject:   "irreversible action 'ship'", "tool 'camera'", ...
+    kind:      "reversible" | "irreversible" | "tool" | "model" | ...
+    event:     prepared, verified, committed, denied, failed, rolled_back, called, ...
+    lineage:   the tags of the call chain, outermost first
+    host_only: kept in the host-side trail, not in audit_log()'s lines
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, subject, name, kind, event, detail=None, line=None, lineage=(),
+                timestamp=None, host_only=False):
+        return _tuple_new(cls, (subject, name, kind, event, detail, line, lineage,
+                                _now() if timestamp is None else timestamp, host_only))
 
     @classmethod
     def make(cls, subject: str, name: str, kind: str, event: str, detail: str | None,
              line: int | None, lineage: tuple, host_only: bool = False) -> "AuditRecord":
-        """The record with these fields, stamped now (the VM's hot path calls it positionally)."""
-        return cls(subject, name, kind, event, detail, line, lineage, None, host_only)
+        """The record with these fields, stamped now."""
+        return _tuple_new(cls, (subject, name, kind, event, detail, line, lineage, _now(),
+                                host_only))
 
     def describe(self) -> str:
         """``[line L] SUBJECT -> EVENT (DETAIL) (via F1 > F2)`` as spec section 13 specifies."""
-        text = f"[line {self.line}] " if self.line is not None else ""
-        text += f"{self.subject} -> {self.event}"
-        if self.detail:
-            text += f" ({self.detail})"
-        if self.lineage:
-            text += f" (via {' > '.join(self.lineage)})"
+        subject, _, _, event, detail, line, lineage, _, _ = self
+        text = f"{subject} -> {event}" if line is None else f"[line {line}] {subject} -> {event}"
+        if detail:
+            text = f"{text} ({detail})"
+        if lineage:
+            text = f"{text} (via {' > '.join(lineage)})"
         return text
+
+
+_tuple_new = tuple.__new__
 
 
 class AuditLog:
@@ -73,6 +69,10 @@ class AuditLog:
     def __init__(self, sink: "AuditFile | None" = None):
         self.sink = sink
         self.records = [] if sink is None else deque(maxlen=self.TAIL)
+        if sink is None:
+            # Nothing to write: appending a record is appending it to the list (the VM calls
+            # this once per lifecycle event).
+            self.append = self.records.append
         # Lines of an earlier run this one continues (a resumed agent): audit_log() shows
         # them first. Their records are in that run's durable log, if it had one.
         self.prefix: list[str] = []
@@ -87,7 +87,12 @@ class AuditLog:
             return self.prefix + self.sink.texts()
         # As the durable file gives them back (a surrogate pair read back as one character),
         # so audit_log() is the same with and without --audit-log.
-        return self.prefix + [_storable(r.describe()) for r in self.records if not r.host_only]
+        out = list(self.prefix)
+        for r in self.records:
+            if not r.host_only:
+                text = r.describe()
+                out.append(text if text.isascii() else _storable(text))
+        return out
 
     def close(self) -> None:
         if self.sink is not None:

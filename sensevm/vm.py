@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import operator
 import sys
+from time import time as _now
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing would slow every start
     from typing import Any, Optional
@@ -54,6 +55,7 @@ _PC_STORES = frozenset(int(op) for op in (Op.STORE_NAME, Op.STORE_LOCAL, Op.STOR
 _PC_CALLS = frozenset(int(op) for op in (Op.CALL, Op.CALL_LABELED, Op.ACTION_PREPARE,
                                          Op.TOOL_CALL))
 _CALL_LABELED = int(Op.CALL_LABELED)
+_new_tuple = tuple.__new__
 # ADD .. GE on two Ints, except DIV (always a Float, checked for zero) and MOD by zero.
 _INT_OPS = {int(Op.ADD): operator.add, int(Op.SUB): operator.sub, int(Op.MUL): operator.mul,
             int(Op.MOD): operator.mod, int(Op.EQ): operator.eq,
@@ -1208,12 +1210,14 @@ class VM:
         tags.reverse()
         return tuple(tags)
 
-    def record(self, action: PreparedAction, event: str, frame, *, line: Optional[int] = None,
+    def record(self, action: PreparedAction, event: str, frame, line: Optional[int] = None,
                detail: Optional[str] = None, host_only: bool = False) -> None:
         definition = action.definition
-        decl = definition.decl
-        self.audit.append(AuditRecord(definition.subject, decl.name, definition.kind, event, detail,
-                                      line, self.lineage(frame), None, host_only))
+        # AuditRecord's own fields in order, made without its Python-level __new__ (this runs
+        # for every lifecycle event).
+        self.audit.append(_new_tuple(AuditRecord, (
+            definition.subject, definition.decl.name, definition.kind, event, detail, line,
+            self.lineage(frame), _now(), host_only)))
 
     def prepare(self, f, definition: ActionDefinition, args: list) -> PreparedAction:
         params = definition.params
@@ -1225,7 +1229,7 @@ class VM:
                 raise SenseTypeError(f"argument '{check[0]}' of '{definition.name}' expects "
                                      f"{check[1]}, got {type_name(args[i])}")
         action = PreparedAction(definition, list(args))
-        self.record(action, "prepared", f, line=f.pos.line)
+        self.record(action, "prepared", f, f.pos.line)
         return action
 
     def verify(self, f, action: PreparedAction, scope: Scope, pos: Pos) -> PreparedAction:
@@ -1238,7 +1242,7 @@ class VM:
             raise SensePolicyError(f"action '{action.name}' requires capability '{cap}', "
                                    "which is denied by policy")
         L.transition(action, "verify_allowed")
-        self.record(action, "verified", f, line=pos.line)
+        self.record(action, "verified", f, pos.line)
         look = self.look
         if look is not None and look.outbound(action.definition.decl):
             self.second_look_at(f, action, "verify", pos.line)
@@ -1293,7 +1297,7 @@ class VM:
         if action.flag is not None:
             action.cleared = action.flag     # covers exactly the flagged arguments
         # Recorded host-side (spec 21.9); audit_log() keeps the reference's lines unchanged.
-        self.record(action, "approved", f, line=pos.line, host_only=True)
+        self.record(action, "approved", f, pos.line, None, True)
         return action
 
     def commit(self, f, action: PreparedAction, scope: Scope, *, routed: bool = False,
@@ -1328,7 +1332,7 @@ class VM:
         action.body_scope = scope
         # Intent before effect: with a durable log, a crash inside the body still leaves a
         # record that the commit began (host-side only; audit_log() shows the outcome).
-        self.record(action, "committing", f, host_only=True)
+        self.record(action, "committing", f, None, None, True)
         direct = prepared.direct
         if direct is not None and action.session is None and not self.sessions:
             # The body's direct form (tier2.Compiled): no frame unless it deoptimizes, when it
@@ -1419,7 +1423,7 @@ class VM:
                 body_ran(self, action)
         else:
             L.transition(action, "rollback_succeeded")
-            self.record(action, "rolled_back", caller, line=frame.audit_line)
+            self.record(action, "rolled_back", caller, frame.audit_line)
         return value
 
     def _body_failed(self, frame, err: SenseError) -> None:
@@ -1541,8 +1545,9 @@ class VM:
         return self._session_log
 
     def record_tool(self, tool, event, frame, line, detail=None) -> None:
-        self.audit.append(AuditRecord(tool.subject, tool.decl.name, "tool", event, detail, line,
-                                      self.lineage(frame)))
+        self.audit.append(_new_tuple(AuditRecord, (
+            tool.subject, tool.decl.name, "tool", event, detail, line, self.lineage(frame),
+            _now(), False)))
 
     def _start_async(self, f, tool: ToolDefinition, scope: Scope, tags) -> Future:
         """Run the body on a worker thread with an execution state of its own.
