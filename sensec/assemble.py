@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import namedtuple
 from typing import Optional
 
-from sensevm.opcodes import Op, Operand, POPS, PUSHES, TERMINATORS
+from sensevm.opcodes import EFFECTS, Operand, POPS, PUSHES
 from sensevm.program import write_uvarint
 
 
@@ -37,23 +37,6 @@ class AssemblyError(Exception):
     """A bug in codegen (an unplaced label, an inconsistent stack), never a user error."""
 
 
-def _row(op: Op) -> tuple:
-    """(operand kinds, index of the TARGET operand or -1, pops, pushes, branch pops, branch
-    pushes, terminates); pops/pushes are None where the row gives a formula over the operands."""
-    fixed = isinstance(op.pops, int) and isinstance(op.pushes, int)
-    branch = op.branch
-    return (op.operands, op.operands.index(Operand.TARGET) if Operand.TARGET in op.operands else -1,
-            op.pops if fixed else None, op.pushes if fixed else None,
-            branch[0] if branch else None, branch[1] if branch else None, op in TERMINATORS)
-
-
-# Indexed by opcode value (a list index, where a dict key would hash the enum member).
-_ROWS = [None] * 256
-for _op in Op:
-    _ROWS[_op._value_] = _row(_op)
-del _op
-
-
 def assemble(items: list) -> tuple[bytes, int, tuple[tuple[int, int, int], ...]]:
     """Resolve labels, encode, and compute the max stack depth along every path.
 
@@ -79,7 +62,7 @@ def assemble(items: list) -> tuple[bytes, int, tuple[tuple[int, int, int], ...]]
         starts.append(off)
         instrs.append(item)
         positions.append((off, pos.line, pos.col))
-        kinds = _ROWS[op][0]
+        kinds = op.operands
         if len(args) != len(kinds):
             raise AssemblyError(f"{op.name} takes {len(kinds)} operand(s), got {len(args)}")
         append(op._value_)
@@ -119,7 +102,7 @@ def _max_stack(instrs: list, starts: list, offsets: dict) -> int:
                 break
             depth_at[i] = depth
             op, args, _ = instrs[i]
-            _, target, pops, pushes, b_pops, b_pushes, terminates = _ROWS[op]
+            pops, pushes, b_pops, b_pushes, terminates, target = EFFECTS[op]
             if pops is None:
                 a = args[0] if args else 0
                 b = args[1] if len(args) > 1 else 0

@@ -222,6 +222,26 @@ POPS = {op: _effect(op.pops) for op in Op}
 PUSHES = {op: _effect(op.pushes) for op in Op}
 
 
+def _effect_row(op: Op) -> tuple:
+    fixed = isinstance(op.pops, int) and isinstance(op.pushes, int)
+    branch = op.branch
+    return (op.pops if fixed else None, op.pushes if fixed else None,
+            branch[0] if branch else None, branch[1] if branch else None,
+            op in TERMINATORS,
+            op.operands.index(Operand.TARGET) if Operand.TARGET in op.operands else -1)
+
+
+# The rows' stack effects as the assembler's and the verifier's walks read them, indexed by
+# opcode value (a list index: a dict keyed by the enum member would hash it in Python):
+# (pops, pushes, branch pops, branch pushes, terminates, index of the TARGET operand or -1);
+# pops and pushes are None where the row gives a formula (use POPS / PUSHES), the branch
+# columns None for an op that does not branch.
+EFFECTS: list = [None] * 256
+for _op in Op:
+    EFFECTS[_op._value_] = _effect_row(_op)
+del _op
+
+
 # The operand encoding is part of the instruction set too: changing it must change the fingerprint.
 ENCODING = "opcode:u8; operands:uleb128; TARGET:u32le absolute byte offset"
 

@@ -27,7 +27,7 @@ import re
 
 from .decode import DecodeError, Instruction, decode, decode_at
 from .errors import VerifyError
-from .opcodes import OPS, POPS, PUSHES, TERMINATORS, Op, Operand
+from .opcodes import EFFECTS, OPS, POPS, PUSHES, TERMINATORS, Op, Operand
 from .program import CodeKind, CodeObject, Program
 from .record import record
 
@@ -493,29 +493,17 @@ class _CodeVerifier:
 
 # The instructions whose flow needs more than the stack columns (scope, test, iterator and
 # module slots), by opcode value; any other, on a stack with no iterator or module, is plain.
-_SPECIAL = {Op.FOR_ITER: 1, Op.IMPORT_FROM: 2, Op.GET_ITER: 3, Op.IMPORT: 4,
-            Op.IMPORT_PYTHON: 4, Op.DUP: 5, Op.PUSH_SCOPE: 6, Op.POP_SCOPE: 7,
-            Op.TEST_BEGIN: 8, Op.TEST_END: 9, Op.TEST_ABANDON: 9, Op.POP: 10}
+_SPECIAL = [0] * 256
+for _op, _kind in ((Op.FOR_ITER, 1), (Op.IMPORT_FROM, 2), (Op.GET_ITER, 3), (Op.IMPORT, 4),
+                   (Op.IMPORT_PYTHON, 4), (Op.DUP, 5), (Op.PUSH_SCOPE, 6), (Op.POP_SCOPE, 7),
+                   (Op.TEST_BEGIN, 8), (Op.TEST_END, 9), (Op.TEST_ABANDON, 9), (Op.POP, 10)):
+    _SPECIAL[_op] = _kind
+del _op, _kind
 
 
-def _flow_row(op: Op) -> tuple:
-    """(pops, pushes, branch pops, branch pushes, terminates, special, target operand index).
-
-    ``pops``/``pushes`` are ints, or None when the row gives a formula over the operands; the
-    branch columns are None for an op that does not branch.
-    """
-    fixed = isinstance(op.pops, int) and isinstance(op.pushes, int)
-    branch = op.branch
-    return (op.pops if fixed else None, op.pushes if fixed else None,
-            branch[0] if branch else None, branch[1] if branch else None,
-            op in TERMINATORS, _SPECIAL.get(op, 0),
-            op.operands.index(Operand.TARGET) if Operand.TARGET in op.operands else -1)
-
-
-_FLOW = [None] * 256
-_DECODE = [None] * 256      # opcode byte -> (op, operand kinds, has extra checks)
+# opcode byte -> (op, operand kinds, has extra checks)
+_DECODE = [None] * 256
 for _op in Op:
-    _FLOW[_op._value_] = _flow_row(_op)
     _DECODE[_op._value_] = (_op, _op.operands,
                             _op is Op.TEST_BEGIN or any(k is Operand.TYPE or k is Operand.CODE
                                                         for k in _op.operands))
@@ -598,7 +586,7 @@ class _FastVerifier:
             index_of[start] = len(out)
             append(_make_instruction(Instruction, (start, op, args, pos - start)))
         for ins in out:                 # every target, reached or not, as check_operands does
-            target = _FLOW[ins[1]][6]
+            target = EFFECTS[ins[1]][5]
             if target >= 0 and ins[2][target] not in index_of:
                 raise _Refused
         return tuple(out), index_of
@@ -642,7 +630,8 @@ class _FastVerifier:
             state = states[i]
             while True:
                 op, args = instructions[i][1:3]
-                pops, pushes, b_pops, b_pushes, terminates, special, target = _FLOW[op]
+                pops, pushes, b_pops, b_pushes, terminates, target = EFFECTS[op]
+                special = _SPECIAL[op]
                 if pops is None:
                     pops, pushes = POPS[op](*args), PUSHES[op](*args)
                 stack, scope, tests, iters, mods = state
