@@ -14,6 +14,7 @@ from __future__ import annotations
 import operator
 import sys
 from time import time as _now
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing would slow every start
     from typing import Any, Optional
@@ -1297,7 +1298,7 @@ class VM:
         if action.flag is not None:
             action.cleared = action.flag     # covers exactly the flagged arguments
         # Recorded host-side (spec 21.9); audit_log() keeps the reference's lines unchanged.
-        self.record(action, "approved", f, pos.line, None, True)
+        self.record(action, "approved", f, pos.line, host_only=True)
         return action
 
     def commit(self, f, action: PreparedAction, scope: Scope, *, routed: bool = False,
@@ -1332,7 +1333,7 @@ class VM:
         action.body_scope = scope
         # Intent before effect: with a durable log, a crash inside the body still leaves a
         # record that the commit began (host-side only; audit_log() shows the outcome).
-        self.record(action, "committing", f, None, None, True)
+        self.record(action, "committing", f, host_only=True)
         direct = prepared.direct
         if direct is not None and action.session is None and not self.sessions:
             # The body's direct form (tier2.Compiled): no frame unless it deoptimizes, when it
