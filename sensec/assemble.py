@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import namedtuple
 from typing import Optional
 
-from sensevm.opcodes import EFFECTS, Operand, POPS, PUSHES
+from sensevm.opcodes import EFFECTS, Op, Operand, POPS, PUSHES
 from sensevm.program import write_uvarint
 
 
@@ -37,35 +37,54 @@ class AssemblyError(Exception):
     """A bug in codegen (an unplaced label, an inconsistent stack), never a user error."""
 
 
+# By opcode value: 0 for an op with no operands, 1 for one with a single varint operand, 2 for
+# any other (a TARGET, or two operands), which takes the general path.
+_SHAPES = [2] * 256
+for _op in Op:
+    if not _op.operands:
+        _SHAPES[_op._value_] = 0
+    elif len(_op.operands) == 1 and _op.operands[0] is not Operand.TARGET:
+        _SHAPES[_op._value_] = 1
+del _op
+
+
 def assemble(items: list) -> tuple[bytes, int, tuple[tuple[int, int, int], ...]]:
     """Resolve labels, encode, and compute the max stack depth along every path.
 
-    ``items`` are Instrs and Labels (a Label marks the offset of the next instruction). Returns
+    ``items`` are Instrs and Labels (a Label marks the next instruction). Returns
     ``(code, max_stack, positions)``. A TARGET operand has a fixed width, so one pass assigns
     every offset; the jumps' four bytes are filled in once every label is placed.
     """
-    offsets: dict[Label, int] = {}
+    placed: dict[Label, int] = {}   # label -> index of the instruction it marks
     instrs: list[Instr] = []
-    starts: list[int] = []
+    starts: list[int] = []          # byte offset of each instruction
     positions = []
     fixups = []                     # (where the TARGET's 4 bytes go, its label, the Op)
     code = bytearray()
     append = code.append
     for item in items:
         if item.__class__ is Label:
-            if item in offsets:
+            if item in placed:
                 raise AssemblyError(f"label {item!r} placed twice")
-            offsets[item] = len(code)
+            placed[item] = len(instrs)
             continue
         op, args, pos = item
         off = len(code)
         starts.append(off)
         instrs.append(item)
         positions.append((off, pos.line, pos.col))
+        shape = _SHAPES[op]
+        if shape == 0 and not args:
+            append(op)
+            continue
+        if shape == 1 and len(args) == 1 and 0 <= args[0] < 0x80:
+            append(op)
+            append(args[0])
+            continue
         kinds = op.operands
         if len(args) != len(kinds):
             raise AssemblyError(f"{op.name} takes {len(kinds)} operand(s), got {len(args)}")
-        append(op._value_)
+        append(op)
         for kind, value in zip(kinds, args):
             if kind is Operand.TARGET:
                 fixups.append((len(code), value, op))
@@ -74,21 +93,21 @@ def assemble(items: list) -> tuple[bytes, int, tuple[tuple[int, int, int], ...]]
                 append(value)
             else:
                 write_uvarint(code, value)
+    starts.append(len(code))        # where a label after the last instruction stands
     for at, label, op in fixups:
-        target = offsets.get(label)
-        if target is None:
+        index = placed.get(label)
+        if index is None:
             raise AssemblyError(f"{op.name} jumps to an unplaced label {label!r}")
-        code[at:at + 4] = target.to_bytes(4, "little")
-    return bytes(code), _max_stack(instrs, starts, offsets), tuple(positions)
+        code[at:at + 4] = starts[index].to_bytes(4, "little")
+    return bytes(code), _max_stack(instrs, placed), tuple(positions)
 
 
-def _max_stack(instrs: list, starts: list, offsets: dict) -> int:
+def _max_stack(instrs: list, placed: dict) -> int:
     """Walk the control-flow graph with the opcode table's stack effects (as the verifier will),
     following fall-through chains and queueing only branch targets."""
     n = len(instrs)
     if not n:
         return 0
-    index_at = {off: i for i, off in enumerate(starts)}
     depth_at: list[Optional[int]] = [None] * n
     work = [(0, 0)]
     best = 0
@@ -111,8 +130,8 @@ def _max_stack(instrs: list, starts: list, offsets: dict) -> int:
                 branch_depth = depth - b_pops + b_pushes
                 if branch_depth > best:
                     best = branch_depth
-                # A label placed after the last instruction is the end: nothing runs there.
-                work.append((index_at.get(offsets[args[target]], n), branch_depth))
+                # A label placed after the last instruction marks index n: nothing runs there.
+                work.append((placed[args[target]], branch_depth))
             if terminates:
                 break
             depth = depth - pops + pushes
