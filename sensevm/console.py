@@ -354,8 +354,8 @@ class ConsoleVM(VM):
         if f.prepared.program is self.program:
             self.tool_defs[a] = f.stack[-1]
 
-    def prepare(self, f, definition, args):
-        action = super().prepare(f, definition, args)
+    def prepare(self, f, definition, args, line=None):
+        action = super().prepare(f, definition, args, line)
         self.prepared_actions.append(action)
         return action
 

@@ -1215,15 +1215,17 @@ class _Gen:
         args = ", ".join(f"s{j}" for j in range(base + 1, depth))
         self.spill(i, [f"s{j}" for j in range(base)], indent)
         e(indent, f"if type({callee}) is ToolDefinition:", ip)
-        e(indent + 1, f"if vm.call_tool(f, {callee}, [{args}]) and not vm.inline(f):", ip)
+        e(indent + 1, f"if vm.call_tool(f, {callee}, [{args}], {self.prepared.positions[i].line})"
+                      " and not vm.inline(f):", ip)
         e(indent + 2, "yield", ip)
         e(indent, f"elif vm.call_t2(f, {callee}, [{args}]):", ip)     # what CALL does with it
         e(indent + 1, "yield", ip)
         self.reload(i, base + 1, indent)
 
     def action_prepare(self, i, n, depth, indent):
-        """ACTION_PREPARE n: vm.prepare directly when the callee is an action (it reads the
-        frame's position and lineage); anything else is called as CALL calls it."""
+        """ACTION_PREPARE n: vm.prepare directly when the callee is an action (given the line
+        of this instruction; it reads the frame's lineage); anything else is called as CALL
+        calls it."""
         ip = i + 1
         e = self.emit
         base = depth - n - 1
@@ -1231,7 +1233,8 @@ class _Gen:
         args = ", ".join(f"s{j}" for j in range(base + 1, depth))
         e(indent, f"f.ip = {ip}", ip)
         e(indent, f"if type({callee}) is ActionDefinition:", ip)
-        e(indent + 1, f"{callee} = vm.prepare(f, {callee}, [{args}])", ip)
+        e(indent + 1, f"{callee} = vm.prepare(f, {callee}, [{args}], "
+                      f"{self.prepared.positions[i].line})", ip)
         e(indent, "else:", ip)
         self.spill(i, [f"s{j}" for j in range(base)], indent + 1)
         e(indent + 1, f"if vm.call_t2(f, {callee}, [{args}]):", ip)
@@ -1247,10 +1250,12 @@ class _Gen:
         top = f"s{depth - 1}"
         e(indent, f"if type({top}) is PreparedAction:", ip)
         self.spill(i, [f"s{j}" for j in range(depth - 1)], indent + 1)
+        # f.pos, known here: the position of instruction i, a constant of the generated code.
+        pos = self.const(self.prepared.positions[i])
         if op is Op.ACTION_VERIFY:
-            e(indent + 1, f"{top} = vm.verify(f, {top}, f.scope, f.pos)", ip)
+            e(indent + 1, f"{top} = vm.verify(f, {top}, f.scope, {pos})", ip)
         elif op is Op.ACTION_APPROVE:
-            e(indent + 1, f"{top} = vm.approve(f, {top}, f.pos)", ip)
+            e(indent + 1, f"{top} = vm.approve(f, {top}, {pos})", ip)
         else:
             e(indent + 1, f"if vm.commit(f, {top}, f.scope) and not vm.inline(f):", ip)
             e(indent + 2, "yield", ip)

@@ -1220,7 +1220,10 @@ class VM:
             definition.subject, definition.decl.name, definition.kind, event, detail, line,
             self.lineage(frame), _now(), host_only)))
 
-    def prepare(self, f, definition: ActionDefinition, args: list) -> PreparedAction:
+    def prepare(self, f, definition: ActionDefinition, args: list,
+                line: Optional[int] = None) -> PreparedAction:
+        """Prepare ``definition`` with ``args`` in frame ``f``; ``line`` is the frame's current
+        line when the caller knows it (tier 2 does), else it is read from the frame."""
         params = definition.params
         if len(args) != len(params):
             raise SenseRuntimeError(
@@ -1230,7 +1233,7 @@ class VM:
                 raise SenseTypeError(f"argument '{check[0]}' of '{definition.name}' expects "
                                      f"{check[1]}, got {type_name(args[i])}")
         action = PreparedAction(definition, list(args))
-        self.record(action, "prepared", f, f.pos.line)
+        self.record(action, "prepared", f, f.pos.line if line is None else line)
         return action
 
     def verify(self, f, action: PreparedAction, scope: Scope, pos: Pos) -> PreparedAction:
@@ -1460,13 +1463,15 @@ class VM:
         # call_tool() when it meets one.
         return self.op_CALL(f, a, b)
 
-    def call_tool(self, f, tool: ToolDefinition, args: list) -> bool:
-        """Spec 12.2: arity, capability (audited), argument types, audit `called`, then the body."""
+    def call_tool(self, f, tool: ToolDefinition, args: list, line: Optional[int] = None) -> bool:
+        """Spec 12.2: arity, capability (audited), argument types, audit `called`, then the body.
+        ``line`` is the frame's current line when the caller knows it (tier 2 does)."""
         decl = tool.decl
         if len(args) != len(tool.params):
             raise SenseRuntimeError(
                 f"'{decl.name}' expects {len(tool.params)} argument(s), got {len(args)}")
-        line = f.pos.line
+        if line is None:
+            line = f.pos.line
         cap = decl.capability
         if cap is not None and not P.allowed(cap, f.scope, f):
             self.record_tool(tool, "denied", f, line, f"capability '{cap}' denied by policy")
