@@ -1,4 +1,4 @@
 """``python -m sensec``."""
-from .cli import entry
+from .launch import entry
 
 entry()

@@ -1,4 +1,4 @@
-"""The ``sensec`` command: build, disassemble and check Sense programs."""
+"""The ``sensec`` command: build, disassemble and check Sense programs (entered through sensec.launch)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,7 @@ import sys
 
 import click
 
-from sensevm.launch import internal_error
 from sensevm.diagnostics import report
-from sensevm.files import atomic_write
 from sensevm.errors import SenseError, SnbFormatError, VerifyError
 
 
@@ -29,22 +27,10 @@ def main():
               help="Where to write the bytecode (default: FILE with .snb).")
 def build(file, output):
     """Compile FILE.sns (and the modules it imports) to one .snb file."""
-    from sensevm.snb import dump
-    from sensevm.verify import load_verified
-    from .driver import compile_file, gc_paused
-    with gc_paused(freeze=True):     # see gc_paused: collections here would free nothing
-        try:
-            program = compile_file(file)
-        except SenseError as err:
-            _report_and_exit(err)
-        data = dump(program)
-        load_verified(data)          # never write a file the VM would refuse
-    out = output or (file[:-4] if file.endswith(".sns") else file) + ".snb"
-    try:
-        atomic_write(out, data)
-    except OSError as exc:
-        click.echo(f"sensec: cannot write {out}: {exc.strerror}", err=True)
-        sys.exit(1)
+    from .launch import build_file
+    status = build_file(file, output)
+    if status:
+        sys.exit(status)
 
 
 @main.command()
@@ -116,13 +102,3 @@ def fmt(path, write, check):
     """Print PATH (a .sns file, or every .sns file under a directory) in canonical form."""
     from .fmt import run
     sys.exit(run(path, write=write, check=check))
-
-
-def entry() -> None:
-    try:
-        main(prog_name="sensec")
-    except KeyboardInterrupt:
-        sys.stderr.write("interrupted\n")
-        sys.exit(130)
-    except Exception as exc:
-        internal_error("sensec", exc)
