@@ -87,11 +87,20 @@ class AuditLog:
             return self.prefix + self.sink.texts()
         # As the durable file gives them back (a surrogate pair read back as one character),
         # so audit_log() is the same with and without --audit-log.
+        # A loop records the same event at the same line over and over: each distinct text is
+        # made once (the fields describe() reads, plus name and kind, are the key).
         out = list(self.prefix)
+        made: dict = {}
         for r in self.records:
             if not r.host_only:
-                text = r.describe()
-                out.append(text if text.isascii() else _storable(text))
+                key = r[:7]
+                text = made.get(key)
+                if text is None:
+                    text = r.describe()
+                    if not text.isascii():
+                        text = _storable(text)
+                    made[key] = text
+                out.append(text)
         return out
 
     def close(self) -> None:
