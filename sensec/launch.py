@@ -17,7 +17,7 @@ import os
 import sys
 
 from sensevm.errors import SenseError
-from sensevm.launch import internal_error
+from sensevm.launch import guarded
 
 
 def build_file(file: str, output: str | None) -> int:
@@ -93,16 +93,14 @@ def _fast_build_args(args: list[str]):
     return file, output
 
 
+def _main() -> None:
+    fast = _fast_build_args(sys.argv[1:])
+    if fast is not None:
+        sys.exit(build_file(*fast))
+    from .cli import main
+    main(prog_name="sensec")
+
+
 def entry() -> None:
-    """Console-script entry: no Python traceback ever reaches the user."""
-    try:
-        fast = _fast_build_args(sys.argv[1:])
-        if fast is not None:
-            sys.exit(build_file(*fast))
-        from .cli import main
-        main(prog_name="sensec")
-    except KeyboardInterrupt:
-        sys.stderr.write("interrupted\n")
-        sys.exit(130)
-    except Exception as exc:  # a bug in sensec itself: say so plainly, exit 70 (EX_SOFTWARE)
-        internal_error("sensec", exc)
+    """Console-script entry: ``build FILE [-o OUT]`` without click, anything else through it."""
+    guarded("sensec", _main)

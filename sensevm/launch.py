@@ -248,16 +248,26 @@ def _run_as_click_would(path: str, limits: dict, second_look: bool = True) -> No
     sys.exit(code)
 
 
-def entry() -> None:
-    """Console-script entry: no Python traceback ever reaches the user."""
+def guarded(prog: str, main) -> None:
+    """Run ``main()`` as a console script's whole body: no Python traceback ever reaches the
+    user (Ctrl-C exits 130 saying so; an exception is a bug in ``prog``, exit 70)."""
     try:
-        fast = _fast_run_args(sys.argv[1:])
-        if fast is not None:
-            _run_as_click_would(*fast)
-        from .cli import main
-        main(prog_name="sensevm")
+        main()
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         sys.exit(130)
-    except Exception as exc:  # a bug in sensevm itself: say so plainly, exit 70 (EX_SOFTWARE)
-        internal_error("sensevm", exc)
+    except Exception as exc:  # a bug in prog itself: say so plainly, exit 70 (EX_SOFTWARE)
+        internal_error(prog, exc)
+
+
+def _main() -> None:
+    fast = _fast_run_args(sys.argv[1:])
+    if fast is not None:
+        _run_as_click_would(*fast)
+    from .cli import main
+    main(prog_name="sensevm")
+
+
+def entry() -> None:
+    """Console-script entry: ``run FILE`` without click, anything else through it."""
+    guarded("sensevm", _main)
