@@ -23,6 +23,16 @@ class Outcome:
     exit_code: int
 
 
+def run_script(script: str, args, cwd, completion_var: str):
+    """``python -c script args...`` in ``cwd`` with this checkout importable, colour off and
+    the shell-completion variable ``completion_var`` unset (so click never answers it)."""
+    import subprocess
+    env = dict(os.environ, NO_COLOR="1", PYTHONPATH=ROOT)
+    env.pop(completion_var, None)
+    return subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True,
+                          cwd=cwd, env=env)
+
+
 def run_program(path: str, *, dry_run: bool = False, tier: Optional[str] = None) -> Outcome:
     """Compile (in memory), dump, load, verify and run ``path``; capture stdout and the error.
 

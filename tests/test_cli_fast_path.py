@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, run_script
 
 # The same command line through the click group, bypassing the launcher's fast path.
 CLICK = ("import sys\n"
@@ -26,10 +26,7 @@ FAST = ("import sys, atexit\n"
 
 
 def _run(script, args, cwd):
-    env = dict(os.environ, NO_COLOR="1", PYTHONPATH=ROOT)
-    env.pop("_SENSEVM_COMPLETE", None)
-    return subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True,
-                          cwd=cwd, env=env)
+    return run_script(script, args, cwd, "_SENSEVM_COMPLETE")
 
 
 def both(args, cwd):

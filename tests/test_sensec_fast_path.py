@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import run_script
 
 # The same command line through the click group, bypassing the launcher's fast path.
 CLICK = ("import sys\n"
@@ -25,10 +23,7 @@ FAST = ("import sys, atexit\n"
 
 
 def _run(script, args, cwd):
-    env = dict(os.environ, NO_COLOR="1", PYTHONPATH=ROOT)
-    env.pop("_SENSEC_COMPLETE", None)
-    return subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True,
-                          cwd=cwd, env=env)
+    return run_script(script, args, cwd, "_SENSEC_COMPLETE")
 
 
 def both(args, cwd, outputs=()):
