@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import namedtuple
 from typing import Optional
 
-from sensevm.opcodes import EFFECTS, Op, Operand, POPS, PUSHES
+from sensevm.opcodes import EFFECTS, SHAPES, Operand, POPS, PUSHES
 from sensevm.program import write_uvarint
 
 
@@ -37,17 +37,6 @@ class AssemblyError(Exception):
     """A bug in codegen (an unplaced label, an inconsistent stack), never a user error."""
 
 
-# By opcode value: 0 for an op with no operands, 1 for one with a single varint operand, 2 for
-# any other (a TARGET, or two operands), which takes the general path.
-_SHAPES = [2] * 256
-for _op in Op:
-    if not _op.operands:
-        _SHAPES[_op._value_] = 0
-    elif len(_op.operands) == 1 and _op.operands[0] is not Operand.TARGET:
-        _SHAPES[_op._value_] = 1
-del _op
-
-
 def assemble(items: list) -> tuple[bytes, int, tuple[tuple[int, int, int], ...]]:
     """Resolve labels, encode, and compute the max stack depth along every path.
 
@@ -73,7 +62,7 @@ def assemble(items: list) -> tuple[bytes, int, tuple[tuple[int, int, int], ...]]
         starts.append(off)
         instrs.append(item)
         positions.append((off, pos.line, pos.col))
-        shape = _SHAPES[op]
+        shape = SHAPES[op]
         if shape == 0 and not args:
             append(op)
             continue

@@ -237,8 +237,15 @@ def _effect_row(op: Op) -> tuple:
 # pops and pushes are None where the row gives a formula (use POPS / PUSHES), the branch
 # columns None for an op that does not branch.
 EFFECTS: list = [None] * 256
+# The operand layout, by opcode value, for the encoders and decoders that take a short cut:
+# 0 no operands, 1 a single varint operand, 2 anything else (a TARGET, or two operands).
+SHAPES: list = [2] * 256
 for _op in Op:
     EFFECTS[_op._value_] = _effect_row(_op)
+    if not _op.operands:
+        SHAPES[_op._value_] = 0
+    elif len(_op.operands) == 1 and _op.operands[0] is not Operand.TARGET:
+        SHAPES[_op._value_] = 1
 del _op
 
 

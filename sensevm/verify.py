@@ -27,7 +27,7 @@ import re
 
 from .decode import DecodeError, Instruction, decode, decode_at
 from .errors import VerifyError
-from .opcodes import EFFECTS, OPS, POPS, PUSHES, TERMINATORS, Op, Operand
+from .opcodes import EFFECTS, OPS, POPS, PUSHES, SHAPES, TERMINATORS, Op, Operand
 from .program import CodeKind, CodeObject, Program
 from .record import record
 
@@ -501,14 +501,6 @@ for _op, _kind in ((Op.FOR_ITER, 1), (Op.IMPORT_FROM, 2), (Op.GET_ITER, 3), (Op.
 del _op, _kind
 
 
-# opcode byte -> (op, operand kinds, has extra checks)
-_DECODE = [None] * 256
-for _op in Op:
-    _DECODE[_op._value_] = (_op, _op.operands,
-                            _op is Op.TEST_BEGIN or any(k is Operand.TYPE or k is Operand.CODE
-                                                        for k in _op.operands))
-del _op
-
 _make_instruction = tuple.__new__     # Instruction(...) without its Python-level __new__
 
 
@@ -528,15 +520,15 @@ class _FastVerifier:
                        Operand.TOOL: len(program.tools), Operand.AGENT: len(program.agents),
                        Operand.COUNT: unbounded, Operand.TARGET: unbounded}
         self.annotations: dict[int, bool] = {}
-        # opcode byte -> (op, shape, bound of a lone varint operand, operand kinds, extra
-        # checks); shape 0 has no operands, 1 one varint, 2 anything else.
+        # opcode byte -> (op, shape (opcodes.SHAPES), bound of a lone varint operand, operand
+        # kinds, whether extra checks apply: a test name, an annotation, a function's code)
         self.rows = [None] * 256
-        for value, decoded in enumerate(_DECODE):
-            if decoded is not None:
-                op, kinds, extra = decoded
-                shape = 0 if not kinds else 1 if len(kinds) == 1 and kinds[0] is not Operand.TARGET else 2
-                self.rows[value] = (op, shape, self.limits[kinds[0]] if shape == 1 else 0,
-                                    kinds, extra)
+        for op in Op:
+            kinds, shape = op.operands, SHAPES[op._value_]
+            extra = op is Op.TEST_BEGIN or any(k is Operand.TYPE or k is Operand.CODE
+                                               for k in kinds)
+            self.rows[op._value_] = (op, shape, self.limits[kinds[0]] if shape == 1 else 0,
+                                     kinds, extra)
 
     def run(self, code: CodeObject):
         """The VerifiedCode, or None when the code object has a problem (or a header problem's
