@@ -96,10 +96,7 @@ class AuditLog:
                 key = r[:7]
                 text = made.get(key)
                 if text is None:
-                    text = r.describe()
-                    if not text.isascii():
-                        text = _storable(text)
-                    made[key] = text
+                    text = made[key] = _storable(r.describe())
                 out.append(text)
         return out
 
