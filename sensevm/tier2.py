@@ -464,11 +464,25 @@ class _Gen:
                 return False
         return True
 
-    @property
-    def stale(self) -> str:
-        """What a changed block variable appends: the cached block scopes are out of date
-        (a direct form caches none: see scope_at)."""
-        return "" if self.direct else "; bk = -1"
+    def store_block_local(self, i, kw, test, site, name, top, indent):
+        """Bind block ``site``'s Python local of ``name`` to ``top`` (under ``{kw} {test}:``
+        unless ``test`` is None). The block scopes built for this region (``bk`` is its key)
+        are updated in place, as tier 1 updates its one scope per block entry; any others
+        cached are out of date (``bk = -1``). A direct form caches none (see scope_at)."""
+        e = self.emit
+        ip = i + 1
+        local = self.bnames[site][name]
+        if test is not None:
+            e(indent, f"{kw} {test}:", ip)
+            indent += 1
+        e(indent, f"{local} = {top}", ip)
+        if self.direct:
+            return
+        region = self.regions[i]
+        key = self.chain_keys.setdefault(region, len(self.chain_keys))
+        up = ".parent" * (len(region) - 1 - region.index(site))
+        e(indent, f"if bk == {key}: bsc{up}.vars[{name!r}] = {top}", ip)
+        e(indent, "else: bk = -1", ip)
 
     def scope_is_lazy(self) -> bool:
         """A direct form needs no function scope while it runs when every name its scope can
@@ -730,10 +744,14 @@ class _Gen:
                 return
             i = nxt
 
+    def block_sites(self, i, name):
+        """(site, Python local) of ``name`` in the blocks open at instruction i, innermost first."""
+        return [(site, self.bnames[site][name]) for site in reversed(self.regions[i])
+                if name in self.bnames.get(site, ())]
+
     def block_locals(self, i, name):
         """The Python locals of ``name`` in the blocks open at instruction i, innermost first."""
-        return [self.bnames[site][name] for site in reversed(self.regions[i])
-                if name in self.bnames.get(site, ())]
+        return [local for _, local in self.block_sites(i, name)]
 
     def lookup(self, i, name, scope, dst):
         """Python statements (as lines) that put the binding of ``name`` into ``dst``."""
@@ -851,9 +869,7 @@ class _Gen:
             else:
                 e(indent, f"store_name(sc, {q}, {top})", ip)
         elif op is Op.STORE_LOCAL and self.blocal and scope > 0:
-            e(indent, f"{self.bnames[self.regions[i][-1]][a]} = {top}", ip)
-            if not self.direct:
-                e(indent, "bk = -1", ip)
+            self.store_block_local(i, None, None, self.regions[i][-1], a, top, indent)
         elif op is Op.STORE_LOCAL:
             local = self.cached.get(a) if scope == 0 else None
             target = "v0" if scope == 0 else "sc.vars"
@@ -869,9 +885,13 @@ class _Gen:
             if not self.blocal:
                 e(indent, "sc = Scope(sc)", ip)
             else:
-                for local in self.bnames.get(i, {}).values():
+                names = self.bnames.get(i, {})
+                for local in names.values():
                     e(indent, f"{local} = U", ip)       # a fresh block: nothing bound yet
-                if not self.direct:
+                # A block that binds nothing leaves the cached scopes as they are: its own
+                # scope would be empty again, and nobody but this frame can tell one empty
+                # block scope from another (see blocal).
+                if names and not self.direct:
                     e(indent, "bk = -1", ip)
         elif op is Op.POP_SCOPE:
             if not self.blocal and a:
@@ -982,8 +1002,8 @@ class _Gen:
         ip = i + 1
         q = repr(name)
         kw = "if"
-        for blocal in self.block_locals(i, name):
-            e(indent, f"{kw} {blocal} is not U: {blocal} = {top}{self.stale}", ip)
+        for site, blocal in self.block_sites(i, name):
+            self.store_block_local(i, kw, f"{blocal} is not U", site, name, top, indent)
             kw = "elif"
         local = self.cached.get(name)
         if local is not None:
@@ -993,9 +1013,10 @@ class _Gen:
         elif self.own is None or name in self.own:
             e(indent, f"{kw} {q} in v0: v0[{q}] = {top}", ip)
             kw = "elif"
-        innermost = self.bnames.get(self.regions[i][-1], {}).get(name)
-        if innermost is not None:
-            e(indent, f"{kw} not store_found(P, {q}, {top}): {innermost} = {top}{self.stale}", ip)
+        site = self.regions[i][-1]
+        if name in self.bnames.get(site, ()):
+            self.store_block_local(i, kw, f"not store_found(P, {q}, {top})", site, name, top,
+                                   indent)
         elif self.lazy and local is not None:
             e(indent, f"elif not store_found(P, {q}, {top}): {local} = {top}", ip)
         else:

@@ -257,6 +257,40 @@ def test_block_variables_on_both_tiers(tmp_path):
     assert one[0] == "324 global x\n" and one[1][1] == "[line 23] undefined variable 'inner'"
 
 
+IN_PLACE = """\
+tool probe(k: Int) returns Int requires t.probe:
+    return k
+policy:
+    allow t.probe
+def run():
+    i = 0
+    while i < 30:
+        i = i + 1
+        a = i
+        if i > 25:
+            b = probe(i)        # the frame is spilled: both block scopes are built
+            a = a * 100         # the outer block's `a`, while the inner scopes are cached
+            b = b + 1
+            r = probe(1)        # spilled again: the cached scopes are reused
+            if r > 0:           # an untrusted comparison: tier 1 takes the frame over
+                print(a, b)
+        print(a)                # read by tier 1 from the outer block's scope
+    return i
+print(run())
+"""
+
+
+def test_cached_block_scopes_are_updated_in_place(tmp_path):
+    """Tier 2 builds a frame's block scopes when it spills the frame and keeps them while no
+    block is entered: a later store to a block variable updates them in place, at the right
+    level, so the tier-1 continuation that takes them over reads the new values."""
+    one = _run_source(tmp_path, IN_PLACE, "1")
+    two = _run_source(tmp_path, IN_PLACE, "2")
+    assert one[:5] == two[:5]
+    assert one[0].splitlines()[-11:] == ["2600 27", "2600", "2700 28", "2700", "2800 29",
+                                         "2800", "2900 30", "2900", "3000 31", "3000", "30"]
+
+
 def test_run_command_forces_a_tier(tmp_path):
     """`sensevm run --tier` selects the tier (through SENSE_TIER), and refuses an unknown one."""
     import subprocess
