@@ -888,11 +888,13 @@ class _Gen:
                 names = self.bnames.get(i, {})
                 for local in names.values():
                     e(indent, f"{local} = U", ip)       # a fresh block: nothing bound yet
-                # A block that binds nothing leaves the cached scopes as they are: its own
-                # scope would be empty again, and nobody but this frame can tell one empty
-                # block scope from another (see blocal).
+                # Nobody but this frame can tell one block scope from another (see blocal), so
+                # the scopes cached for this block's last entry serve again, its own emptied
+                # (a block that binds nothing leaves them as they are); any others are stale.
                 if names and not self.direct:
-                    e(indent, "bk = -1", ip)
+                    key = self.chain_keys.setdefault(self.regions[i] + (i,), len(self.chain_keys))
+                    e(indent, f"if bk == {key}: bsc.vars.clear()", ip)
+                    e(indent, "else: bk = -1", ip)
         elif op is Op.POP_SCOPE:
             if not self.blocal and a:
                 e(indent, "sc = sc.parent" + ".parent" * (a - 1), ip)

@@ -291,6 +291,36 @@ def test_cached_block_scopes_are_updated_in_place(tmp_path):
                                          "2800", "2900 30", "2900", "3000 31", "3000", "30"]
 
 
+REENTERED = """\
+tool probe(k: Int) returns Int requires t.probe:
+    return k
+policy:
+    allow t.probe
+def run():
+    v = 0
+    i = 0
+    while i < 30:
+        i = i + 1
+        if v > 0:               # untrusted from the 29th iteration: tier 1 takes over here
+            print(q)            # not bound yet in this iteration's scope
+        if i == 28:
+            v = probe(1)
+        r = probe(i)            # the frame is spilled: the loop body's scope is built
+        q = i
+    return i
+print(run())
+"""
+
+
+def test_reentered_block_scope_starts_empty(tmp_path):
+    """A block scope tier 2 keeps from one entry of a block to the next is emptied on entry: a
+    tier-1 continuation in a later iteration does not see the last iteration's bindings."""
+    one = _run_source(tmp_path, REENTERED, "1")
+    two = _run_source(tmp_path, REENTERED, "2")
+    assert one[:5] == two[:5]
+    assert one[0] == "" and one[1][:2] == ("SenseNameError", "[line 11] undefined variable 'q'")
+
+
 def test_run_command_forces_a_tier(tmp_path):
     """`sensevm run --tier` selects the tier (through SENSE_TIER), and refuses an unknown one."""
     import subprocess
