@@ -660,11 +660,10 @@ class _Gen:
         e(1, "if N > DIRECT_LIMIT or D > vm.max_depth: raise Deoptimize(None, 0)", 0)
         # (A tool body's arguments were checked by call_tool, before its `called` record.)
         checks = () if self.kind is CodeKind.TOOL_BODY else prepared.param_checks
-        for k, check in enumerate(checks):
-            if check is not None:
-                arg = self.argnames[k]
-                e(1, f"if not {self.const(check[2])}({arg}): "
-                     f"raise param_error({check[0]!r}, cl.name, {check[1]!r}, {arg})", 0)
+        for k, name, text, check in checks:
+            arg = self.argnames[k]
+            e(1, f"if not {self.const(check)}({arg}): "
+                 f"raise param_error({name!r}, cl.name, {text!r}, {arg})", 0)
         e(1, "P = cl.scope", 0)
         if not self.lazy:
             e(1, "fs = sc = Scope(P)", 0)

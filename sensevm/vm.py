@@ -300,11 +300,10 @@ class VM:
             pos = at_offset.get(ins.offset)
             positions.append(pos if pos is not None else code.position_at(ins.offset))
         path = program.sources[code.source].path if program.sources else "<input>"
-        param_checks = tuple(
-            (name, text, checker(text)) if text is not None else None
-            for name, text in zip(code.params, code.param_types))
-        if not any(param_checks):
-            param_checks = ()       # nothing to check: the call loops skip it at once
+        # Only the annotated parameters, each as (index, name, annotation, check).
+        param_checks = tuple((i, name, text, checker(text))
+                             for i, (name, text) in enumerate(zip(code.params, code.param_types))
+                             if text is not None)
         return_check = (code.return_type, checker(code.return_type)) if code.return_type else None
         return PreparedCode(code, instrs, positions, path, param_checks, return_check)
 
@@ -540,10 +539,10 @@ class VM:
                 f"'{callee.name}' expects {len(params)} argument(s), got {len(args)}")
         scope = Scope(callee.scope)
         bindings = scope.vars
-        for i, check in enumerate(prepared.param_checks):
-            if check is not None and not check[2](args[i]):
-                raise SenseTypeError(f"argument '{check[0]}' of '{callee.name}' expects "
-                                     f"{check[1]}, got {type_name(args[i])}")
+        for i, name, text, check in prepared.param_checks:
+            if not check(args[i]):
+                raise SenseTypeError(f"argument '{name}' of '{callee.name}' expects "
+                                     f"{text}, got {type_name(args[i])}")
         for name, value in zip(params, args):
             bindings[name] = value
         if self.depth >= self.max_depth:
@@ -1228,10 +1227,10 @@ class VM:
         if len(args) != len(params):
             raise SenseRuntimeError(
                 f"'{definition.name}' expects {len(params)} argument(s), got {len(args)}")
-        for i, check in enumerate(definition.param_checks):
-            if check is not None and not check[2](args[i]):
-                raise SenseTypeError(f"argument '{check[0]}' of '{definition.name}' expects "
-                                     f"{check[1]}, got {type_name(args[i])}")
+        for i, name, text, check in definition.param_checks:
+            if not check(args[i]):
+                raise SenseTypeError(f"argument '{name}' of '{definition.name}' expects "
+                                     f"{text}, got {type_name(args[i])}")
         action = PreparedAction(definition, list(args))
         self.record(action, "prepared", f, f.pos.line if line is None else line)
         return action
@@ -1477,11 +1476,14 @@ class VM:
             self.record_tool(tool, "denied", f, line, f"capability '{cap}' denied by policy")
             raise SensePolicyError(f"tool '{decl.name}' requires capability '{cap}', which is "
                                    "denied by policy")
-        for i, check in enumerate(tool.param_checks):
-            if check is not None and not check[2](args[i]):
-                raise SenseTypeError(f"argument '{check[0]}' of '{decl.name}' expects "
-                                     f"{check[1]}, got {type_name(args[i])}")
-        self.record_tool(tool, "called", f, line)
+        for i, name, text, check in tool.param_checks:
+            if not check(args[i]):
+                raise SenseTypeError(f"argument '{name}' of '{decl.name}' expects "
+                                     f"{text}, got {type_name(args[i])}")
+        # record_tool(tool, "called", f, line), written out: this runs for every tool call.
+        self.audit.append(_new_tuple(AuditRecord, (
+            tool.subject, decl.name, "tool", "called", None, line, self.lineage(f), _now(),
+            False)))
         n = len(args)
         direct = tool.body.dx[n] if n < DIRECT_ARITIES and not decl.is_async else None
         if direct is not None:
