@@ -29,14 +29,34 @@ def lexical_decision(scope, capability: str) -> Optional[str]:
 
 
 def allowed(capability: str, scope, frame) -> bool:
-    """Is ``capability`` allowed for code running in ``scope`` in ``frame`` (and its callers)?"""
-    if lexical_decision(scope, capability) == DENY:
-        return False
+    """Is ``capability`` allowed for code running in ``scope`` in ``frame`` (and its callers)?
+
+    Each walk is lexical_decision(...) == DENY written out: every action step and tool call
+    makes this check, most of them through two or three scopes with no table."""
+    s = scope
+    while s is not None:
+        table = s.policy
+        if table is not None:
+            rule = table.get(capability)
+            if rule is not None:
+                if rule == DENY:
+                    return False
+                break
+        s = s.parent
     # The frame making the check is on the chain too: a bound method (`v = a.verify`) read in
     # one scope may be called from a frame whose own scope denies.
     while frame is not None:
-        if frame.scope is not scope and lexical_decision(frame.scope, capability) == DENY:
-            return False
+        s = frame.scope
+        if s is not scope:
+            while s is not None:
+                table = s.policy
+                if table is not None:
+                    rule = table.get(capability)
+                    if rule is not None:
+                        if rule == DENY:
+                            return False
+                        break
+                s = s.parent
         # A body running on a worker thread has no caller, but a snapshot of who called it.
         frame = frame.caller or frame.origin
     return True

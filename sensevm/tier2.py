@@ -195,9 +195,20 @@ def direct_error(exc, pos, path):
 def add_slow(a, b):
     """``+`` past the generated fast paths: a labelled Int plus an Int (a total of tool
     results) goes straight to provenance's case for it, anything else to values.add."""
-    if type(a) in PV.INT_TYPES or type(b) in PV.INT_TYPES:
+    ta = type(a)
+    if ta in _INT_TYPES:
+        tb = type(b)
+        if tb is int or tb is ta:       # provenance.add's first case, without the call
+            return _new_int(ta, _int_add(a, b))
+        return PV.add(a, b, V.add)
+    if type(b) in _INT_TYPES:
         return PV.add(a, b, V.add)
     return V.add(a, b)
+
+
+_INT_TYPES = PV.INT_TYPES       # (the set every labelled Int class joins)
+_new_int = int.__new__
+_int_add = int.__add__
 
 
 def arity_error(name, count, args):
