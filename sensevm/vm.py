@@ -1311,15 +1311,21 @@ class VM:
             from .sessions import route_commit
             return route_commit(self, f, action, scope, self.sessions[-1])
         L.check_commit(action, confirmed)
-        decl = action.definition.decl
-        self.check_commit_policy(f, action, scope)
+        definition = action.definition
+        decl = definition.decl
+        # check_commit_policy and check_second_look, written out (a session calls those).
+        cap = decl.capability
+        if cap is not None and not P.allowed(cap, scope, f):
+            self._commit_denied(f, action, cap)
         if decl.approval and not action.approved and not confirmed:
             L.transition(action, "commit_unapproved")
             self.record(action, "denied", f, detail="requires approval")
             raise SenseApprovalError(f"action '{action.name}' requires approval before "
                                      f"commit() — call {action.name}.approve() first",
                                      located=False)
-        self.check_second_look(f, action)
+        look = self.look
+        if look is not None and look.outbound(decl):
+            self.second_look_at(f, action, "commit", None)
         if self.dry_run:
             L.transition(action, "commit_dry_run")
             self.record(action, "committed", f, detail="dry run — body not executed")
@@ -1328,14 +1334,13 @@ class VM:
                 body_ran(self, action)      # so a dry run shows the manifest a run will
             f.stack.append(None)
             return False
-        prepared = action.definition.body
-        scope = Scope(action.definition.scope)
-        for name, value in zip(prepared.code.params, action.args):
-            scope.vars[name] = value
+        prepared = definition.body
+        scope = Scope(definition.scope)
+        scope.vars.update(zip(prepared.code.params, action.args))
         action.body_scope = scope
         # Intent before effect: with a durable log, a crash inside the body still leaves a
         # record that the commit began (host-side only; audit_log() shows the outcome).
-        self.record(action, "committing", f, host_only=True)
+        self.record(action, "committing", f, None, None, True)
         direct = prepared.direct
         if direct is not None and action.session is None and not self.sessions:
             # The body's direct form (tier2.Compiled): no frame unless it deoptimizes, when it
@@ -1362,10 +1367,13 @@ class VM:
     def check_commit_policy(self, f, action: PreparedAction, scope: Scope) -> None:
         cap = action.definition.decl.capability
         if cap is not None and not P.allowed(cap, scope, f):
-            L.transition(action, "commit_denied")
-            self.record(action, "denied", f, detail=f"capability '{cap}' denied by policy")
-            raise SensePolicyError(f"action '{action.name}' requires capability '{cap}', "
-                                   "which is denied by policy", located=False)
+            self._commit_denied(f, action, cap)
+
+    def _commit_denied(self, f, action: PreparedAction, cap: str):
+        L.transition(action, "commit_denied")
+        self.record(action, "denied", f, detail=f"capability '{cap}' denied by policy")
+        raise SensePolicyError(f"action '{action.name}' requires capability '{cap}', "
+                               "which is denied by policy", located=False)
 
     def rollback(self, f, action: PreparedAction, scope: Scope, pos: Pos) -> bool:
         L.check_rollback(action)
