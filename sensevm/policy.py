@@ -43,11 +43,13 @@ def allowed(capability: str, scope, frame) -> bool:
                     return False
                 break
         s = s.parent
+    found = s       # the scope whose table allows it (None: no table on the chain mentions it)
     # The frame making the check is on the chain too: a bound method (`v = a.verify`) read in
-    # one scope may be called from a frame whose own scope denies.
+    # one scope may be called from a frame whose own scope denies. A frame running in the
+    # scope that decided (a module's frame, for a function it called) decides the same.
     while frame is not None:
         s = frame.scope
-        if s is not scope:
+        if s is not scope and s is not found:
             while s is not None:
                 table = s.policy
                 if table is not None:

@@ -595,7 +595,7 @@ class ToolDefinition:
     """What a tool declaration binds: calling it runs the body after the call-site checks."""
 
     __slots__ = ("decl", "body", "scope", "params", "param_checks", "return_check", "subject",
-                 "tags")
+                 "tags", "name", "arity", "capability", "is_async")
     type_name = "Tool"
 
     def __init__(self, decl, body, scope: Scope):
@@ -605,12 +605,13 @@ class ToolDefinition:
         self.params = body.code.params
         self.param_checks = body.param_checks
         self.return_check = body.return_check
+        # What every call reads, read once here.
+        self.name = decl.name
+        self.arity = len(self.params)
+        self.capability = decl.capability
+        self.is_async = decl.is_async
         self.subject = f"tool '{decl.name}'"     # its audit records' subject, made once
         self.tags = (f"tool:{decl.name}",)      # its body's lineage frame
-
-    @property
-    def name(self) -> str:
-        return self.decl.name
 
     def __str__(self) -> str:
         return f"<tool {self.decl.name}>"

@@ -1473,27 +1473,25 @@ class VM:
     def call_tool(self, f, tool: ToolDefinition, args: list, line: Optional[int] = None) -> bool:
         """Spec 12.2: arity, capability (audited), argument types, audit `called`, then the body.
         ``line`` is the frame's current line when the caller knows it (tier 2 does)."""
-        decl = tool.decl
-        if len(args) != len(tool.params):
-            raise SenseRuntimeError(
-                f"'{decl.name}' expects {len(tool.params)} argument(s), got {len(args)}")
+        n = len(args)
+        if n != tool.arity:
+            raise SenseRuntimeError(f"'{tool.name}' expects {tool.arity} argument(s), got {n}")
         if line is None:
             line = f.pos.line
-        cap = decl.capability
+        cap = tool.capability
         if cap is not None and not P.allowed(cap, f.scope, f):
             self.record_tool(tool, "denied", f, line, f"capability '{cap}' denied by policy")
-            raise SensePolicyError(f"tool '{decl.name}' requires capability '{cap}', which is "
+            raise SensePolicyError(f"tool '{tool.name}' requires capability '{cap}', which is "
                                    "denied by policy")
         for i, name, text, check in tool.param_checks:
             if not check(args[i]):
-                raise SenseTypeError(f"argument '{name}' of '{decl.name}' expects "
+                raise SenseTypeError(f"argument '{name}' of '{tool.name}' expects "
                                      f"{text}, got {type_name(args[i])}")
         # record_tool(tool, "called", f, line), written out: this runs for every tool call.
         self.audit.append(_new_tuple(AuditRecord, (
-            tool.subject, decl.name, "tool", "called", None, line, self.lineage(f), _now(),
+            tool.subject, tool.name, "tool", "called", None, line, self.lineage(f), _now(),
             False)))
-        n = len(args)
-        direct = tool.body.dx[n] if n < DIRECT_ARITIES and not decl.is_async else None
+        direct = tool.body.dx[n] if n < DIRECT_ARITIES and not tool.is_async else None
         if direct is not None:
             # The body's direct form (tier2.Compiled), `tool` standing for its closure: no
             # frame unless it deoptimizes, when its activations become frames (the body's with
@@ -1514,7 +1512,7 @@ class VM:
         for name, value in zip(tool.params, args):
             scope.vars[name] = value
         tags = tool.tags
-        if decl.is_async:
+        if tool.is_async:
             f.stack.append(self._start_async(f, tool, scope, tags))
             return False
         if self.depth >= self.max_depth:
