@@ -671,9 +671,9 @@ class _Gen:
         e(1, "if N > DIRECT_LIMIT or D > vm.max_depth: raise Deoptimize(None, 0)", 0)
         # (A tool body's arguments were checked by call_tool, before its `called` record.)
         checks = () if self.kind is CodeKind.TOOL_BODY else prepared.param_checks
-        for k, name, text, check in checks:
+        for k, name, text, check, exact in checks:
             arg = self.argnames[k]
-            e(1, f"if not {self.const(check)}({arg}): "
+            e(1, f"if {self.exact_test(exact, arg)}not {self.const(check)}({arg}): "
                  f"raise param_error({name!r}, cl.name, {text!r}, {arg})", 0)
         e(1, "P = cl.scope", 0)
         if not self.lazy:
@@ -694,9 +694,14 @@ class _Gen:
         e(2, "raise direct_error(exc, POSITIONS[ip - 1], PATH) from None", 0)
         check = self.direct_return_check()
         if check is not None:
-            e(1, f"if not {self.const(check[1])}(_v): raise return_error(cl.name, {check[0]!r}, _v)",
-              0)
+            e(1, f"if {self.exact_test(check[2], '_v')}not {self.const(check[1])}(_v): "
+                 f"raise return_error(cl.name, {check[0]!r}, _v)", 0)
             e(1, "return _v", 0)
+
+    def exact_test(self, exact, value: str) -> str:
+        """The start of a type check's condition: a value of the annotation's exact type (see
+        values.exact_type) skips the checker's call."""
+        return "" if exact is None else f"type({value}) is not {self.const(exact)} and "
 
     def direct_return_check(self):
         """The declared return type a direct form checks: a function's or a tool's, as tier 1's
@@ -1319,7 +1324,8 @@ class _Gen:
             check = prepared.return_check
             if check is not None:
                 cname = self.const(check[1])
-                e(indent + 1, f"if f.closure is not None and not {cname}({top}): "
+                e(indent + 1, f"if f.closure is not None and {self.exact_test(check[2], top)}"
+                              f"not {cname}({top}): "
                               f"raise return_error(f.closure.name, {check[0]!r}, {top})", ip)
             e(indent + 1, f"if c is not None: c.stack.append({top})", ip)
             e(indent + 1, f"else: vm.result = {top}", ip)

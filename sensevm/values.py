@@ -434,6 +434,15 @@ def parse_annotation(text: str):
     return result
 
 
+# The one Python type that alone satisfies an annotation, for the callers that test it before
+# calling the checker (a plain Int argument or result then costs no call); None for the others.
+_EXACT = {"Int": int, "Float": float, "String": str, "Bool": bool, "Nil": type(None)}
+
+
+def exact_type(text: str):
+    return _EXACT.get(text)
+
+
 def make_checker(text: str) -> Callable[[Any], bool]:
     """A predicate for the annotation ``text`` (spec 4.7); unknown names accept anything."""
     parsed = parse_annotation(text)

@@ -300,11 +300,13 @@ class VM:
             pos = at_offset.get(ins.offset)
             positions.append(pos if pos is not None else code.position_at(ins.offset))
         path = program.sources[code.source].path if program.sources else "<input>"
-        # Only the annotated parameters, each as (index, name, annotation, check).
-        param_checks = tuple((i, name, text, checker(text))
+        # Only the annotated parameters, each as (index, name, annotation, check, exact type):
+        # a value of the exact type (values.exact_type; None if there is none) needs no check.
+        param_checks = tuple((i, name, text, checker(text), V.exact_type(text))
                              for i, (name, text) in enumerate(zip(code.params, code.param_types))
                              if text is not None)
-        return_check = (code.return_type, checker(code.return_type)) if code.return_type else None
+        return_check = ((code.return_type, checker(code.return_type),
+                         V.exact_type(code.return_type)) if code.return_type else None)
         return PreparedCode(code, instrs, positions, path, param_checks, return_check)
 
     # ------------------------------------------------------------------ running
@@ -539,8 +541,8 @@ class VM:
                 f"'{callee.name}' expects {len(params)} argument(s), got {len(args)}")
         scope = Scope(callee.scope)
         bindings = scope.vars
-        for i, name, text, check in prepared.param_checks:
-            if not check(args[i]):
+        for i, name, text, check, exact in prepared.param_checks:
+            if type(args[i]) is not exact and not check(args[i]):
                 raise SenseTypeError(f"argument '{name}' of '{callee.name}' expects "
                                      f"{text}, got {type_name(args[i])}")
         for name, value in zip(params, args):
@@ -1045,7 +1047,7 @@ class VM:
             value = self._body_returned(f, value)
         elif f.closure is not None:
             check = f.prepared.return_check
-            if check is not None and not check[1](value):
+            if check is not None and type(value) is not check[2] and not check[1](value):
                 # Reported at the call, as the reference does: the callee's frame is gone.
                 raise SenseTypeError(
                     f"'{f.closure.name}' declared to return {check[0]}, got {type_name(value)}")
@@ -1227,8 +1229,8 @@ class VM:
         if len(args) != len(params):
             raise SenseRuntimeError(
                 f"'{definition.name}' expects {len(params)} argument(s), got {len(args)}")
-        for i, name, text, check in definition.param_checks:
-            if not check(args[i]):
+        for i, name, text, check, exact in definition.param_checks:
+            if type(args[i]) is not exact and not check(args[i]):
                 raise SenseTypeError(f"argument '{name}' of '{definition.name}' expects "
                                      f"{text}, got {type_name(args[i])}")
         action = PreparedAction(definition, list(args))
@@ -1413,7 +1415,7 @@ class VM:
             return agent                # start()/resume() return the agent
         if frame.role == "tool":
             check = frame.action.return_check
-            if check is not None and not check[1](value):
+            if check is not None and type(value) is not check[2] and not check[1](value):
                 # Reported at the call, as for functions: the tool's frame is gone.
                 raise SenseTypeError(f"'{frame.action.name}' declared to return {check[0]}, "
                                      f"got {type_name(value)}")
@@ -1483,8 +1485,8 @@ class VM:
             self.record_tool(tool, "denied", f, line, f"capability '{cap}' denied by policy")
             raise SensePolicyError(f"tool '{tool.name}' requires capability '{cap}', which is "
                                    "denied by policy")
-        for i, name, text, check in tool.param_checks:
-            if not check(args[i]):
+        for i, name, text, check, exact in tool.param_checks:
+            if type(args[i]) is not exact and not check(args[i]):
                 raise SenseTypeError(f"argument '{name}' of '{tool.name}' expects "
                                      f"{text}, got {type_name(args[i])}")
         # record_tool(tool, "called", f, line), written out: this runs for every tool call.
