@@ -826,6 +826,13 @@ class _Gen:
                       f"{sec} = {sec} + {kc[1]}", ip)
             e(indent, f"else: {sec} = add({sec}, {kc[1]})", ip)
             return i + 1
+        if kc is not None and kc[0] is _NIL:
+            # values.equal(x, nil) is `x is None` for any x but a labelled value.
+            e(indent, f"if type({sec}) not in LT: {sec} = {sec} is {'' if op is Op.EQ else 'not '}None",
+              ip)
+            self.slow_compare(i, f"{sec} = {'' if op is Op.EQ else 'not_'}equal({sec}, None)",
+                              sec, indent)
+            return i + 1
         if kc is not None and kc[0] is str and op in (Op.EQ, Op.NE):
             sym = _INT_FOLD[op]
             e(indent, f"if type({sec}) is str: {sec} = {sec} {sym} {kc[1]}", ip)
@@ -838,7 +845,8 @@ class _Gen:
             if self.folded_constant(i + 1) is None:     # else the next one uses the literal
                 e(indent, f"{push} = {self.const(a)}", ip)
         elif op is Op.LOAD_NIL:
-            e(indent, f"{push} = None", ip)
+            if self.folded_constant(i + 1) is None:     # else the comparison uses None
+                e(indent, f"{push} = None", ip)
         elif op is Op.LOAD_TRUE:
             e(indent, f"{push} = True", ip)
         elif op is Op.LOAD_FALSE:
@@ -1043,11 +1051,16 @@ class _Gen:
 
     def folded_constant(self, i):
         """(type, literal, value) when instruction i's right operand is the constant that the
-        instruction just before pushed (an Int or String with a literal), else None."""
+        instruction just before pushed (an Int or String with a literal, or nil compared),
+        else None."""
         if not (0 < i < len(self.instrs)) or self.preds[i] != 1 or i in self.dispatch:
             return None
         prev = self.instrs[i - 1]
-        if instrs_op(prev) != Op.LOAD_CONST or not self.state[i] or not self.state[i][0]:
+        if not self.state[i] or not self.state[i][0]:
+            return None
+        if instrs_op(prev) == Op.LOAD_NIL and Op(self.instrs[i][0]) in (Op.EQ, Op.NE):
+            return (_NIL, "None", None)
+        if instrs_op(prev) != Op.LOAD_CONST:
             return None
         value = prev[1]
         if type(value) not in (int, str) or _literal(value) is None:
@@ -1349,6 +1362,7 @@ class _Gen:
 
 
 _COMPARISONS = frozenset({Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE})
+_NIL = type(None)
 _BRANCHES = frozenset({Op.POP_JUMP_IF_FALSE, Op.POP_JUMP_IF_TRUE, Op.JUMP_IF_FALSE_OR_POP,
                        Op.JUMP_IF_TRUE_OR_POP})
 _INT_FOLD = {Op.ADD: "+", Op.SUB: "-", Op.MUL: "*", Op.MOD: "%", Op.LT: "<", Op.LE: "<=",

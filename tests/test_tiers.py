@@ -321,6 +321,44 @@ def test_reentered_block_scope_starts_empty(tmp_path):
     assert one[0] == "" and one[1][:2] == ("SenseNameError", "[line 11] undefined variable 'q'")
 
 
+NIL_COMPARISONS = """\
+tool probe(k: Int) returns Int requires t.probe:
+    return k
+policy:
+    allow t.probe
+def check(values):
+    out = []
+    for v in values:
+        push(out, v == nil)
+        push(out, v != nil)
+    return out
+def run():
+    i = 0
+    seen = 0
+    last = []
+    while i < 40:
+        i = i + 1
+        last = check([nil, 0, false, true, "", [], [nil], 1.5, i])
+        p = probe(i)            # untrusted: compared with nil on the labelled path
+        if p != nil:
+            seen = seen + 1
+        if p == nil:
+            seen = seen - 100
+    print(last)
+    return seen
+print(run())
+"""
+
+
+def test_comparisons_with_nil_on_both_tiers(tmp_path):
+    """`x == nil` and `x != nil` are an identity test in tier 2 for any value but a labelled one,
+    which still takes values.equal (its result is labelled, and a branch on it goes to tier 1)."""
+    one = _run_source(tmp_path, NIL_COMPARISONS, "1")
+    two = _run_source(tmp_path, NIL_COMPARISONS, "2")
+    assert one[:5] == two[:5]
+    assert one[0].splitlines() == ["[true, false" + ", false, true" * 8 + "]", "40"]
+
+
 def test_run_command_forces_a_tier(tmp_path):
     """`sensevm run --tier` selects the tier (through SENSE_TIER), and refuses an unknown one."""
     import subprocess
