@@ -37,6 +37,11 @@ from __future__ import annotations
 
 from enum import IntEnum, IntFlag
 
+try:    # CPython's own quick way of making its enums (3.11+), for this module's import time
+    from enum import _simple_enum
+except ImportError:     # pragma: no cover - a Python without it makes them the usual way
+    _simple_enum = None
+
 from .digest import sha256    # not hashlib: see sensevm.digest (start-up time)
 
 FORMAT_MAJOR = 5          # 5: IMPORT_PYTHON
@@ -44,7 +49,31 @@ FORMAT_MINOR = 0          # the manifest's flags: action "immediate" (4), "sends
                           # second-look roles (16); tool "trusted" (2)
 
 
-class Operand(IntEnum):
+_PLAIN: dict = {}
+
+
+def int_enum(cls):
+    """The plain class ``cls`` (members, and a ``__new__`` taking each member's value) as an
+    IntEnum. Every command imports this module: the decorator CPython uses for its own enums
+    makes these in a third of the time that the class statement does."""
+    _PLAIN[cls.__name__] = cls      # (for the test that the usual way makes the same enum)
+    if _simple_enum is not None:
+        return _simple_enum(IntEnum)(cls)
+    return _int_enum_slowly(cls)
+
+
+def _int_enum_slowly(cls):
+    import types
+
+    def body(ns):
+        for key, value in cls.__dict__.items():
+            if key not in ("__dict__", "__weakref__"):
+                ns[key] = value.__func__ if isinstance(value, staticmethod) else value
+    return types.new_class(cls.__name__, (IntEnum,), exec_body=body)
+
+
+@int_enum
+class Operand:
     CONST = 1
     NAME = 2
     TYPE = 3
@@ -72,7 +101,8 @@ C, N, T, K, M, U, J, A, O = (Operand.CONST, Operand.NAME, Operand.TYPE, Operand.
 G = Operand.AGENT
 
 
-class Op(IntEnum):
+@int_enum
+class Op:
     """Each member: value, operand kinds, pops, pushes, flags, branch effect, doc."""
 
     def __new__(cls, code, operands, pops, pushes, flags, branch, doc):
@@ -206,10 +236,13 @@ class Op(IntEnum):
 
 # ----------------------------------------------------------------------------- derived tables
 
-OPS: dict[int, Op] = {op.value: op for op in Op}
-OPNAMES: dict[int, str] = {op.value: op.name for op in Op}
-JUMPS = frozenset(op for op in Op if op.flags & F.JUMP)
-TERMINATORS = frozenset(op for op in Op if op.flags & F.TERMINATOR)
+# (Built from the members' plain attributes: `value`, `name` and flag arithmetic are
+# Python-level calls on an enum, and this module is imported by every command.)
+_MEMBERS = list(Op)
+OPS: dict[int, Op] = {op._value_: op for op in _MEMBERS}
+OPNAMES: dict[int, str] = {op._value_: op._name_ for op in _MEMBERS}
+JUMPS = frozenset(op for op in _MEMBERS if int(op.flags) & F.JUMP._value_)
+TERMINATORS = frozenset(op for op in _MEMBERS if int(op.flags) & F.TERMINATOR._value_)
 
 
 def _effect(formula):
@@ -218,8 +251,8 @@ def _effect(formula):
     return eval(f"lambda a=0, b=0: {formula}", {})  # formulas are literals of this module
 
 
-POPS = {op: _effect(op.pops) for op in Op}
-PUSHES = {op: _effect(op.pushes) for op in Op}
+POPS = {op: _effect(op.pops) for op in _MEMBERS}
+PUSHES = {op: _effect(op.pushes) for op in _MEMBERS}
 
 
 def _effect_row(op: Op) -> tuple:
@@ -240,7 +273,7 @@ EFFECTS: list = [None] * 256
 # The operand layout, by opcode value, for the encoders and decoders that take a short cut:
 # 0 no operands, 1 a single varint operand, 2 anything else (a TARGET, or two operands).
 SHAPES: list = [2] * 256
-for _op in Op:
+for _op in _MEMBERS:
     EFFECTS[_op._value_] = _effect_row(_op)
     if not _op.operands:
         SHAPES[_op._value_] = 0
@@ -255,8 +288,8 @@ ENCODING = "opcode:u8; operands:uleb128; TARGET:u32le absolute byte offset"
 
 def _fingerprint() -> bytes:
     rows = [ENCODING]
-    for op in Op:
-        rows.append(f"{op.value}|{op.name}|{','.join(o.name for o in op.operands)}|"
+    for op in _MEMBERS:
+        rows.append(f"{op._value_}|{op._name_}|{','.join(o._name_ for o in op.operands)}|"
                     f"{op.pops}|{op.pushes}|{int(op.flags)}|{op.branch}")
     return sha256("\n".join(rows).encode()).digest()[:8]
 

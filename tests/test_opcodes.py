@@ -85,3 +85,27 @@ def test_terminators():
     assert opcodes.TERMINATORS == {op for op in Op if op.flags & F.TERMINATOR}
     assert {Op.JUMP, Op.RETURN} <= opcodes.TERMINATORS
     assert opcodes.JUMPS == {op for op in Op if Operand.TARGET in op.operands}
+
+
+@pytest.mark.parametrize("name", ["Op", "Operand"])
+def test_the_usual_enum_machinery_makes_the_same_enum(name):
+    """The instruction set's enums are made with CPython's quick decorator where it exists; the
+    usual way (the fallback) must give the same members, values, order, rows and behaviour."""
+    from enum import IntEnum
+    quick = getattr(opcodes, name)
+    usual = opcodes._int_enum_slowly(opcodes._PLAIN[name])
+    assert issubclass(quick, IntEnum) and issubclass(usual, IntEnum)
+    assert [(m.name, m.value) for m in usual] == [(m.name, m.value) for m in quick]
+    for q in quick:
+        u = usual[q.name]
+        assert usual(q.value) is u and repr(u).replace(name, "X") == repr(q).replace(name, "X")
+        assert str(u) == str(q) and u == q and hash(u) == hash(q)
+        if name == "Op":
+            assert (u.operands, u.pops, u.pushes, u.flags, u.branch, u.doc) == \
+                (q.operands, q.pops, q.pushes, q.flags, q.branch, q.doc)
+
+
+def test_members_survive_pickling():
+    import pickle
+    for op in Op:
+        assert pickle.loads(pickle.dumps(op)) is op
