@@ -163,13 +163,17 @@ def function_scope(parent, names, values):
 
 def materialize(prepared, scope, owner, stack, ip):
     """The frame a direct activation becomes (its caller is linked by whoever called it):
-    a function's, or a tool's or commit body's (role, owner and lineage frame, as call_tool
-    and commit make them)."""
+    a function's, or a tool's, commit body's or rollback block's (role, owner and lineage
+    frame, as call_tool, commit and rollback make them; rollback gives its frame the audit
+    line)."""
     kind = prepared.code.kind
     if kind is CodeKind.TOOL_BODY:
         frame = Frame(prepared, scope, None, None, None, owner, "tool", owner.tags)
     elif kind is CodeKind.ACTION_BODY:
         frame = Frame(prepared, scope, None, None, None, owner, "commit", owner.definition.tags)
+    elif kind is CodeKind.ROLLBACK:
+        frame = Frame(prepared, scope, None, None, None, owner, "rollback",
+                      owner.definition.rollback_tags)
     else:
         frame = Frame(prepared, scope, None, owner)
     frame.stack = stack
@@ -467,7 +471,8 @@ class _Gen:
     def has_direct_form(self) -> bool:
         """A function with a direct form (see Compiled): every instruction done in place (no
         member read: it may capture the frame; no closure made) or a CALL, unless steps count."""
-        if self.kind not in (CodeKind.FUNCTION, CodeKind.TOOL_BODY, CodeKind.ACTION_BODY):
+        if self.kind not in (CodeKind.FUNCTION, CodeKind.TOOL_BODY, CodeKind.ACTION_BODY,
+                             CodeKind.ROLLBACK):
             return False
         allowed = IN_PLACE_OPS if self.counting else IN_PLACE_OPS | {Op.CALL}
         for i, (op, _, _) in enumerate(self.instrs):
@@ -500,7 +505,7 @@ class _Gen:
         hold lives in a Python local (none is also bound in a block) and its blocks, if any,
         live in Python locals too: nothing reads the scope but a deoptimization, which builds
         it from those locals (params first, as tier 1 binds them)."""
-        if self.own is None or self.own & self.blk or self.kind is CodeKind.ACTION_BODY:
+        if self.own is None or self.own & self.blk or self.kind in _GIVEN_SCOPE:
             return False        # (a commit body's scope is the one its rollback will see)
         pushes = any(op == Op.PUSH_SCOPE for op, _, _ in self.instrs)
         return self.blocal or not pushes
@@ -647,9 +652,10 @@ class _Gen:
         self.ns["POSITIONS"] = prepared.positions
         self.ns["PATH"] = prepared.path
         self.ns["PREP"] = prepared
-        if self.kind is CodeKind.ACTION_BODY:
+        if self.kind in _GIVEN_SCOPE:
             # A commit body: vm.commit made its scope (the scope a rollback will see) and bound
-            # the checked arguments; ``cl`` is the prepared action.
+            # the checked arguments; a rollback block: vm.rollback made its scope, a child of
+            # that one. ``cl`` is the prepared action.
             self.argnames = None
             e(0, "def direct(vm, cl, D, N, sc):", 0)
             e(1, "if N > DIRECT_LIMIT or D > vm.max_depth: raise Deoptimize(None, 0)", 0)
@@ -1362,6 +1368,8 @@ class _Gen:
 
 
 _COMPARISONS = frozenset({Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE})
+# The bodies whose direct form is given its scope by the VM (commit, rollback).
+_GIVEN_SCOPE = frozenset({CodeKind.ACTION_BODY, CodeKind.ROLLBACK})
 _NIL = type(None)
 _BRANCHES = frozenset({Op.POP_JUMP_IF_FALSE, Op.POP_JUMP_IF_TRUE, Op.JUMP_IF_FALSE_OR_POP,
                        Op.JUMP_IF_TRUE_OR_POP})

@@ -1396,7 +1396,28 @@ class VM:
             return False
         # The block runs in a new scope whose parent is exactly the scope the body ran in.
         scope = Scope(action.body_scope)
-        self._push_body(f, action.definition.rollback, scope, action, "rollback",
+        prepared = action.definition.rollback
+        direct = prepared.direct
+        if direct is not None and action.session is None and not self.sessions:
+            # The block's direct form, as commit runs the body's (the frame a deoptimization
+            # makes for the block gets the audit line _push_body would have given it).
+            try:
+                value = direct(self, action, self.depth + 1, 1, scope)
+            except Deoptimize as stop:
+                if stop.top is not None:
+                    stop.top.caller = f
+                    stop.top.audit_line = line
+                    self.depth = stop.depth
+                    return True
+            except SenseError as err:       # placed in the block already
+                self._body_failed_at(action, "rollback", f, err, line)
+                raise
+            else:
+                L.transition(action, "rollback_succeeded")
+                self.record(action, "rolled_back", f, line)
+                f.stack.append(value)
+                return False
+        self._push_body(f, prepared, scope, action, "rollback",
                         action.definition.rollback_tags, line)
         return True
 

@@ -634,3 +634,54 @@ def test_lifecycle_instructions_in_tier_two_and_what_else_they_meet(tmp_path):
     assert out.splitlines()[-1] == "40" and len(out.splitlines()) == 41
     assert error is not None and error[2].line == 9, error
     assert len([r for r in records if r[1] == "committed"]) == 40
+
+
+ROLLBACK_BLOCKS = """\
+ledger = [0]
+tool audit_it(k: Int) returns Int requires ledger.audit:
+    return k
+def loud(k):
+    if k % 7 == 0:
+        audit_it(k)
+    return k
+reversible action credit(delta: Int) requires ledger.write:
+    local before = ledger[0]
+    ledger[0] = ledger[0] + delta
+rollback:
+    ledger[0] = before - loud(delta) + delta
+    if delta == 33:
+        ledger[0] = ledger[0] / 0
+policy:
+    allow ledger.write
+    allow ledger.audit
+def run(n):
+    i = 1
+    while i < n:
+        c = credit(i)
+        c.verify()
+        c.commit()
+        test "rollback":
+            c.rollback()
+        i = i + 1
+    return ledger[0]
+print(run(40))
+"""
+
+
+def test_rollback_blocks_run_direct_and_deoptimize_with_their_role(tmp_path):
+    """A rollback block runs as a direct form in the scope under its commit body's (it reads
+    the body's `before`); when it calls a tool it becomes the rollback frame first, so the
+    tool's records carry `reversible:credit > rollback:credit`; a block that fails leaves the
+    action failed with the rollback's line and what failed, on both tiers alike."""
+    (out, error, lines, records, tests), vm = both(tmp_path, ROLLBACK_BLOCKS)
+    assert error is None and out == "0\n"
+    assert len([r for r in records if r[1] == "rolled_back"]) == 38
+    called = [r for r in records if r[0] == "tool 'audit_it'" and r[1] == "called"]
+    assert len(called) == 5
+    assert all(r[4] == ("reversible:credit", "rollback:credit") for r in called)
+    failed, = [r for r in records if r[1] == "failed"]
+    assert failed[3] == 25 and "rollback body failed: [line 14] division by zero" in failed[2]
+    assert [t[1] for t in tests].count(False) == 1
+    assert [p.direct is not None for p in vm.prepared
+            if p.code.name == "credit.rollback"] == [True]
+    assert vm.deopts >= 5
