@@ -484,7 +484,7 @@ class _Gen:
         """Bind block ``site``'s Python local of ``name`` to ``top`` (under ``{kw} {test}:``
         unless ``test`` is None). The block scopes built for this region (``bk`` is its key)
         are updated in place, as tier 1 updates its one scope per block entry; any others
-        cached are out of date (``bk = -1``). A direct form caches none (see scope_at)."""
+        cached are out of date (``bk = False``). A direct form caches none (see scope_at)."""
         e = self.emit
         ip = i + 1
         local = self.bnames[site][name]
@@ -495,10 +495,27 @@ class _Gen:
         if self.direct:
             return
         region = self.regions[i]
-        key = self.chain_keys.setdefault(region, len(self.chain_keys))
+        key = self.chain_keys.setdefault(region, len(self.chain_keys) + 1)
         up = ".parent" * (len(region) - 1 - region.index(site))
-        e(indent, f"if bk == {key}: bsc{up}.vars[{name!r}] = {top}", ip)
-        e(indent, "else: bk = -1", ip)
+        self.keyed(indent, key, f"bsc{up}.vars[{name!r}] = {top}", ip)
+
+    def keyed(self, indent, key, update, ip):
+        """``if bk == key: {update}`` else the cached scopes are stale; just the latter when no
+        scopes are ever built for that key (a loop that makes no call), see drop_keyed. Keys
+        start at 1 and none cached is False, so a loop that keeps none pays one test of a
+        bool (the interpreter's fastest branch)."""
+        self.keyed_at.append((len(self.lines), key))
+        self.emit(indent, "if bk:", ip)
+        self.emit(indent + 1, f"if bk == {key}: {update}", ip)
+        self.emit(indent + 1, "else: bk = False", ip)
+
+    def drop_keyed(self) -> None:
+        """Keyed updates (see keyed) of keys no scopes were built for become ``bk = False``."""
+        for k, key in self.keyed_at:
+            if key not in self.built_keys:
+                line = self.lines[k]
+                indent = line[:len(line) - len(line.lstrip())]
+                self.lines[k:k + 3] = [indent + "bk = False", indent + "pass", indent + "pass"]
 
     def scope_is_lazy(self) -> bool:
         """A direct form needs no function scope while it runs when every name its scope can
@@ -522,6 +539,8 @@ class _Gen:
     def _generate(self) -> str:
         self.lines = []
         self.linemap = {}
+        self.keyed_at: list = []        # (line index, chain key): see keyed
+        self.built_keys: set = set()
         maxdepth = max((st[0] for st in self.state if st is not None), default=0)
         slots = [f"s{i}" for i in range(maxdepth + 2)]
         e = self.emit
@@ -569,7 +588,7 @@ class _Gen:
         if self.blocal:
             if not self.direct:
                 e(1, "sc = fs", 0)
-            e(1, "bk = -1", 0)
+            e(1, "bk = False", 0)
             e(1, "bsc = None", 0)
             for names in self.bnames.values():
                 for local in names.values():
@@ -597,6 +616,7 @@ class _Gen:
             e(2, "tb = exc.__traceback__", 0)
             e(2, "f.ip = LINEMAP.get(tb.tb_lineno, f.ip) if tb is not None else f.ip", 0)
             e(2, "raise", 0)
+        self.drop_keyed()
         self.prune_unread()
         self.ns["DEPTH"] = {j: self.state[j][1] for j in self.entries}
         self.ns["UNSET"] = UNSET
@@ -607,7 +627,7 @@ class _Gen:
     _UNREAD = {"    " + _GRAND: re.compile(r"\bppv\b"),
                "    U = UNSET": re.compile(r"\bU\b"),
                "    L = 0": re.compile(r"\bL\b(?!\s*=[^=])"),
-               "    bk = -1": re.compile(r"\bbk\b(?!\s*=[^=])"),
+               "    bk = False": re.compile(r"\bbk\b(?!\s*=[^=])"),
                "    bsc = None": re.compile(r"\bbsc\b(?!\s*=[^=])")}
 
     def prune_unread(self) -> None:
@@ -921,9 +941,8 @@ class _Gen:
                 # the scopes cached for this block's last entry serve again, its own emptied
                 # (a block that binds nothing leaves them as they are); any others are stale.
                 if names and not self.direct:
-                    key = self.chain_keys.setdefault(self.regions[i] + (i,), len(self.chain_keys))
-                    e(indent, f"if bk == {key}: bsc.vars.clear()", ip)
-                    e(indent, "else: bk = -1", ip)
+                    key = self.chain_keys.setdefault(self.regions[i] + (i,), len(self.chain_keys) + 1)
+                    self.keyed(indent, key, "bsc.vars.clear()", ip)
         elif op is Op.POP_SCOPE:
             if not self.blocal and a:
                 e(indent, "sc = sc.parent" + ".parent" * (a - 1), ip)
@@ -1023,7 +1042,7 @@ class _Gen:
     def set_scope(self, i, indent):
         """Give the frame its scope as tier 1 would have it at instruction i. Block scopes are
         built once and reused (as tier 1's would be) until a block variable changes or a block
-        is entered: ``bk`` says which blocks ``bsc`` was built for, -1 for none."""
+        is entered: ``bk`` says which blocks ``bsc`` was built for, False for none."""
         self.emit(indent, f"f.scope = {self.scope_at(i, indent)}", i + 1)
 
     def store_in_block(self, i, name, top, indent):
@@ -1127,7 +1146,7 @@ class _Gen:
             self.emit(indent, f"fs = sc = function_scope(P, {tuple(names)!r}, ({values}))", i + 1)
         if not self.blocal or not self.regions[i]:
             return "sc"
-        key = self.chain_keys.setdefault(self.regions[i], len(self.chain_keys))
+        key = self.chain_keys.setdefault(self.regions[i], len(self.chain_keys) + 1)
         levels = []
         for site in self.regions[i]:
             names = self.bnames.get(site, {})
@@ -1135,6 +1154,7 @@ class _Gen:
         if self.direct:       # only a deoptimization asks, once: nothing to reuse
             self.emit(indent, f"bsc = chain(fs, {', '.join(levels)})", i + 1)
         else:
+            self.built_keys.add(key)
             self.emit(indent, f"if bk != {key}: bsc = chain(fs, {', '.join(levels)}); bk = {key}",
                       i + 1)
         return "bsc"
