@@ -57,9 +57,14 @@ def int_enum(cls):
     IntEnum. Every command imports this module: the decorator CPython uses for its own enums
     makes these in a third of the time that the class statement does."""
     _PLAIN[cls.__name__] = cls      # (for the test that the usual way makes the same enum)
-    if _simple_enum is not None:
-        return _simple_enum(IntEnum)(cls)
-    return _int_enum_slowly(cls)
+    if _simple_enum is None:
+        return _int_enum_slowly(cls)
+    enum_class = _simple_enum(IntEnum)(cls)
+    # It leaves a descriptor in the class per member, which makes every `Op.X` a Python-level
+    # call; the class statement leaves the members themselves (no name here shadows another).
+    for name, member in enum_class._member_map_.items():
+        type.__setattr__(enum_class, name, member)
+    return enum_class
 
 
 def _int_enum_slowly(cls):

@@ -100,6 +100,7 @@ def test_the_usual_enum_machinery_makes_the_same_enum(name):
         u = usual[q.name]
         assert usual(q.value) is u and repr(u).replace(name, "X") == repr(q).replace(name, "X")
         assert str(u) == str(q) and u == q and hash(u) == hash(q)
+        assert vars(quick)[q.name] is q and vars(usual)[u.name] is u     # plain attributes
         if name == "Op":
             assert (u.operands, u.pops, u.pushes, u.flags, u.branch, u.doc) == \
                 (q.operands, q.pops, q.pushes, q.flags, q.branch, q.doc)
