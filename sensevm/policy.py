@@ -31,8 +31,8 @@ def lexical_decision(scope, capability: str) -> Optional[str]:
 def allowed(capability: str, scope, frame) -> bool:
     """Is ``capability`` allowed for code running in ``scope`` in ``frame`` (and its callers)?
 
-    Each walk is lexical_decision(...) == DENY written out: every action step and tool call
-    makes this check, most of them through two or three scopes with no table."""
+    The first walk is lexical_decision written out: every action step and tool call makes this
+    check, most of them through two or three scopes with no table."""
     s = scope
     while s is not None:
         table = s.policy
@@ -49,16 +49,8 @@ def allowed(capability: str, scope, frame) -> bool:
     # scope that decided (a module's frame, for a function it called) decides the same.
     while frame is not None:
         s = frame.scope
-        if s is not scope and s is not found:
-            while s is not None:
-                table = s.policy
-                if table is not None:
-                    rule = table.get(capability)
-                    if rule is not None:
-                        if rule == DENY:
-                            return False
-                        break
-                s = s.parent
+        if s is not scope and s is not found and lexical_decision(s, capability) == DENY:
+            return False
         # A body running on a worker thread has no caller, but a snapshot of who called it.
         frame = frame.caller or frame.origin
     return True

@@ -121,7 +121,6 @@ class SecondLook:
         self.evidence: list = []          # (origin, text): the user's words, trusted records
         self._seen: set = set()
         self._literals = None
-        self._outbound: dict = {}
 
     # -- minting labels where values enter the program
 
@@ -169,12 +168,6 @@ class SecondLook:
                     self.add_evidence(P._best(x.origins), str(P.plain(x)))
 
     # -- the check
-
-    def outbound(self, decl) -> bool:
-        known = self._outbound.get(id(decl))
-        if known is None:
-            known = self._outbound[id(decl)] = is_outbound(decl.capability, decl.sends)
-        return known
 
     def add_unit(self, unit) -> None:
         """A loaded unit of code (its literals are gathered at the first check)."""

@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # annotations only: importing typing would slow every start
 from .errors import SenseNameError, SenseRuntimeError, SenseTypeError
 from . import provenance as _P
 from .provenance import LABELLED as _LT
+from .secondlook import is_outbound as _is_outbound
 from .limits import DEFAULT_MAX_ARRAY, DEFAULT_MAX_STRING, array_limit, string_limit
 
 # The size limits of the running VM (set by VM._loop; see sensevm/limits.py): kept here so
@@ -497,7 +498,7 @@ class ActionDefinition:
     """What an action declaration binds: calling it prepares an action (the body never runs)."""
 
     __slots__ = ("decl", "body", "rollback", "scope", "params", "param_checks", "kind",
-                 "subject", "tags", "rollback_tags")
+                 "subject", "tags", "rollback_tags", "outbound")
     type_name = "Action"
 
     def __init__(self, decl, body, rollback, scope: Scope):
@@ -512,6 +513,8 @@ class ActionDefinition:
         self.subject = f"{kind} action '{decl.name}'"
         self.tags = (f"{kind}:{decl.name}",)
         self.rollback_tags = self.tags + (f"rollback:{decl.name}",)
+        # Whether the second look checks it at verify and commit (secondlook.is_outbound).
+        self.outbound = _is_outbound(decl.capability, decl.sends)
 
     @property
     def name(self) -> str:

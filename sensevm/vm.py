@@ -1249,7 +1249,7 @@ class VM:
         L.transition(action, "verify_allowed")
         self.record(action, "verified", f, pos.line)
         look = self.look
-        if look is not None and look.outbound(action.definition.decl):
+        if look is not None and action.definition.outbound:
             self.second_look_at(f, action, "verify", pos.line)
         return action
 
@@ -1266,7 +1266,7 @@ class VM:
     def check_second_look(self, f, action: PreparedAction) -> None:
         """The second look at a commit (or a session queueing one): raises if it must ask."""
         look = self.look
-        if look is not None and look.outbound(action.definition.decl):
+        if look is not None and action.definition.outbound:
             self.second_look_at(f, action, "commit", None)
 
     def second_look_at(self, f, action: PreparedAction, stage: str, line) -> None:
@@ -1326,7 +1326,7 @@ class VM:
                                      f"commit() — call {action.name}.approve() first",
                                      located=False)
         look = self.look
-        if look is not None and look.outbound(decl):
+        if look is not None and definition.outbound:
             self.second_look_at(f, action, "commit", None)
         if self.dry_run:
             L.transition(action, "commit_dry_run")
@@ -1345,24 +1345,11 @@ class VM:
         self.record(action, "committing", f, None, None, True)
         direct = prepared.direct
         if direct is not None and action.session is None and not self.sessions:
-            # The body's direct form (tier2.Compiled): no frame unless it deoptimizes, when it
-            # becomes the commit frame _push_body would have made and the loop runs it; its
-            # return and its failure do what op_RETURN / _unwind do for that frame.
-            try:
-                value = direct(self, action, self.depth + 1, 1, scope)
-            except Deoptimize as stop:
-                if stop.top is not None:
-                    stop.top.caller = f
-                    self.depth = stop.depth
-                    return True
-            except SenseError as err:       # placed in the body already
-                self._body_failed_at(action, "commit", f, err)
-                raise
-            else:
-                L.transition(action, "commit_succeeded")
-                self.record(action, "committed", f)
-                f.stack.append(value)
-                return False
+            # The body's direct form: no frame unless it deoptimizes; its return and its
+            # failure do what op_RETURN / _unwind do for the commit frame.
+            ran = self._run_direct(f, action, direct, scope, "commit")
+            if ran is not None:
+                return ran
         self._push_body(f, prepared, scope, action, "commit", action.definition.tags, None)
         return True
 
@@ -1399,24 +1386,9 @@ class VM:
         prepared = action.definition.rollback
         direct = prepared.direct
         if direct is not None and action.session is None and not self.sessions:
-            # The block's direct form, as commit runs the body's (the frame a deoptimization
-            # makes for the block gets the audit line _push_body would have given it).
-            try:
-                value = direct(self, action, self.depth + 1, 1, scope)
-            except Deoptimize as stop:
-                if stop.top is not None:
-                    stop.top.caller = f
-                    stop.top.audit_line = line
-                    self.depth = stop.depth
-                    return True
-            except SenseError as err:       # placed in the block already
-                self._body_failed_at(action, "rollback", f, err, line)
-                raise
-            else:
-                L.transition(action, "rollback_succeeded")
-                self.record(action, "rolled_back", f, line)
-                f.stack.append(value)
-                return False
+            ran = self._run_direct(f, action, direct, scope, "rollback", line)   # as commit
+            if ran is not None:
+                return ran
         self._push_body(f, prepared, scope, action, "rollback",
                         action.definition.rollback_tags, line)
         return True
@@ -1447,9 +1419,13 @@ class VM:
             if self.look is not None:
                 value = self.look.tool_result(frame.action, value)
             return value            # checked at await (spec 12.3)
-        action = frame.action
-        caller = frame.caller
-        if frame.role == "commit":
+        self._body_done(frame.action, frame.role, frame.caller, frame.audit_line)
+        return value
+
+    def _body_done(self, action, role, caller, line=None) -> None:
+        """A commit body or rollback block returned: its state and audit record (``caller``
+        is the frame that called commit/rollback, where the lineage starts)."""
+        if role == "commit":
             L.transition(action, "commit_succeeded")
             self.record(action, "committed", caller)
             if action.session is not None:
@@ -1457,8 +1433,29 @@ class VM:
                 body_ran(self, action)
         else:
             L.transition(action, "rollback_succeeded")
-            self.record(action, "rolled_back", caller, frame.audit_line)
-        return value
+            self.record(action, "rolled_back", caller, line)
+
+    def _run_direct(self, f, action, direct, scope, role, line=None) -> Optional[bool]:
+        """Run a commit body's or rollback block's direct form (tier2.Compiled) for frame ``f``,
+        as the frame _push_body would make runs: False when it returned (its value pushed),
+        True when it deoptimized into frames the loop now runs (the bottom one given the
+        caller and audit line _push_body would have given it), None when it declined before
+        starting (then the caller makes the frame)."""
+        try:
+            value = direct(self, action, self.depth + 1, 1, scope)
+        except Deoptimize as stop:
+            if stop.top is None:
+                return None
+            stop.top.caller = f
+            stop.top.audit_line = line
+            self.depth = stop.depth
+            return True
+        except SenseError as err:       # placed in the body already
+            self._body_failed_at(action, role, f, err, line)
+            raise
+        self._body_done(action, role, f, line)
+        f.stack.append(value)
+        return False
 
     def _body_failed(self, frame, err: SenseError) -> None:
         if frame.role == "agent":
