@@ -523,7 +523,7 @@ class _Gen:
         live in Python locals too: nothing reads the scope but a deoptimization, which builds
         it from those locals (params first, as tier 1 binds them)."""
         if self.own is None or self.own & self.blk or self.kind in _GIVEN_SCOPE:
-            return False        # (a commit body's scope is the one its rollback will see)
+            return False        # (the VM gives a commit body or rollback block its scope)
         pushes = any(op == Op.PUSH_SCOPE for op, _, _ in self.instrs)
         return self.blocal or not pushes
 
@@ -854,8 +854,8 @@ class _Gen:
             return i + 1
         if kc is not None and kc[0] is _NIL:
             # values.equal(x, nil) is `x is None` for any x but a labelled value.
-            e(indent, f"if type({sec}) not in LT: {sec} = {sec} is {'' if op is Op.EQ else 'not '}None",
-              ip)
+            test = "is" if op is Op.EQ else "is not"
+            e(indent, f"if type({sec}) not in LT: {sec} = {sec} {test} None", ip)
             self.slow_compare(i, f"{sec} = {'' if op is Op.EQ else 'not_'}equal({sec}, None)",
                               sec, indent)
             return i + 1
