@@ -43,8 +43,7 @@ from typing import Optional
 
 from . import provenance as PV
 from . import values as V
-from .errors import (SenseError, SenseRecursionError, SenseRuntimeError,
-                     SenseTypeError)
+from .errors import SenseError, SenseRecursionError, SenseRuntimeError
 from .opcodes import JUMPS, POPS, PUSHES, TERMINATORS, Op
 from .program import CodeKind
 from .values import (ActionDefinition, ArrayIterator, Builtin, Closure, PreparedAction, Scope,
@@ -181,10 +180,6 @@ def materialize(prepared, scope, owner, stack, ip):
     return frame
 
 
-def decl_error(name, text, value):
-    return SenseTypeError(f"cannot assign value of type {type_name(value)} to '{name}: {text}'")
-
-
 def direct_error(exc, pos, path):
     """The error a direct form's exception becomes, placed at ``pos`` as the loop would have."""
     if isinstance(exc, SenseError):
@@ -215,24 +210,12 @@ _new_int = int.__new__
 _int_add = int.__add__
 
 
-def arity_error(name, count, args):
-    return SenseRuntimeError(f"'{name}' expects {count} argument(s), got {len(args)}")
-
-
-def param_error(param, name, text, value):
-    return SenseTypeError(f"argument '{param}' of '{name}' expects {text}, got {type_name(value)}")
-
-
-def return_error(name, text, value):
-    return SenseTypeError(f"'{name}' declared to return {text}, got {type_name(value)}")
-
-
 _RUNTIME = {
     "load_name": load_name, "store_name": store_name, "store_outer": store_outer,
     "chain": chain, "store_found": store_found,
     "index_get": index_get, "index_set": index_set, "get_iter": get_iter,
-    "decl_error": decl_error, "return_error": return_error, "direct_error": direct_error,
-    "arity_error": arity_error, "param_error": param_error,
+    "decl_error": V.decl_error, "return_error": V.return_error, "direct_error": direct_error,
+    "arity_error": V.arity_error, "param_error": V.param_error,
     "SenseRecursionError": SenseRecursionError,
     "add": add_slow, "arith": V.arith, "compare": V.compare, "equal": V.equal,
     "not_equal": V.not_equal,

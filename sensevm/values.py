@@ -444,6 +444,24 @@ def exact_type(text: str):
     return _EXACT.get(text)
 
 
+# The errors of the checks both tiers make at a call, a return and a typed declaration.
+
+def decl_error(name, text, value) -> SenseTypeError:
+    return SenseTypeError(f"cannot assign value of type {type_name(value)} to '{name}: {text}'")
+
+
+def arity_error(name, count, args) -> SenseRuntimeError:
+    return SenseRuntimeError(f"'{name}' expects {count} argument(s), got {len(args)}")
+
+
+def param_error(param, name, text, value) -> SenseTypeError:
+    return SenseTypeError(f"argument '{param}' of '{name}' expects {text}, got {type_name(value)}")
+
+
+def return_error(name, text, value) -> SenseTypeError:
+    return SenseTypeError(f"'{name}' declared to return {text}, got {type_name(value)}")
+
+
 def make_checker(text: str) -> Callable[[Any], bool]:
     """A predicate for the annotation ``text`` (spec 4.7); unknown names accept anything."""
     parsed = parse_annotation(text)

@@ -23,7 +23,7 @@ from . import values as V
 from .audit import AuditLog
 from .builtins import builtin_scope
 from .errors import (Pos, SenseError, SenseImportError, SenseLimitError, SenseNameError,
-                     SenseRecursionError, SenseRuntimeError, SenseSyntaxError, SenseTypeError)
+                     SenseRecursionError, SenseRuntimeError, SenseSyntaxError)
 from .limits import DEFAULT_MAX_ARRAY, DEFAULT_MAX_DEPTH, DEFAULT_MAX_STRING, Budget
 from .opcodes import Op, Operand
 from . import lifecycle as L
@@ -520,8 +520,7 @@ class VM:
             return self.call_tool(frame, callee, args)
         if t is Builtin:
             if callee.arity is not None and len(args) != callee.arity:
-                raise SenseRuntimeError(
-                    f"'{callee.name}' expects {callee.arity} argument(s), got {len(args)}")
+                raise V.arity_error(callee.name, callee.arity, args)
             if callee.frames:
                 return callee.fn(self, frame, args)
             frame.stack.append(callee.fn(self, args))
@@ -537,14 +536,12 @@ class VM:
         prepared = callee.code
         params = prepared.code.params
         if len(args) != len(params):
-            raise SenseRuntimeError(
-                f"'{callee.name}' expects {len(params)} argument(s), got {len(args)}")
+            raise V.arity_error(callee.name, len(params), args)
         scope = Scope(callee.scope)
         bindings = scope.vars
         for i, name, text, check, exact in prepared.param_checks:
             if type(args[i]) is not exact and not check(args[i]):
-                raise SenseTypeError(f"argument '{name}' of '{callee.name}' expects "
-                                     f"{text}, got {type_name(args[i])}")
+                raise V.param_error(name, callee.name, text, args[i])
         for name, value in zip(params, args):
             bindings[name] = value
         if self.depth >= self.max_depth:
@@ -756,7 +753,7 @@ class VM:
         text, check = b
         value = f.stack[-1]
         if not check(value):
-            raise SenseTypeError(f"cannot assign value of type {type_name(value)} to '{a}: {text}'")
+            raise V.decl_error(a, text, value)
 
     def op_PUSH_SCOPE(self, f, a, b):
         f.scope = Scope(f.scope)
@@ -1049,8 +1046,7 @@ class VM:
             check = f.prepared.return_check
             if check is not None and type(value) is not check[2] and not check[1](value):
                 # Reported at the call, as the reference does: the callee's frame is gone.
-                raise SenseTypeError(
-                    f"'{f.closure.name}' declared to return {check[0]}, got {type_name(value)}")
+                raise V.return_error(f.closure.name, check[0], value)
         if caller is not None:
             caller.stack.append(value)
         else:
@@ -1227,12 +1223,10 @@ class VM:
         line when the caller knows it (tier 2 does), else it is read from the frame."""
         params = definition.params
         if len(args) != len(params):
-            raise SenseRuntimeError(
-                f"'{definition.name}' expects {len(params)} argument(s), got {len(args)}")
+            raise V.arity_error(definition.name, len(params), args)
         for i, name, text, check, exact in definition.param_checks:
             if type(args[i]) is not exact and not check(args[i]):
-                raise SenseTypeError(f"argument '{name}' of '{definition.name}' expects "
-                                     f"{text}, got {type_name(args[i])}")
+                raise V.param_error(name, definition.name, text, args[i])
         action = PreparedAction(definition, list(args))
         self.record(action, "prepared", f, f.pos.line if line is None else line)
         return action
@@ -1410,8 +1404,7 @@ class VM:
             check = frame.action.return_check
             if check is not None and type(value) is not check[2] and not check[1](value):
                 # Reported at the call, as for functions: the tool's frame is gone.
-                raise SenseTypeError(f"'{frame.action.name}' declared to return {check[0]}, "
-                                     f"got {type_name(value)}")
+                raise V.return_error(frame.action.name, check[0], value)
             if self.look is not None:
                 value = self.look.tool_result(frame.action, value)
             return value
@@ -1495,7 +1488,7 @@ class VM:
         ``line`` is the frame's current line when the caller knows it (tier 2 does)."""
         n = len(args)
         if n != tool.arity:
-            raise SenseRuntimeError(f"'{tool.name}' expects {tool.arity} argument(s), got {n}")
+            raise V.arity_error(tool.name, tool.arity, args)
         if line is None:
             line = f.pos.line
         cap = tool.capability
@@ -1505,8 +1498,7 @@ class VM:
                                    "denied by policy")
         for i, name, text, check, exact in tool.param_checks:
             if type(args[i]) is not exact and not check(args[i]):
-                raise SenseTypeError(f"argument '{name}' of '{tool.name}' expects "
-                                     f"{text}, got {type_name(args[i])}")
+                raise V.param_error(name, tool.name, text, args[i])
         # record_tool(tool, "called", f, line), written out: this runs for every tool call.
         self.audit.append(_new_tuple(AuditRecord, (
             tool.subject, tool.name, "tool", "called", None, line, self.lineage(f), _now(),
