@@ -1,16 +1,32 @@
-"""The Sense lexer: PLY token rules plus the indentation filter, every token with line and column.
+"""The Sense lexer: PLY token rules, and one scan that turns text into logical lines (spec 2.1-2.7).
 
-Two layers, as in PLY's GardenSnake example but with real positions:
+The PLY rules below define the tokens; ``ply.lex`` builds its master regex from them. The scan
+(``Lexer._scan``) runs that regex over the text and, in the same loop, does what Python calls
+the layout of a program, the job of PLY's GardenSnake "indentation filter":
 
-* the PLY rules below turn text into *raw* tokens, one ``NEWLINE`` per physical line break
-  outside strings (spec 2.1-2.7);
-* :mod:`sensec.indent` turns the raw stream into logical lines: it drops line breaks inside
-  brackets and on blank lines, emits ``INDENT``/``DEDENT``, and recognises the two soft
-  keywords ``rollback``/``compensate``.
+* a line break inside ``( )`` or ``[ ]`` or on a blank or comment-only line is dropped; every
+  other logical line ends with exactly one ``NEWLINE``;
+* a stack of indentation widths starts at ``[0]``: a deeper first token pushes and emits
+  ``INDENT``, a shallower one pops, one ``DEDENT`` per level, down to a width on the stack, else
+  ``inconsistent indentation``;
+* a tab in the leading whitespace of a line that does not start inside brackets, blank lines
+  included, is refused, as the reference does (between tokens a tab is ordinary whitespace);
+* at the end of input the last line is ended (even inside brackets, so an unclosed ``(`` is
+  reported against that ``NEWLINE``, as the reference does) and every open block closed;
+* the identifier ``rollback`` / ``compensate`` becomes a ``ROLLBACK`` / ``COMPENSATE`` token
+  when it starts a logical line and the next token is ``:``: the only place the grammar can
+  attach a rollback block to the action before it. Elsewhere they stay identifiers.
 
-``Lexer.token()`` returns the filtered stream, which is what ``ply.yacc`` consumes. Every token
-carries ``lineno``, ``lexpos`` and ``col`` (1-based), and real tokens also ``end`` (the offset
-just past their text), so the parser can quote the source text of a token in a message.
+One loop rather than PLY's ``token()`` feeding a filter, because this runs for every token of
+every file compiled: two generators and a rule-function call per token cost more than the rest
+of lexing. ``tests/test_lexer_inline.py`` holds the scan to exactly what ``ply.lex``'s own
+``token()`` and a plain filter written from the rules above produce, errors included.
+
+Every token carries ``lineno``, ``lexpos`` and ``col`` (1-based) and ``end`` (the offset just
+past its text), so the parser can quote the source text of a token in a message. Layout
+tokens have empty text and real positions, never offset 0: ``INDENT`` and ``DEDENT`` stand at
+the first token of the line that changes the indentation (or at the end of input), the
+``NEWLINE`` that ends a line at its line break (or at the end of input when there is none).
 """
 
 from __future__ import annotations
@@ -19,11 +35,9 @@ import bisect
 import re
 
 from ply import lex
-from ply.lex import LexToken
 
 from sensevm.errors import Pos, SenseSyntaxError
 from sensevm.keywords import KEYWORDS  # re-exported: the reserved words of spec 2.4
-from sensec.indent import IndentFilter
 
 
 # What the reference calls our operator tokens in ``(got KIND 'x')`` messages, where it differs.
@@ -57,6 +71,14 @@ _SPECIAL_CHAR_MSG = {
     "!": ("'!' is not an operator in Sense \u2014 use 'not' for negation and '!=' for "
           "not-equal"),
 }
+
+TAB_MSG = "tabs are not allowed for indentation \u2014 use spaces"
+SOFT_KEYWORDS = {"rollback": "ROLLBACK", "compensate": "COMPENSATE"}
+_LEADING_WS = re.compile(r"[ \t]*")
+
+
+def _bad_char_message(char: str) -> str:
+    return _SPECIAL_CHAR_MSG.get(char) or f"unexpected character {char!r}"
 
 
 def normalize_newlines(source: str) -> str:
@@ -116,6 +138,22 @@ class SourceText:
         return self.text[tok.lexpos:tok.end]
 
 
+class Token:
+    """A token: what PLY's ``LexToken`` holds (type, value, lineno, lexpos, and the ``lexer``
+    ply.yacc sets on a token it reports), plus col and end."""
+
+    __slots__ = ("type", "value", "lineno", "lexpos", "col", "end", "lexer")
+
+    def __repr__(self) -> str:
+        return f"Token({self.type},{self.value!r},{self.lineno}:{self.col})"
+
+
+def _layout_token(type_: str, lexpos: int, lineno: int, col: int) -> Token:
+    tok = Token()
+    tok.type, tok.value, tok.lexpos, tok.lineno, tok.col, tok.end = type_, "", lexpos, lineno, col, lexpos
+    return tok
+
+
 def display_kind(tok) -> str:
     """The token kind as the reference names it in messages (``EOF`` at the end of input)."""
     if tok is None:
@@ -149,32 +187,34 @@ class Lexer:
         self._stream = iter(())
         # Built once per instance; optimize off, so PLY writes no lextab module.
         self.lexer = lex.lex(module=self, optimize=False, errorlog=lex.NullLogger())
+        self._prepare_scan()
 
     # ------------------------------------------------------------------ public interface
 
     def input(self, text: str) -> None:
         """Start lexing ``text`` (line endings are normalised first)."""
         self.source = SourceText(normalize_newlines(text), self.path)
-        self.lexer.input(self.source.text)
+        self.lexer.input(self.source.text)        # for ply.lex's own token(), which tests use
         self.lexer.lineno = 1
-        self._stream = iter(IndentFilter(self._raw_tokens(), self.source, self._error))
+        self._stream = self._scan(layout=True)
 
     def token(self):
-        """The next filtered token, or None at the end (the interface ``ply.yacc`` expects)."""
+        """The next token, or None at the end (the interface ``ply.yacc`` expects)."""
         return next(self._stream, None)
 
     def __iter__(self):
         return self._stream
 
     def tokenize(self, text: str) -> list:
-        """Every filtered token of ``text``; raises the first lexical error (unless recovering)."""
+        """Every token of ``text``; raises the first lexical error (unless recovering)."""
         self.input(text)
         return list(self._stream)
 
     def raw_tokens(self, text: str) -> list:
-        """The unfiltered PLY tokens (one NEWLINE per physical line break); for tests and tools."""
+        """The tokens without layout: one NEWLINE per physical line break, no INDENT/DEDENT, no
+        soft keywords, no tab check (what ``ply.lex``'s token() returns, with positions)."""
         self.input(text)
-        return list(self._raw_tokens())
+        return list(self._scan(layout=False))
 
     # ------------------------------------------------------------------ errors
 
@@ -184,89 +224,194 @@ class Lexer:
             raise err
         self.error_func(err)
 
-    def _raw_tokens(self):
-        """PLY's tokens, each given ``col``, ``end`` and a ``lineno`` from the line table.
+    # ------------------------------------------------------------------ the scan
 
-        This is ``ply.lex.Lexer.token()`` run inline over PLY's own master regex and rule
-        functions (so the token rules below stay the only definition of the tokens), with the
-        positions added as each token is made: one Python call per token fewer, on the path
-        every source file takes. It matches what ``token()`` returns token for token, errors
-        included (a rule function that skips or moves ``lexpos`` does so on PLY's lexer).
-        """
-        lexer = self.lexer
-        data = lexer.lexdata
-        length = len(data)
-        ignore = lexer.lexignore
-        master = lexer.lexre
-        errorf = lexer.lexerrorf
-        starts = self.source.line_starts
-        last_line = len(starts)
-        line = 1
-        pos = lexer.lexpos
-        # A run of ignored characters is skipped in one regex call, not one loop turn each.
-        skip = re.compile("[" + re.escape(ignore) + "]+").match if ignore else None
-        while pos < length:
-            if data[pos] in ignore:
-                pos += 1
-                if pos < length and data[pos] in ignore:     # a longer run (indentation)
-                    pos = skip(data, pos).end()
+    # What the scan does with each group of PLY's master regex, by frequency.
+    _PLAIN, _IDENT, _NEWLINE, _INT, _OPEN, _CLOSE, _STRING, _FLOAT, _SKIP = range(9)
+    _RULE_KIND = {"t_NEWLINE": _NEWLINE, "t_STRING": _STRING, "t_FLOAT": _FLOAT, "t_INT": _INT,
+                  "t_IDENT": _IDENT}
+
+    def _prepare_scan(self) -> None:
+        """The scanner regex (PLY's master regex after a possessive run of blanks, so one match
+        is one token) and, per group of it, the token type and what the scan does with it."""
+        masters = self.lexer.lexre
+        if len(masters) != 1:       # PLY splits a master regex past 100 groups
+            raise AssertionError("the Sense lexer's rules no longer fit one master regex")
+        master, index = masters[0]
+        self._scanner = re.compile(r"[ \t]*+(?:" + master.pattern + ")", master.flags)
+        self._types = [None] * len(index)
+        self._kinds = [None] * len(index)
+        for group, entry in enumerate(index):
+            if entry is None:
                 continue
-            for regex, index in master:
-                m = regex.match(data, pos)
-                if not m:
-                    continue
-                func, type_ = index[m.lastindex]
-                if not func:
-                    pos = m.end()
-                    if type_:
-                        tok = LexToken()
-                        tok.type, tok.value, tok.lexpos = type_, m.group(), m.start()
-                    else:
-                        tok = None           # an ignored pattern (comments)
-                    break
-                tok = LexToken()
-                tok.value = m.group()
-                tok.lineno = lexer.lineno
-                tok.lexpos = pos
-                tok.type = type_
-                pos = m.end()
-                tok.lexer = lexer
-                lexer.lexmatch = m
-                lexer.lexpos = pos
-                tok = func(tok)
-                pos = lexer.lexpos           # a rule may move it (strings, skipped characters)
-                break
+            func, type_ = entry
+            self._types[group] = type_
+            if func is not None:
+                self._kinds[group] = self._RULE_KIND[func.__name__]
+            elif type_ is None:
+                self._kinds[group] = self._SKIP                     # comments
+            elif type_ in ("LPAREN", "LBRACKET"):
+                self._kinds[group] = self._OPEN
+            elif type_ in ("RPAREN", "RBRACKET"):
+                self._kinds[group] = self._CLOSE
             else:
-                if data[pos] in lexer.lexliterals:
-                    raise AssertionError("the Sense lexer defines no literals")
-                tok = LexToken()
-                tok.value = data[pos:]
-                tok.lineno = lexer.lineno
-                tok.type = "error"
-                tok.lexer = lexer
-                tok.lexpos = pos
-                lexer.lexpos = pos
-                tok = errorf(tok)
-                if pos == lexer.lexpos:
-                    raise lex.LexError(f"Scanning error. Illegal character '{data[pos]}'",
-                                       data[pos:])
-                pos = lexer.lexpos
-            if not tok:
+                self._kinds[group] = self._PLAIN
+
+    def _scan(self, layout: bool):
+        """Yield the tokens of ``self.source``: with ``layout``, logical lines (module doc);
+        without, the raw tokens."""
+        source = self.source
+        data = source.text
+        length = len(data)
+        error = self._error
+        keywords = self.keyword_map
+        types, kinds = self._types, self._kinds
+        pattern = self._scanner
+        PLAIN, IDENT, NEWLINE, INT, OPEN, CLOSE, STRING = (
+            self._PLAIN, self._IDENT, self._NEWLINE, self._INT, self._OPEN, self._CLOSE,
+            self._STRING)
+        check_tabs = layout and "\t" in data
+        line, line_start = 1, 0
+        stack = [0]                 # indentation widths
+        depth = 0                   # open brackets on the current logical line
+        line_open = not layout      # has the current logical line produced a token yet?
+        soft = None                 # a line's first token while it may be a soft keyword
+        if check_tabs:
+            self._check_leading_whitespace(0)
+        pos = 0                     # where the last match ended
+        match = pattern.scanner(data).match
+        while True:
+            m = match()
+            if m is None:
+                pos = _LEADING_WS.match(data, pos).end()
+                if pos >= length:
+                    break
+                error(_bad_char_message(data[pos]), source.pos(pos))
+                pos += 1
+                match = pattern.scanner(data, pos).match
                 continue
-            lexer.lexpos = pos
-            tok.end = pos
-            # Offsets only grow, so the line table is walked once rather than searched.
-            lexpos = tok.lexpos
-            while line < last_line and starts[line] <= lexpos:
-                line += 1
+            group = m.lastindex
+            start, pos = m.span(group)
+            kind = kinds[group]
+            tok = Token()
+            tok.lexpos = start
             tok.lineno = line
-            tok.col = lexpos - starts[line - 1] + 1
+            tok.col = start - line_start + 1
+            if kind == PLAIN:
+                tok.type = types[group]
+                tok.value = data[start:pos]
+            elif kind == IDENT:
+                value = tok.value = data[start:pos]
+                first = value[0]
+                if not (first.isalpha() or first == "_"):
+                    # \w after the first character is what the reference accepts; the first
+                    # must be a letter or '_' (so not '²' or 'Ⅷ'), and the rest is lexed again.
+                    error(f"unexpected character {first!r}", source.pos(start))
+                    pos = start + 1
+                    match = pattern.scanner(data, pos).match
+                    continue
+                tok.type = keywords.get(value, "IDENT")
+            elif kind == NEWLINE:
+                tok.type = "NEWLINE"
+                tok.value = ""
+                tok.end = pos
+                line += 1
+                line_start = pos
+                if soft is not None:
+                    yield soft
+                    soft = None
+                if layout:
+                    if depth:
+                        continue
+                    if check_tabs:
+                        self._check_leading_whitespace(pos)
+                    if not line_open:
+                        continue
+                    line_open = False
+                yield tok
+                continue
+            elif kind == INT:
+                tok.type = "INT"
+                tok.value = _decimal_int(data[start:pos])
+            elif kind == OPEN:
+                tok.type = types[group]
+                tok.value = data[start:pos]
+                depth += 1
+            elif kind == CLOSE:
+                tok.type = types[group]
+                tok.value = data[start:pos]
+                if depth:
+                    depth -= 1
+            elif kind == STRING:
+                tok.type = "STRING"
+                tok.value, pos = self._string_at(start)
+                newlines = data.count("\n", start, pos)
+                if newlines:
+                    line += newlines
+                    line_start = data.rindex("\n", start, pos) + 1
+                match = pattern.scanner(data, pos).match
+            elif kind == self._FLOAT:
+                tok.type = "FLOAT"
+                tok.value = float(data[start:pos])
+            else:                   # a comment
+                continue
+            tok.end = pos
+            if soft is not None:
+                if tok.type == "COLON":
+                    soft.type = SOFT_KEYWORDS[soft.value]
+                yield soft
+                soft = None
+            if not line_open:
+                line_open = True
+                width = tok.col - 1         # (a string may have moved line_start on)
+                if width > stack[-1]:
+                    stack.append(width)
+                    yield _layout_token("INDENT", start, tok.lineno, tok.col)
+                elif width < stack[-1]:
+                    while width < stack[-1]:
+                        stack.pop()
+                        yield _layout_token("DEDENT", start, tok.lineno, tok.col)
+                    if width != stack[-1]:
+                        # Recovering: the line belongs to the enclosing block it fell inside.
+                        error("inconsistent indentation", source.pos(start))
+                if tok.type == "IDENT" and tok.value in SOFT_KEYWORDS:
+                    soft = tok      # yielded once the next token shows whether ':' follows
+                    continue
             yield tok
-        lexer.lexpos = pos + 1           # as token() leaves it at the end
+        if soft is not None:
+            yield soft
+        if layout:
+            eof = source.pos(length)
+            if line_open:
+                yield _layout_token("NEWLINE", length, eof.line, eof.col)
+            for _ in stack[1:]:
+                yield _layout_token("DEDENT", length, eof.line, eof.col)
+
+    def _check_leading_whitespace(self, offset: int) -> None:
+        """A tab in the blanks that start the line at ``offset`` is an error."""
+        tab = self.source.text.find("\t", offset, _LEADING_WS.match(self.source.text, offset).end())
+        if tab >= 0:
+            self._error(TAB_MSG, self.source.pos(tab))
+
+    def _string_at(self, start: int) -> tuple[str, int]:
+        """The value of the string literal whose opening quote is at ``start``, and the offset
+        just past it. The closing quote is looked for here, not in the rule's regex, so that a
+        literal that never ends is told apart and reported where the file ends, as the
+        reference does; recovering, it swallows the rest of the file."""
+        text = self.source.text
+        if text.startswith('"""', start):
+            opener, body, what = 3, _TRIPLE_BODY, "unterminated triple-quoted string literal"
+        else:
+            opener, body, what = 1, _PLAIN_BODY, "unterminated string literal"
+        m = body.match(text, start + opener)
+        if m is None:
+            self._error(what, self.source.eof_pos)
+            return unescape(text[start + opener:]), len(text)
+        return unescape(m.group(1)), m.end()
 
     # ------------------------------------------------------------------ token rules
 
-    # Tabs are ordinary whitespace between tokens; in leading whitespace the indentation filter
+    # Tabs are ordinary whitespace between tokens; in leading whitespace the scan's layout
     # rejects them (it alone knows whether a line starts inside brackets).
     t_ignore = " \t"
     t_ignore_COMMENT = r"\#[^\n]*"
@@ -301,22 +446,7 @@ class Lexer:
 
     def t_STRING(self, t):
         r'"'
-        # The rule matches the opening quote only; the body is matched here, so that a literal
-        # that never ends is told apart and reported where the file ends, as the reference does.
-        text = t.lexer.lexdata
-        if text.startswith('"""', t.lexpos):
-            opener, body, what = 3, _TRIPLE_BODY, "unterminated triple-quoted string literal"
-        else:
-            opener, body, what = 1, _PLAIN_BODY, "unterminated string literal"
-        m = body.match(text, t.lexpos + opener)
-        if m is None:
-            self._error(what, self.source.eof_pos)
-            # Recovering: the literal swallows the rest of the file.
-            t.lexer.lexpos = len(text)
-            t.value = unescape(text[t.lexpos + opener:])
-            return t
-        t.lexer.lexpos = m.end()
-        t.value = unescape(m.group(1))
+        t.value, t.lexer.lexpos = self._string_at(t.lexpos)
         return t
 
     def t_FLOAT(self, t):
@@ -342,7 +472,5 @@ class Lexer:
         return t
 
     def t_error(self, t):
-        char = t.value[0]
-        message = _SPECIAL_CHAR_MSG.get(char) or f"unexpected character {char!r}"
-        self._error(message, self.source.pos(t.lexpos))
+        self._error(_bad_char_message(t.value[0]), self.source.pos(t.lexpos))
         t.lexer.skip(1)
