@@ -41,6 +41,7 @@ import re
 import sys
 import threading
 import types
+import operator
 from collections import namedtuple
 
 from ply import yacc
@@ -231,26 +232,26 @@ class _BuildLog:
 
 
 class _TokenFeed:
-    """Filtered tokens served to ``ply.yacc`` through the lexer interface.
+    """The filtered tokens of one parse, and what the parser's checks and messages read of it.
 
     ``tokens`` is a list, or an iterator that is drawn from only as far as the parse gets (when
-    parse_all_errors re-lexes a file's tail, lexing stops where the next error is). The feed
-    remembers the last token served, which is the parser's lookahead ("the first token after an
-    action body" when that action is reduced), and which tokens start a statement.
+    parse_all_errors re-lexes a file's tail, lexing stops where the next error is). ``_drive``
+    serves the tokens itself and keeps ``current`` (the index of the lookahead, just past the end
+    at EOF), ``last`` (the lookahead, which is "the first token after an action body" when that
+    action is reduced) and ``stmt_starts`` (the tokens that start a statement) up to date.
     """
 
-    def __init__(self, tokens, parser: "Parser", begin: int = 0):
+    def __init__(self, tokens, begin: int = 0):
         if isinstance(tokens, list):
             self.tokens, self._more = tokens, None
         else:
             self.tokens, self._more = [], iter(tokens)
-        self.index = begin          # of the next token to serve
-        self.current = begin        # of the lookahead; the index just past the end at EOF
+        self.begin = begin          # the first token served
+        self.current = begin
         self.last = None
-        self.lineno = 1
+        self.lineno = 1             # of the last token served (where an empty rule stands)
         self.lexpos = 0
         self.stmt_starts: list[int] = []
-        self._parser = parser
 
     def at(self, i: int):
         """Token ``i``, or None past the end."""
@@ -262,26 +263,16 @@ class _TokenFeed:
                 self.tokens.append(tok)
         return self.tokens[i] if i < len(self.tokens) else None
 
-    def token(self):
-        i = self.index
-        tokens = self.tokens
-        # at(i), inlined for the common case: this runs once per token.
-        tok = tokens[i] if i < len(tokens) else self.at(i)
-        self.current = i
-        self.last = tok
-        if tok is None:
-            return None
-        self.index = i + 1
-        self.lineno = tok.lineno
-        self.lexpos = tok.lexpos
-        before = tokens[i - 1].type if i else "NEWLINE"
-        if before in _LAYOUT:
-            self.stmt_starts.append(i)
-        elif before == "COLON" and self._parser._at_statement_start():
-            self.stmt_starts.append(i)
-        elif before == "COMMA":
-            self._parser._check_argument_start(i)
-        return tok
+
+class _Values(list):
+    """``p`` in a rule action: ``p[n]`` is the value of the rule's n-th symbol (``p[0]`` the
+    result), ``p.slice`` the symbols themselves, as in ply.yacc's YaccProduction; a list, so
+    that reading and writing values is not a Python call."""
+
+    __slots__ = ("slice",)
+
+
+_value_of = operator.attrgetter("value")
 
 
 # ----------------------------------------------------------------------------- the table cache
@@ -351,7 +342,7 @@ class _Production:
 class _Symbol:
     """A grammar symbol on the parse stack (ply.yacc.YaccSymbol, lighter)."""
 
-    __slots__ = ("type", "value", "lineno", "lexpos", "lexer")
+    __slots__ = ("type", "value", "lineno", "lexpos", "col")
 
     def __str__(self) -> str:
         return self.type
@@ -414,6 +405,7 @@ class Parser:
         self._lexer: Lexer | None = None
         self._src = None
         self._feed: _TokenFeed | None = None
+        self._symstack: list | None = None      # the symbol stack the rule actions see
         self._collect: list | None = None
 
     # ------------------------------------------------------------------ building
@@ -642,7 +634,7 @@ class Parser:
 
     def _parse_tokens(self, tokens, src, collect, begin=0):
         self._src, self._collect = src, collect
-        self._feed = _TokenFeed(tokens, self, begin)
+        self._feed = _TokenFeed(tokens, begin)
         try:
             return self._drive(self._feed)
         finally:
@@ -652,26 +644,30 @@ class Parser:
         """``self._lr.parse(lexer=feed, tracking=True)``, as ply.yacc's ``parseopt`` runs it.
 
         The same automaton steps in the same order: the same default reductions without a
-        lookahead, so tokens are drawn from the feed at the same moments, and ``statestack`` /
-        ``symstack`` on the LR parser (which p_error and the token feed read) hold the same
-        things at every call out. It differs only in what it leaves out: PLY's error recovery
-        (p_error always raises, and no rule raises Python's SyntaxError), the end positions
-        nobody reads, and the call of a rule whose whole action is ``p[0] = p[1]`` (a chain
-        rule such as ``unary : postfix``), whose value and position are copied directly (over
-        a nonterminal, its symbol is just renamed). About half of all reductions are such rules.
+        lookahead, so tokens are drawn at the same moments, and ``statestack`` / ``symstack`` on
+        the LR parser (which p_error and the token checks read) hold the same things at every
+        call out. It differs in what it leaves out: PLY's error recovery (p_error always raises,
+        and no rule raises Python's SyntaxError), the end positions nobody reads, and the call of
+        a rule whose whole action is ``p[0] = p[1]`` (a chain rule such as ``unary : postfix``),
+        whose value and position are copied directly (over a nonterminal, its symbol is just
+        renamed). About half of all reductions are such rules. Rule actions get a ``_Values``
+        rather than a YaccProduction, and tokens are served here rather than by a lexer object:
+        each of those was a Python call per use.
         """
         lr = self._lr
         actions, goto, defaulted = lr.action, lr.goto, lr.defaulted_states
         rules = self._rules
         chains = self._chains
-        pslice = yacc.YaccProduction(None)
-        pslice.lexer, pslice.parser = feed, lr
-        get_token = feed.token
-        lr.token = get_token
+        tokens = feed.tokens
+        available = len(tokens)
+        i = feed.begin                  # the next token to serve
+        before = tokens[i - 1].type if i else "NEWLINE"     # the type of the token before it
+        stmt_starts = feed.stmt_starts
+        at_statement_start = self._stmt_states.__contains__
         statestack = [0]
         symstack = []
         lr.statestack, lr.symstack = statestack, symstack
-        pslice.stack = symstack
+        self._symstack = symstack
         end = _Symbol()
         end.type = "$end"
         symstack.append(end)
@@ -681,8 +677,24 @@ class Parser:
             t = defaulted.get(state)
             if t is None:
                 if lookahead is None:
-                    lookahead = get_token()
-                    if lookahead is None:
+                    # The next token, and the checks that look at where it stands.
+                    if i >= available:
+                        feed.at(i)
+                        available = len(tokens)
+                    feed.current = i
+                    if i < available:
+                        lookahead = feed.last = tokens[i]
+                        if before in _LAYOUT:
+                            stmt_starts.append(i)
+                        elif before == "COLON":
+                            if at_statement_start(statestack[-1]):
+                                stmt_starts.append(i)
+                        elif before == "COMMA":
+                            self._check_argument_start(i)
+                        before = lookahead.type
+                        i += 1
+                    else:
+                        feed.last = None
                         lookahead = _Symbol()
                         lookahead.type = "$end"
                 t = actions[state].get(lookahead.type)
@@ -720,6 +732,7 @@ class Parser:
                 first = symstack[-length]
                 sym.lineno = first.lineno
                 sym.lexpos = first.lexpos
+                sym.col = first.col
                 if action is None:              # p[0] = p[1]
                     sym.value = first.value
                     del symstack[-length:]
@@ -727,18 +740,21 @@ class Parser:
                     sym.value = None
                     targ = symstack[-length - 1:]
                     targ[0] = sym
-                    pslice.slice = targ
                     del symstack[-length:]
-                    lr.state = state
-                    action(pslice)
+                    p = _Values(map(_value_of, targ))
+                    p.slice = targ
+                    action(p)
+                    sym.value = p[0]
                 del statestack[-length:]
             else:
-                sym.value = None
-                sym.lineno = feed.lineno
-                sym.lexpos = feed.lexpos
-                pslice.slice = [sym]
-                lr.state = state
-                action(pslice)
+                # Where PLY puts an empty rule: at the last token served.
+                last = tokens[i - 1] if i > feed.begin else None
+                sym.lineno, sym.lexpos, sym.col = (
+                    (last.lineno, last.lexpos, last.col) if last is not None else (1, 0, 1))
+                p = _Values((None,))
+                p.slice = [sym]
+                action(p)
+                sym.value = p[0]
             symstack.append(sym)
             state = goto[statestack[-1]][name]
             statestack.append(state)
@@ -763,8 +779,11 @@ class Parser:
         """What parseopt does on a syntax error, which here always ends in p_error raising."""
         lr = self._lr
         errtoken = None if lookahead.type == "$end" else lookahead
-        if errtoken is not None and not hasattr(errtoken, "lexer"):
-            errtoken.lexer = self._feed
+        feed = self._feed           # the last token served, where an empty rule would stand
+        k = feed.current if errtoken is not None else feed.current - 1
+        if k >= feed.begin:
+            last = feed.tokens[k]
+            feed.lineno, feed.lexpos = last.lineno, last.lexpos
         lr.state = state
         lr.errorok = False
         self.p_error(errtoken)
@@ -773,11 +792,9 @@ class Parser:
     # ------------------------------------------------------------------ positions and errors
 
     def _pos(self, p, n) -> Pos:
-        """Position of the first token of ``p[n]`` (PLY's tracking gives nonterminals one)."""
-        # What p.lineno(n) and p.lexpos(n) return, read directly: this runs for every node.
+        """Position of the first token of ``p[n]`` (a nonterminal's symbol carries it)."""
         sym = p.slice[n]
-        line = getattr(sym, "lineno", 0)
-        return Pos(line, getattr(sym, "lexpos", 0) - self._src.line_starts[line - 1] + 1)
+        return Pos(sym.lineno, sym.col)
 
     def _tok_pos(self, tok) -> Pos:
         return self._src.eof_pos if tok is None else self._src.pos(tok.lexpos)
@@ -841,9 +858,6 @@ class Parser:
                     return None
             i += 1
         return None
-
-    def _at_statement_start(self) -> bool:
-        return self._lr.statestack[-1] in self._stmt_states
 
     def _check_argument_start(self, i: int) -> None:
         """After a labelled argument, the next one must be labelled too.
@@ -946,12 +960,13 @@ class Parser:
         """Run, on copies of the stacks, the reductions ``term`` would trigger (see module doc)."""
         lr = self._lr
         states, syms = list(states), list(syms)
+        self._symstack = syms
         for _ in range(10_000):
             act = lr.action[states[-1]].get(term)
             if act is None or act >= 0:
                 return
             prod = lr.productions[-act]
-            sym = yacc.YaccSymbol()
+            sym = _Symbol()
             sym.type, sym.value = prod.name, None
             if prod.len:
                 targ = syms[-prod.len - 1:]
@@ -962,9 +977,11 @@ class Parser:
             else:
                 targ = [sym]
                 sym.lineno, sym.lexpos = self._feed.lineno, self._feed.lexpos
-            production = yacc.YaccProduction(targ, syms)
-            production.lexer, production.parser = self._feed, lr
-            prod.callable(production)
+            sym.col = sym.lexpos - self._src.line_starts[sym.lineno - 1] + 1
+            p = _Values(map(_value_of, targ))
+            p.slice = targ
+            prod.callable(p)
+            sym.value = p[0]
             syms.append(sym)
             states.append(lr.goto[states[-1]][prod.name])
 
@@ -1216,9 +1233,10 @@ class Parser:
     def p_rollback_kw(self, p):
         "rollback_kw : ROLLBACK"
         # Reduced as soon as 'rollback' is shifted, like the reference's check, before the
-        # block; p[-2] is the action head below the body (PLY's embedded-action look-back).
+        # block; the action head is below the body on the symbol stack (the look-back PLY
+        # gives as p[-2]).
         pos = self._pos(p, 1)
-        if p[-2].kind != "reversible":
+        if self._symstack[-2].value.kind != "reversible":
             self._check_failed(MSG_NO_ROLLBACK, pos, in_statement=False)
         p[0] = pos
 

@@ -9,7 +9,7 @@ import pytest
 
 from sensec import grammar
 from sensec.grammar import Parser, _is_chain_rule
-from sensevm.errors import SenseSyntaxError
+from sensevm.errors import Pos, SenseSyntaxError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SOURCES = sorted(glob.glob(os.path.join(ROOT, "tests", "programs", "**", "*.sns"), recursive=True)
@@ -17,7 +17,45 @@ SOURCES = sorted(glob.glob(os.path.join(ROOT, "tests", "programs", "**", "*.sns"
 
 
 def _ply_drive(self, feed):
+    """ply.yacc's own parseopt over the same tokens, served one by one through the lexer
+    interface, with the statement-start and argument checks made as each token is served."""
+    index = feed.begin
+
+    def token():
+        nonlocal index
+        self._symstack = self._lr.symstack      # what the rule actions look back into
+        i = index
+        tok = feed.at(i)
+        feed.current, feed.last = i, tok
+        if tok is None:
+            return None
+        index = i + 1
+        feed.lineno, feed.lexpos = tok.lineno, tok.lexpos
+        before = feed.tokens[i - 1].type if i else "NEWLINE"
+        if before in ("NEWLINE", "INDENT", "DEDENT"):
+            feed.stmt_starts.append(i)
+        elif before == "COLON" and self._lr.statestack[-1] in self._stmt_states:
+            feed.stmt_starts.append(i)
+        elif before == "COMMA":
+            self._check_argument_start(i)
+        return tok
+
+    feed.token = token
     return self._lr.parse(lexer=feed, tracking=True)
+
+
+def _ply_pos(self, p, n):
+    """A position as PLY's tracking gives it (line and offset), the column from the line table."""
+    sym = p.slice[n]
+    line, offset = sym.lineno, sym.lexpos
+    return Pos(line, offset - self._src.line_starts[line - 1] + 1)
+
+
+def ply_parser(monkeypatch):
+    ply = Parser().build()
+    monkeypatch.setattr(ply, "_drive", _ply_drive.__get__(ply))
+    monkeypatch.setattr(ply, "_pos", _ply_pos.__get__(ply))
+    return ply
 
 
 def outcome(parse, text):
@@ -44,8 +82,7 @@ def test_corpus_is_there():
 @pytest.mark.parametrize("chunk", range(8))
 def test_same_result_as_parseopt(chunk, monkeypatch):
     ours = Parser().build()
-    ply = Parser().build()
-    monkeypatch.setattr(ply, "_drive", _ply_drive.__get__(ply))
+    ply = ply_parser(monkeypatch)
     compared = 0
     for path in SOURCES[chunk::8]:
         with open(path, encoding="utf-8", errors="replace") as fh:
@@ -59,8 +96,7 @@ def test_same_result_as_parseopt(chunk, monkeypatch):
 @pytest.mark.parametrize("chunk", range(2))
 def test_parse_all_errors_same_as_with_parseopt(chunk, monkeypatch):
     ours = Parser().build()
-    ply = Parser().build()
-    monkeypatch.setattr(ply, "_drive", _ply_drive.__get__(ply))
+    ply = ply_parser(monkeypatch)
     for path in SOURCES[chunk::12]:
         with open(path, encoding="utf-8", errors="replace") as fh:
             text = fh.read()
