@@ -37,6 +37,7 @@ from __future__ import annotations
 import struct
 import zlib
 from enum import IntEnum
+from itertools import accumulate, chain
 
 from .errors import SnbFormatError
 from .opcodes import FINGERPRINT, FORMAT_MAJOR, FORMAT_MINOR
@@ -418,6 +419,35 @@ def _load_constants(r: _Reader, out: dict) -> None:
     out["constants"] = tuple(consts)
 
 
+_UNZIGZAG_BYTE = tuple(unzigzag(z) for z in range(0x80))
+
+
+def _load_positions(r: _Reader) -> tuple:
+    """A position table (see encode_positions)."""
+    count = r.count("position count")
+    if not count:
+        return ()
+    off = r.uvarint("position offset delta")
+    line = unzigzag(r.uvarint("position line delta"))
+    col = r.uvarint("position column")
+    rest = 3 * (count - 1)
+    table = r.data[r.pos:min(r.pos + rest, r.end)]
+    if len(table) == rest and table.isascii():
+        # Every other entry three one-byte varints (no byte has its high bit set, so each
+        # varint ends where it starts): the usual table, decoded a column at a time, since it
+        # has an entry per instruction of the program.
+        r.pos += rest
+        return tuple(zip(accumulate(table[0::3], initial=off),
+                         accumulate(map(_UNZIGZAG_BYTE.__getitem__, table[1::3]), initial=line),
+                         chain((col,), table[2::3])))
+    entries = [(off, line, col)]
+    for _ in range(count - 1):
+        off += r.uvarint("position offset delta")
+        line += unzigzag(r.uvarint("position line delta"))
+        entries.append((off, line, r.uvarint("position column")))
+    return tuple(entries)
+
+
 def _load_code(r: _Reader, out: dict) -> None:
     out["entry"] = r.uvarint("entry code index")
     codes = []
@@ -433,26 +463,9 @@ def _load_code(r: _Reader, out: dict) -> None:
         return_type = r.optional_string("return type")
         max_stack = r.uvarint("max_stack")
         code = r.raw(r.length("code length"), "code bytes")
-        positions = []
-        off = line = 0
-        data, end = r.data, r.end
-        for _ in range(r.count("position count")):
-            # Almost every entry is three one-byte varints: read those inline (this loop runs
-            # once per instruction of the program); anything else takes the checked path.
-            pos = r.pos
-            if pos + 3 <= end:
-                b0, b1, b2 = data[pos], data[pos + 1], data[pos + 2]
-                if not (b0 | b1 | b2) & 0x80:
-                    off += b0
-                    line += -((b1 + 1) >> 1) if b1 & 1 else b1 >> 1     # unzigzag
-                    positions.append((off, line, b2))
-                    r.pos = pos + 3
-                    continue
-            off += r.uvarint("position offset delta")
-            line += unzigzag(r.uvarint("position line delta"))
-            positions.append((off, line, r.uvarint("position column")))
+        positions = _load_positions(r)
         codes.append(CodeObject(name, CodeKind(kind), source, params, param_types, return_type,
-                                max_stack, code, tuple(positions)))
+                                max_stack, code, positions))
     out["codes"] = tuple(codes)
 
 

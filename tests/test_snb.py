@@ -427,3 +427,50 @@ def test_mutated_valid_dump(ops, fix_crc):
 def test_mutated_random_dump(p, ops):
     data = snb.dump(p)
     _load_or_format_error(with_crc(mutate(data[:-4], ops)))
+
+
+# ----------------------------------------------------------------------------- position tables
+
+def _plain_position_table(entries) -> bytes:
+    """The table format written out entry by entry: count, then per entry the offset delta,
+    the zigzag line delta and the column, each an unsigned varint."""
+    def zz(n):
+        return 2 * n if n >= 0 else -2 * n - 1
+    out = uvarint(len(entries))
+    prev_off = prev_line = 0
+    for off, line, col in entries:
+        out += uvarint(off - prev_off) + uvarint(zz(line - prev_line)) + uvarint(col)
+        prev_off, prev_line = off, line
+    return out
+
+
+@st.composite
+def position_tables(draw):
+    """Tables of small steps (each entry three one-byte varints) with, at one entry, an offset
+    step, line step or column at or just past a one-byte limit, or not."""
+    n = draw(st.integers(0, 30))
+    steps = [draw(st.integers(0 if i == 0 else 1, 4)) for i in range(n)]
+    line_steps = [draw(st.integers(-3, 3)) for _ in range(n)]
+    cols = [draw(st.integers(1, 40)) for _ in range(n)]
+    if n:
+        at = draw(st.integers(0, n - 1))
+        which, value = draw(st.sampled_from([
+            (None, None), (steps, 0x7f), (steps, 0x80), (line_steps, -64), (line_steps, -65),
+            (line_steps, 63), (line_steps, 64), (cols, 0), (cols, 0x7f), (cols, 0x80)]))
+        if which is not None:
+            which[at] = value
+    out, off, line = [], 0, 10 ** 4
+    for step, line_step, col in zip(steps, line_steps, cols):
+        off, line = off + step, line + line_step
+        out.append((off, line, col))
+    return tuple(out)
+
+
+@settings(max_examples=300, deadline=None)
+@given(position_tables())
+def test_position_tables_encode_as_written_out_and_load_back(table):
+    from sensevm.program import encode_positions
+    assert encode_positions(table) == _plain_position_table(table)
+    code = CodeObject("<main>", CodeKind.MODULE, 0, max_stack=0, code=b"", positions=table)
+    p = Program(strings=(), constants=(), codes=(code,), sources=(Source("m.sns", ""),))
+    assert snb.load(snb.dump(p)).codes[0].positions == table
