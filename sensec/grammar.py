@@ -496,6 +496,15 @@ class Parser:
         self._rules = [(p.name, p.len, None if p.len and _is_chain_rule(p.callable) else p.callable)
                        for p in productions]
         self._chains: dict = {}     # see _drive
+        # The same tables indexed by state in lists, for _drive: a list index is cheaper than
+        # a dict look-up, and the default reduction (or None) of every state is one.
+        lr = self._lr
+        states = range(len(lr.action))
+        if set(lr.action) != set(states) or set(lr.goto) - set(states):
+            raise AssertionError("LR states are not numbered 0..n-1")
+        self._action_rows = [lr.action[s] for s in states]
+        self._goto_rows = [lr.goto.get(s, {}) for s in states]
+        self._defaults = [lr.defaulted_states.get(s) for s in states]
         tables = _TableLog()
         tables.sr_conflicts, tables.rr_conflicts = t["sr_conflicts"], t["rr_conflicts"]
         build_log = _BuildLog()
@@ -655,7 +664,7 @@ class Parser:
         each of those was a Python call per use.
         """
         lr = self._lr
-        actions, goto, defaulted = lr.action, lr.goto, lr.defaulted_states
+        actions, goto, defaults = self._action_rows, self._goto_rows, self._defaults
         rules = self._rules
         chains = self._chains
         tokens = feed.tokens
@@ -674,7 +683,7 @@ class Parser:
         state = 0
         lookahead = None
         while True:
-            t = defaulted.get(state)
+            t = defaults[state]
             if t is None:
                 if lookahead is None:
                     # The next token, and the checks that look at where it stands.
