@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import os
 import re
 import time
@@ -118,7 +117,7 @@ FIELDS = frozenset({"seq", "time", "subject", "name", "kind", "event", "detail",
 _HEX = frozenset("0123456789abcdef")
 # Lone surrogates cannot be encoded as UTF-8; JSON's \uXXXX escape carries them (but see
 # _storable).
-_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE = "[\ud800-\udfff]"      # compiled on first use (re caches it)
 
 
 class AuditLogError(Exception):
@@ -149,15 +148,15 @@ def _escape_surrogate(m: re.Match) -> str:
 def encode_entry(entry: dict) -> bytes:
     """The canonical bytes of one line, without its newline."""
     text = _encoder().encode(entry)
-    if _SURROGATE.search(text):
-        text = _SURROGATE.sub(_escape_surrogate, text)
+    if re.search(_SURROGATE, text):
+        text = re.sub(_SURROGATE, _escape_surrogate, text)
     return text.encode("utf-8")
 
 
 def _storable(text):
     """``text`` as JSON will give it back: a lone high surrogate followed by a lone low one
     reads back as the one character the pair encodes, so store it that way from the start."""
-    if text is None or text.isascii() or not _SURROGATE.search(text):
+    if text is None or text.isascii() or not re.search(_SURROGATE, text):
         return text
     return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
 
@@ -168,7 +167,7 @@ def record_entry(record: AuditRecord, seq: int, prev: str) -> dict:
              "name": record.name, "kind": record.kind, "event": record.event,
              "detail": record.detail, "line": record.line, "lineage": list(record.lineage),
              "host_only": record.host_only, "text": record.describe(), "prev": prev}
-    if _SURROGATE.search(entry["text"] + record.name + record.kind):
+    if re.search(_SURROGATE, entry["text"] + record.name + record.kind):
         for key in ("subject", "name", "kind", "event", "detail", "text"):
             entry[key] = _storable(entry[key])
         entry["lineage"] = [_storable(x) for x in record.lineage]
@@ -367,6 +366,7 @@ class AuditFile:
 
     def _lock_exclusive(self) -> None:
         try:
+            import fcntl
             fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise AuditLogError(f"audit log {self.path} is in use by another process") from None

@@ -16,8 +16,8 @@ SenseRuntimeError naming the memory and the file.
 from __future__ import annotations
 
 import os
-import threading
 import time
+from _thread import allocate_lock
 
 from .errors import Pos, SenseRuntimeError
 from .provenance import LBool, LStr
@@ -156,7 +156,7 @@ class PersistentMemory:
         self.conn: sqlite3.Connection | None = None
         # One connection is shared by every thread of the VM (async tools and agents run on
         # workers), and a sqlite3 connection must not be used by two threads at once.
-        self.lock = threading.Lock()
+        self.lock = allocate_lock()       # threading.Lock, without importing threading at start-up
 
     def __str__(self) -> str:
         return f"<memory {self.name} (persistent, {self.path})>"

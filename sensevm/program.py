@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import bisect
 from enum import IntEnum
 
 from .errors import Pos, NO_POS
@@ -34,7 +33,8 @@ class CodeObject:
 
     def position_at(self, offset: int) -> Pos:
         """The source position of the instruction starting at (or covering) ``offset``."""
-        i = bisect.bisect_right(self.positions, (offset, float("inf"), float("inf"))) - 1
+        from bisect import bisect_right      # here: only an error or a trace looks a position up
+        i = bisect_right(self.positions, (offset, float("inf"), float("inf"))) - 1
         if i < 0:
             return NO_POS
         _, line, col = self.positions[i]

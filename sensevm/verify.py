@@ -22,7 +22,6 @@ fall off the end). The first problem found is reported as VerifyError(code, offs
 
 from __future__ import annotations
 
-import heapq
 import re
 
 from .decode import DecodeError, Instruction, decode, decode_at
@@ -91,7 +90,9 @@ def load_verified(data: bytes) -> VerifiedProgram:
 
 # ----------------------------------------------------------------------------- annotations
 
-_ANNOTATION_TOKEN = re.compile(r"[^\W\d]\w*|[<>,]|\s+")
+# Patterns are compiled on first use (re caches them): most programs never need them, and
+# every start-up would pay for compiling them.
+_ANNOTATION_TOKEN = r"[^\W\d]\w*|[<>,]|\s+"
 
 
 def annotation_ok(text) -> bool:
@@ -101,7 +102,7 @@ def annotation_ok(text) -> bool:
     # A state machine rather than recursive descent, so that absurd nesting in a forged file
     # cannot hit Python's recursion limit.
     depth, pos, want_name, after_name = 0, 0, True, False
-    for m in _ANNOTATION_TOKEN.finditer(text):
+    for m in re.finditer(_ANNOTATION_TOKEN, text):
         if m.start() != pos:
             return False                # a character that is no token
         pos = m.end()
@@ -198,12 +199,12 @@ def _check_manifest(program: Program, fail) -> None:
         elif a.rollback != -1:
             fail(f"action {i} ({a.name}) is irreversible but has a rollback block "
                  f"(code {a.rollback})")
-        if a.capability is not None and not _CAPABILITY.fullmatch(a.capability):
+        if a.capability is not None and not re.fullmatch(_CAPABILITY, a.capability):
             fail(f"action {i} ({a.name}) has a malformed capability {a.capability!r}")
     tool_owner = _claim_bodies(codes, program.tools, "tool", CodeKind.TOOL_BODY, fail)
     agent_owner = _claim_bodies(codes, program.agents, "agent", CodeKind.AGENT_BODY, fail)
     for t in program.tools:
-        if t.capability is not None and not _CAPABILITY.fullmatch(t.capability):
+        if t.capability is not None and not re.fullmatch(_CAPABILITY, t.capability):
             fail(f"tool {tool_owner[t.body]} ({t.name}) has a malformed capability "
                  f"{t.capability!r}")
     for index, code in enumerate(codes):
@@ -232,7 +233,7 @@ def _claim_bodies(codes, entries, what: str, kind: CodeKind, fail) -> dict[int, 
     return owner
 
 
-_CAPABILITY = re.compile(r"[^\W\d]\w*(\.[^\W\d]\w*)*")
+_CAPABILITY = r"[^\W\d]\w*(\.[^\W\d]\w*)*"
 
 
 # ----------------------------------------------------------------------------- code objects
@@ -379,12 +380,15 @@ class _CodeVerifier:
         end = len(code.code)
         self.states = [None] * len(instructions)
         # Lowest offset first, so that the problem reported is the earliest one on the walk.
+        # (heapq is imported here: only a program the fast pass refuses comes this way.)
+        from heapq import heappop, heappush
+        self.push = heappush
         self.work = []
         self.flow(None, 0, (0, 0, 0, 0, 0))
         max_depth = 0
 
         while self.work:
-            i = heapq.heappop(self.work)
+            i = heappop(self.work)
             ins = instructions[i]
             op, args = ins.op, ins.args
             stack, scope, tests, iters, mods = self.states[i]
@@ -460,7 +464,7 @@ class _CodeVerifier:
         old = self.states[j]
         if old is None:
             self.states[j] = state
-            heapq.heappush(self.work, j)
+            self.push(self.work, j)
             return
         at = self.instructions[j].offset
         for what, new, was in zip(("stack depth", "scope depth", "test depth"), state, old):
