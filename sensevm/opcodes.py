@@ -54,8 +54,9 @@ _PLAIN: dict = {}
 
 def int_enum(cls):
     """The plain class ``cls`` (members, and a ``__new__`` taking each member's value) as an
-    IntEnum. Every command imports this module: the decorator CPython uses for its own enums
-    makes these in a third of the time that the class statement does."""
+    IntEnum. Every command makes the enums of the instruction set and the file format: the
+    decorator CPython uses for its own enums makes them in a third of the time that the class
+    statement does."""
     _PLAIN[cls.__name__] = cls      # (for the test that the usual way makes the same enum)
     if _simple_enum is None:
         return _int_enum_slowly(cls)

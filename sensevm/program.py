@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from enum import IntEnum
-
 from .errors import Pos, NO_POS
+from .opcodes import int_enum
 from .record import record
 
 
-class CodeKind(IntEnum):
+@int_enum
+class CodeKind:
     MODULE = 0      # a file's top level
     FUNCTION = 1    # a def
     ACTION_BODY = 2 # an action's body: entered only by ACTION_COMMIT

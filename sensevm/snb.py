@@ -36,11 +36,10 @@ from __future__ import annotations
 
 import struct
 import zlib
-from enum import IntEnum
 from itertools import accumulate, chain
 
 from .errors import SnbFormatError
-from .opcodes import FINGERPRINT, FORMAT_MAJOR, FORMAT_MINOR
+from .opcodes import FINGERPRINT, FORMAT_MAJOR, FORMAT_MINOR, int_enum
 
 # The second look's roles, by their number in an action's role list (the manifest).
 SEND_ROLES = ("recipient", "amount", "link", "code", "content")
@@ -62,7 +61,8 @@ MAX_INT_BYTES = 4096
 _MAGIC_AT, _VERSION_AT, _FLAGS_AT, _FINGERPRINT_AT, _HASH_AT = 0, 8, 12, 16, 24
 
 
-class Section(IntEnum):
+@int_enum
+class Section:
     CUSTOM = 0
     STRINGS = 1
     CONSTANTS = 2
@@ -75,7 +75,8 @@ class Section(IntEnum):
 _REQUIRED = tuple(s for s in Section if s is not Section.CUSTOM)
 
 
-class Tag(IntEnum):
+@int_enum
+class Tag:
     """The tag byte in front of each constant."""
     NIL = 0
     FALSE = 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sensevm import opcodes
+from sensevm import opcodes, program, snb
 from sensevm.opcodes import FINGERPRINT, FORMAT_MAJOR, F, Op, Operand, POPS, PUSHES
 
 # One fingerprint per format major. Changing any opcode row (number, name, operands, stack
@@ -87,12 +87,13 @@ def test_terminators():
     assert opcodes.JUMPS == {op for op in Op if Operand.TARGET in op.operands}
 
 
-@pytest.mark.parametrize("name", ["Op", "Operand"])
-def test_the_usual_enum_machinery_makes_the_same_enum(name):
+@pytest.mark.parametrize("module, name", [(opcodes, "Op"), (opcodes, "Operand"),
+                                          (program, "CodeKind"), (snb, "Section"), (snb, "Tag")])
+def test_the_usual_enum_machinery_makes_the_same_enum(module, name):
     """The instruction set's enums are made with CPython's quick decorator where it exists; the
     usual way (the fallback) must give the same members, values, order, rows and behaviour."""
     from enum import IntEnum
-    quick = getattr(opcodes, name)
+    quick = getattr(module, name)
     usual = opcodes._int_enum_slowly(opcodes._PLAIN[name])
     assert issubclass(quick, IntEnum) and issubclass(usual, IntEnum)
     assert [(m.name, m.value) for m in usual] == [(m.name, m.value) for m in quick]
@@ -108,5 +109,6 @@ def test_the_usual_enum_machinery_makes_the_same_enum(name):
 
 def test_members_survive_pickling():
     import pickle
-    for op in Op:
-        assert pickle.loads(pickle.dumps(op)) is op
+    for enum_class in (Op, Operand, program.CodeKind, snb.Section, snb.Tag):
+        for member in enum_class:
+            assert pickle.loads(pickle.dumps(member)) is member
