@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from .errors import SenseError, SenseRuntimeError
 from .provenance import LABELLED, plain
-from .values import AgentValue, Builtin, type_name
+from .values import AgentValue, type_name
 
 
 def _error(message: str, located: bool = False) -> SenseRuntimeError:
@@ -242,13 +242,3 @@ def await_agent(vm, agent: AgentValue):
     if agent.status == "failed" and agent.error is not None:
         raise agent.error
     return agent
-
-
-AGENT_BUILTINS = [
-    Builtin("start", b_start, 1, frames=True),
-    Builtin("resume", b_resume, None, frames=True),
-    Builtin("pause", b_pause, None, frames=True),
-    Builtin("ask_human", b_ask_human, 1, frames=True),
-    Builtin("send", b_send, 2, frames=True),
-    Builtin("receive", b_receive, None, frames=True),
-]

@@ -6,6 +6,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing would slow every start
     from typing import Any
 
+from importlib import import_module
+
 from .errors import SenseRuntimeError
 from . import provenance as PV
 from .provenance import LABELLED
@@ -178,14 +180,42 @@ CORE = [
 ]
 
 
+def _deferred(module: str, function: str):
+    """``sensevm.<module>.<function>``, its module imported at the first call: agents, models,
+    memory, sessions and MCP each bring a module that most programs never use, and importing
+    them all made every start-up a fifth slower."""
+    def call(*args):
+        return getattr(import_module(f"sensevm.{module}"), function)(*args)
+    call.__name__ = call.__qualname__ = function
+    call.deferred = (module, function)
+    return call
+
+
+# The builtins those modules implement. A frames builtin is called as fn(vm, frame, args) (see
+# Builtin); the declarations with an '@' are what the compiler emits for a declaration.
+DEFERRED = [
+    Builtin("start", _deferred("agents", "b_start"), 1, frames=True),
+    Builtin("resume", _deferred("agents", "b_resume"), None, frames=True),
+    Builtin("pause", _deferred("agents", "b_pause"), None, frames=True),
+    Builtin("ask_human", _deferred("agents", "b_ask_human"), 1, frames=True),
+    Builtin("send", _deferred("agents", "b_send"), 2, frames=True),
+    Builtin("receive", _deferred("agents", "b_receive"), None, frames=True),
+    Builtin("inference", _deferred("models", "b_inference"), None, labels=True),
+    Builtin("ask", _deferred("models", "b_ask"), 1, frames=True),
+    Builtin("ask_with_tools", _deferred("models", "b_ask_with_tools"), 2, frames=True),
+    Builtin("skill", _deferred("models", "b_skill"), 3),
+    Builtin("@model", _deferred("models", "b_model_decl"), 2),
+    Builtin("@set", _deferred("models", "b_set"), 2),
+    Builtin("ask_with_memory", _deferred("memory", "b_ask_with_memory"), 2, frames=True),
+    Builtin("@memory", _deferred("memory", "b_memory_decl"), 3, frames=True),
+    Builtin("@session_open", _deferred("sessions", "b_session_open"), 1, frames=True),
+    Builtin("@session_close", _deferred("sessions", "b_session_close"), 0, frames=True),
+    Builtin("connect_mcp", _deferred("mcp", "b_connect_mcp"), None, labels=True),
+]
+
+
 def builtin_scope() -> Scope:
-    from .agents import AGENT_BUILTINS
-    from .mcp import MCP_BUILTINS
-    from .memory import MEMORY_BUILTINS
-    from .models import MODEL_BUILTINS
-    from .sessions import SESSION_BUILTINS
     scope = Scope(None, tag="builtins")
-    for b in (CORE + AGENT_BUILTINS + MODEL_BUILTINS + MEMORY_BUILTINS + SESSION_BUILTINS
-              + MCP_BUILTINS):
+    for b in CORE + DEFERRED:
         scope.vars[b.name] = b
     return scope

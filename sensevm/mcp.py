@@ -28,7 +28,6 @@ from __future__ import annotations
 from .errors import SensePolicyError, SenseRuntimeError
 from . import policy as P
 from . import provenance as PV
-from .values import Builtin
 
 CONNECT_CAPABILITY = "mcp.connect"
 DEFAULT_TIMEOUT = 30.0          # seconds: each tool call (timeout: option), and at least the handshake
@@ -420,8 +419,3 @@ def b_connect_mcp(vm, args, labels=None):
     _record_server(vm, frame, name, "connected",
                    " ".join([command, *argv]) + f" ({len(server.tools)} tools)")
     return server
-
-
-MCP_BUILTINS = [
-    Builtin("connect_mcp", b_connect_mcp, None, labels=True),
-]

@@ -21,7 +21,7 @@ from _thread import allocate_lock
 
 from .errors import Pos, SenseRuntimeError
 from .provenance import LBool, LStr
-from .values import Builtin, Closure, to_str, type_name
+from .values import Closure, to_str, type_name
 
 SUFFIX = ".sense_memory.db"
 ENV_DIR = "SENSE_MEMORY_DIR"
@@ -437,9 +437,3 @@ def b_ask_with_memory(vm, frame, args):
     frame.stack.append(ask_model(vm, frame, model, prompt, what="ask_with_memory()",
                                  context=context))
     return False
-
-
-MEMORY_BUILTINS = [
-    Builtin("ask_with_memory", b_ask_with_memory, 2, frames=True),
-    Builtin("@memory", b_memory_decl, 3, frames=True),
-]

@@ -20,7 +20,7 @@ import os
 from .errors import SenseError, SensePolicyError, SenseRuntimeError, SenseTypeError
 from . import policy as P
 from . import provenance as PV
-from .values import Builtin, ToolDefinition, equal, to_str, type_name
+from .values import ToolDefinition, equal, to_str, type_name
 
 DELEGATION = "@delegation"
 MAX_TOOL_ROUNDS = 10
@@ -505,13 +505,3 @@ def b_set(vm, args):
     if type(value) is not Model:
         raise SenseTypeError(f"'set delegation' requires a Model value, got {type_name(value)}")
     return value
-
-
-MODEL_BUILTINS = [
-    Builtin("inference", b_inference, None, labels=True),
-    Builtin("ask", b_ask, 1, frames=True),
-    Builtin("ask_with_tools", b_ask_with_tools, 2, frames=True),
-    Builtin("skill", b_skill, 3),
-    Builtin("@model", b_model_decl, 2),
-    Builtin("@set", b_set, 2),
-]

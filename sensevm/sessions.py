@@ -290,9 +290,3 @@ def _undo(vm, handle, action) -> None:
 def default_log_path(vm) -> str:
     source = vm.program.sources[0].path if vm.program.sources else "program"
     return os.path.join(os.path.dirname(os.path.abspath(source)), ".sense", "sessions.wal")
-
-
-SESSION_BUILTINS = [
-    Builtin("@session_open", b_session_open, 1, frames=True),
-    Builtin("@session_close", b_session_close, 0, frames=True),
-]

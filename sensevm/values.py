@@ -391,7 +391,7 @@ def negate(a: Any) -> Any:
 
 _RUNTIME_TYPES = frozenset({"Model", "Agent", "Action", "Tool", "Memory", "Skill", "McpServer",
                             "Future", "Python"})
-_TYPE_TOKEN = re.compile(r"\s*([A-Za-z_][A-Za-z_0-9]*|<|>|,)")
+_TYPE_TOKEN = r"\s*([A-Za-z_][A-Za-z_0-9]*|<|>|,)"      # compiled on first use (re caches it)
 
 
 def parse_annotation(text: str):
@@ -399,7 +399,7 @@ def parse_annotation(text: str):
     tokens = []
     pos = 0
     while pos < len(text):
-        m = _TYPE_TOKEN.match(text, pos)
+        m = re.compile(_TYPE_TOKEN).match(text, pos)
         if not m:
             if text[pos:].strip() == "":
                 break

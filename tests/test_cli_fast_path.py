@@ -14,11 +14,15 @@ from conftest import ROOT, run_script
 CLICK = ("import sys\n"
          "from sensevm.cli import main\n"
          "main(sys.argv[1:], prog_name='sensevm')\n")
-# The launcher (what `python -m sensevm` and the console script run), reporting what it imported.
+# The launcher (what `python -m sensevm` and the console script run), reporting what it imported
+# (of what the interpreter had not loaded at start-up: a site .pth file may import threading).
 FAST = ("import sys, atexit\n"
+        "before = set(sys.modules)\n"
         "atexit.register(lambda: sys.__stderr__.write(\n"
-        "    'HEAVY ' + ' '.join(sorted(m for m in sys.modules\n"
-        "        if m.split('.')[0] in ('click', 'ply', 'sensec', 'prompt_toolkit', 'pygments')))\n"
+        "    'HEAVY ' + ' '.join(sorted(m for m in set(sys.modules) - before\n"
+        "        if m.split('.')[0] in ('click', 'ply', 'sensec', 'prompt_toolkit', 'pygments')\n"
+        "        or m in ('threading', 'sensevm.agents', 'sensevm.models', 'sensevm.memory',\n"
+        "                 'sensevm.sessions', 'sensevm.mcp')))\n"
         "    + '\\n'))\n"
         "sys.argv[0] = 'sensevm'\n"
         "from sensevm.launch import entry\n"
@@ -56,7 +60,23 @@ def test_good_run_same_output_and_no_click(tmp_path):
     snb = build(write(tmp_path, "a.sns", 'print("answer", 6 * 7)\n'))
     fast, click, heavy = both(["run", snb], tmp_path)
     assert fast == click == (0, "answer 42\n", "")
-    assert heavy == []          # no click, no compiler, no prompt_toolkit, no pygments
+    assert heavy == []          # no click, no compiler, no prompt_toolkit, no pygments, nor
+    #                             the modules of builtins the program does not call
+
+
+def test_deferred_builtins_import_their_module_when_called(tmp_path):
+    snb = build(write(tmp_path, "a.sns", 'model m = inference("mock")\nprint(type_of(m))\n'))
+    fast, click, heavy = both(["run", snb], tmp_path)
+    assert fast == click == (0, "Model\n", "")
+    assert heavy == ["sensevm.models"]
+
+
+def test_deferred_builtins_name_functions_of_their_modules():
+    from importlib import import_module
+    from sensevm.builtins import DEFERRED
+    for b in DEFERRED:
+        module, function = b.fn.deferred
+        assert callable(getattr(import_module(f"sensevm.{module}"), function)), b.name
 
 
 def test_runtime_error_same_output(tmp_path):
