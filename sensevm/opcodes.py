@@ -52,15 +52,15 @@ FORMAT_MINOR = 0          # the manifest's flags: action "immediate" (4), "sends
 _PLAIN: dict = {}
 
 
-def int_enum(cls):
+def int_enum(cls, base=IntEnum):
     """The plain class ``cls`` (members, and a ``__new__`` taking each member's value) as an
-    IntEnum. Every command makes the enums of the instruction set and the file format: the
-    decorator CPython uses for its own enums makes them in a third of the time that the class
-    statement does."""
+    IntEnum (or ``base``). Every command makes the enums of the instruction set and the file
+    format: the decorator CPython uses for its own enums makes them in a third of the time that
+    the class statement does."""
     _PLAIN[cls.__name__] = cls      # (for the test that the usual way makes the same enum)
     if _simple_enum is None:
-        return _int_enum_slowly(cls)
-    enum_class = _simple_enum(IntEnum)(cls)
+        return _int_enum_slowly(cls, base)
+    enum_class = _simple_enum(base)(cls)
     # It leaves a descriptor in the class per member, which makes every `Op.X` a Python-level
     # call; the class statement leaves the members themselves (no name here shadows another).
     for name, member in enum_class._member_map_.items():
@@ -68,14 +68,19 @@ def int_enum(cls):
     return enum_class
 
 
-def _int_enum_slowly(cls):
+def int_flag(cls):
+    """``int_enum`` for an IntFlag."""
+    return int_enum(cls, IntFlag)
+
+
+def _int_enum_slowly(cls, base=IntEnum):
     import types
 
     def body(ns):
         for key, value in cls.__dict__.items():
             if key not in ("__dict__", "__weakref__"):
                 ns[key] = value.__func__ if isinstance(value, staticmethod) else value
-    return types.new_class(cls.__name__, (IntEnum,), exec_body=body)
+    return types.new_class(cls.__name__, (base,), exec_body=body)
 
 
 @int_enum
@@ -92,7 +97,8 @@ class Operand:
     AGENT = 10
 
 
-class F(IntFlag):
+@int_flag
+class F:
     """Properties of an opcode."""
     NONE = 0
     JUMP = 1          # has a TARGET operand

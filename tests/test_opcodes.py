@@ -87,15 +87,16 @@ def test_terminators():
     assert opcodes.JUMPS == {op for op in Op if Operand.TARGET in op.operands}
 
 
-@pytest.mark.parametrize("module, name", [(opcodes, "Op"), (opcodes, "Operand"),
+@pytest.mark.parametrize("module, name", [(opcodes, "Op"), (opcodes, "Operand"), (opcodes, "F"),
                                           (program, "CodeKind"), (snb, "Section"), (snb, "Tag")])
 def test_the_usual_enum_machinery_makes_the_same_enum(module, name):
     """The instruction set's enums are made with CPython's quick decorator where it exists; the
     usual way (the fallback) must give the same members, values, order, rows and behaviour."""
-    from enum import IntEnum
+    from enum import IntEnum, IntFlag
     quick = getattr(module, name)
-    usual = opcodes._int_enum_slowly(opcodes._PLAIN[name])
-    assert issubclass(quick, IntEnum) and issubclass(usual, IntEnum)
+    base = IntFlag if name == "F" else IntEnum
+    usual = opcodes._int_enum_slowly(opcodes._PLAIN[name], base)
+    assert issubclass(quick, base) and issubclass(usual, base)
     assert [(m.name, m.value) for m in usual] == [(m.name, m.value) for m in quick]
     for q in quick:
         u = usual[q.name]
@@ -105,6 +106,9 @@ def test_the_usual_enum_machinery_makes_the_same_enum(module, name):
         if name == "Op":
             assert (u.operands, u.pops, u.pushes, u.flags, u.branch, u.doc) == \
                 (q.operands, q.pops, q.pushes, q.flags, q.branch, q.doc)
+    if base is IntFlag:         # every combination, the empty one included
+        for v in range(2 * max(quick)):
+            assert repr(usual(v)) == repr(quick(v)) and str(usual(v)) == str(quick(v))
 
 
 def test_members_survive_pickling():
