@@ -12,10 +12,12 @@ TOOL_CALL, ACTION_*, IMPORT, CALL_LABELED). Both tiers count exactly the same st
 count of a run is the same in tier 1 and tier 2, and between two steps a frame runs at most its
 own code once through: a program can run forever only by taking steps.
 
-This module is imported at every start of ``sensevm run``: it imports nothing beyond errors.
+This module is imported at every start of ``sensevm run``: it imports nothing beyond sys and errors.
 """
 
 from __future__ import annotations
+
+import sys
 
 from .errors import SenseLimitError
 
@@ -93,8 +95,8 @@ def _waiting(frame) -> bool:
     code = frame.f_code
     if code.co_name == "b_ask_human":
         return True
-    import threading
-    return code.co_filename == threading.__file__
+    threading = sys.modules.get("threading")   # not imported: no thread to wait for
+    return threading is not None and code.co_filename == threading.__file__
 
 
 class Budget:
@@ -148,19 +150,26 @@ class Budget:
         if self.timeout is None or self._stop is not None:
             return
         import signal
-        import threading
-        if hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread():
-            def alarm(signum, frame):
-                self.expire()
-                if frame is not None and _waiting(frame):
-                    raise self.exceeded()
-            previous = signal.signal(signal.SIGALRM, alarm)
+
+        def alarm(signum, frame):
+            self.expire()
+            if frame is not None and _waiting(frame):
+                raise self.exceeded()
+        on_alarm = hasattr(signal, "setitimer")
+        if on_alarm:
+            try:
+                # signal.signal refuses off the main thread: asking it spares importing threading
+                previous = signal.signal(signal.SIGALRM, alarm)
+            except ValueError:
+                on_alarm = False
+        if on_alarm:
             signal.setitimer(signal.ITIMER_REAL, self.timeout, RECHECK)
 
             def stop():
                 signal.setitimer(signal.ITIMER_REAL, 0)
                 signal.signal(signal.SIGALRM, previous)
         else:
+            import threading
             done = threading.Event()
 
             def watch():

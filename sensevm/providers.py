@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import os
-import threading
+from _thread import allocate_lock
 from typing import Any, NamedTuple, Optional
 
 
@@ -89,7 +89,7 @@ class ScriptedProvider:
         self.path = path
         self.used = 0
         self.received: list = []
-        self.lock = threading.Lock()
+        self.lock = allocate_lock()
 
     @classmethod
     def load(cls, path: str) -> "ScriptedProvider":

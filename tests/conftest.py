@@ -23,14 +23,23 @@ class Outcome:
     exit_code: int
 
 
-def run_script(script: str, args, cwd, completion_var: str):
+def run_script(script: str, args, cwd, completion_var: str, *, no_site: bool = False):
     """``python -c script args...`` in ``cwd`` with this checkout importable, colour off and
-    the shell-completion variable ``completion_var`` unset (so click never answers it)."""
+    the shell-completion variable ``completion_var`` unset (so click never answers it).
+
+    ``no_site``: run with ``-S``, the installed packages on PYTHONPATH instead, so that no site
+    ``.pth`` file (some machines' import certifi, hence threading) loads modules at start-up."""
     import subprocess
-    env = dict(os.environ, NO_COLOR="1", PYTHONPATH=ROOT)
+    import sysconfig
+    path = [ROOT]
+    if no_site:
+        paths = sysconfig.get_paths()
+        path += dict.fromkeys((paths["purelib"], paths["platlib"]))
+    env = dict(os.environ, NO_COLOR="1", PYTHONPATH=os.pathsep.join(path))
     env.pop(completion_var, None)
-    return subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True,
-                          cwd=cwd, env=env)
+    flags = ["-S"] if no_site else []
+    return subprocess.run([sys.executable, *flags, "-c", script, *args], capture_output=True,
+                          text=True, cwd=cwd, env=env)
 
 
 def run_program(path: str, *, dry_run: bool = False, tier: Optional[str] = None) -> Outcome:

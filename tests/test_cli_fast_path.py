@@ -15,7 +15,7 @@ CLICK = ("import sys\n"
          "from sensevm.cli import main\n"
          "main(sys.argv[1:], prog_name='sensevm')\n")
 # The launcher (what `python -m sensevm` and the console script run), reporting what it imported
-# (of what the interpreter had not loaded at start-up: a site .pth file may import threading).
+# (of what the interpreter had not loaded at start-up).
 FAST = ("import sys, atexit\n"
         "before = set(sys.modules)\n"
         "atexit.register(lambda: sys.__stderr__.write(\n"
@@ -29,13 +29,15 @@ FAST = ("import sys, atexit\n"
         "entry()\n")
 
 
-def _run(script, args, cwd):
-    return run_script(script, args, cwd, "_SENSEVM_COMPLETE")
+def _run(script, args, cwd, **how):
+    return run_script(script, args, cwd, "_SENSEVM_COMPLETE", **how)
 
 
 def both(args, cwd):
-    """(fast, click) results; the fast one's stderr without its import report, plus that report."""
-    fast = _run(FAST, args, cwd)
+    """(fast, click) results; the fast one's stderr without its import report, plus that report.
+    The fast run skips site (see run_script), so what it reports is what the launcher imported
+    on any machine."""
+    fast = _run(FAST, args, cwd, no_site=True)
     click = _run(CLICK, args, cwd)
     lines = fast.stderr.splitlines(keepends=True)
     heavy = lines.pop().split()[1:] if lines and lines[-1].startswith("HEAVY") else None
