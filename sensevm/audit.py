@@ -17,8 +17,8 @@ _now = time.time
 
 class AuditRecord(namedtuple("AuditRecord", "subject name kind event detail line lineage "
                                             "timestamp host_only")):
-    """One audit event, host-side. A tuple (immutable, compared and hashed by its fields), so
-    the VM makes one per lifecycle event with a single C-level call, ``tuple.__new__``.
+    """One audit event, host-side. A tuple (immutable, compared and hashed by its fields); the
+    log keeps the VM's records as plain tuples of these fields (see AuditLog).
 
     subject:   "irreversible action 'ship'", "tool 'camera'", ...
     kind:      "reversible" | "irreversible" | "tool" | "model" | ...
@@ -58,28 +58,44 @@ _tuple_new = tuple.__new__
 class AuditLog:
     """The log of one run; every record stays host-side even if no program reads it.
 
-    Without a sink every record is kept in ``records``. With a sink (an ``AuditFile``) each
-    record goes to the file and ``records`` keeps only the last ``TAIL`` of them, so memory
-    stays bounded however long the run; ``lines()`` then reads this run's records back.
+    Records are kept as rows: plain tuples of AuditRecord's fields (the VM appends one per
+    lifecycle event), or AuditRecords. A plain tuple of strings, numbers and None is one the
+    garbage collector stops tracking once it has seen it, so a long run's log costs the
+    collector nothing; a tuple subclass such as AuditRecord is tracked, and walked by every
+    full collection, for as long as the run lasts. ``records`` gives them back as AuditRecords.
+
+    Without a sink every row is kept in ``rows``. With a sink (an ``AuditFile``) each record
+    goes to the file and ``rows`` keeps only the last ``TAIL`` of them, so memory stays
+    bounded however long the run; ``lines()`` then reads this run's records back.
     """
 
     TAIL = 64
 
     def __init__(self, sink: "AuditFile | None" = None):
         self.sink = sink
-        self.records = [] if sink is None else deque(maxlen=self.TAIL)
+        self.rows = [] if sink is None else deque(maxlen=self.TAIL)
         if sink is None:
             # Nothing to write: appending a record is appending it to the list (the VM calls
             # this once per lifecycle event).
-            self.append = self.records.append
+            self.append = self.rows.append
         # Lines of an earlier run this one continues (a resumed agent): audit_log() shows
         # them first. Their records are in that run's durable log, if it had one.
         self.prefix: list[str] = []
 
-    def append(self, record: AuditRecord) -> None:
+    def append(self, row: tuple) -> None:
+        """Add a record: an AuditRecord, or a plain tuple of its fields in order."""
         if self.sink is not None:
-            self.sink.write(record)
-        self.records.append(record)
+            self.sink.write(_tuple_new(AuditRecord, row))
+        self.rows.append(row)
+
+    @property
+    def records(self) -> list[AuditRecord]:
+        """The kept records (all of them, or the sink's last TAIL), oldest first."""
+        rows = list(self.rows)      # a snapshot: async tool bodies record from other threads
+        return [_tuple_new(AuditRecord, row) for row in rows]
+
+    def __len__(self) -> int:
+        return len(self.rows)
 
     def lines(self) -> list[str]:
         if self.sink is not None:
@@ -90,12 +106,12 @@ class AuditLog:
         # made once (the fields describe() reads, plus name and kind, are the key).
         out = list(self.prefix)
         made: dict = {}
-        for r in self.records:
-            if not r.host_only:
+        for r in self.rows:
+            if not r[8]:                    # host_only
                 key = r[:7]
                 text = made.get(key)
                 if text is None:
-                    text = made[key] = _storable(r.describe())
+                    text = made[key] = _storable(_tuple_new(AuditRecord, r).describe())
                 out.append(text)
         return out
 

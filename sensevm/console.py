@@ -471,7 +471,7 @@ class Console:
         return out
 
     def audit(self) -> dict:
-        records = [self.record_json(n, r) for n, r in enumerate(list(self.vm.audit.records))]
+        records = [self.record_json(n, r) for n, r in enumerate(self.vm.audit.records)]
         return {"records": records, "tree": audit_tree(records),
                 "program_records": self.program_records}
 
@@ -631,7 +631,7 @@ def open_console(path: str, *, dry_run: bool = False, stdout=None, stderr=None,
             raise
 
     console.status = _guarded(body, audit, sources, stdout, stderr)
-    console.program_records = len(audit.records)
+    console.program_records = len(audit)
     return console, console.status
 
 

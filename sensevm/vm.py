@@ -56,7 +56,6 @@ _PC_STORES = frozenset(int(op) for op in (Op.STORE_NAME, Op.STORE_LOCAL, Op.STOR
 _PC_CALLS = frozenset(int(op) for op in (Op.CALL, Op.CALL_LABELED, Op.ACTION_PREPARE,
                                          Op.TOOL_CALL))
 _CALL_LABELED = int(Op.CALL_LABELED)
-_new_tuple = tuple.__new__
 # ADD .. GE on two Ints, except DIV (always a Float, checked for zero) and MOD by zero.
 _INT_OPS = {int(Op.ADD): operator.add, int(Op.SUB): operator.sub, int(Op.MUL): operator.mul,
             int(Op.MOD): operator.mod, int(Op.EQ): operator.eq,
@@ -1211,11 +1210,10 @@ class VM:
     def record(self, action: PreparedAction, event: str, frame, line: Optional[int] = None,
                detail: Optional[str] = None, host_only: bool = False) -> None:
         definition = action.definition
-        # AuditRecord's own fields in order, made without its Python-level __new__ (this runs
-        # for every lifecycle event).
-        self.audit.append(_new_tuple(AuditRecord, (
-            definition.subject, definition.decl.name, definition.kind, event, detail, line,
-            self.lineage(frame), _now(), host_only)))
+        # AuditRecord's fields in order, as the plain tuple the log keeps (this runs for every
+        # lifecycle event).
+        self.audit.append((definition.subject, definition.decl.name, definition.kind, event,
+                           detail, line, self.lineage(frame), _now(), host_only))
 
     def prepare(self, f, definition: ActionDefinition, args: list,
                 line: Optional[int] = None) -> PreparedAction:
@@ -1500,9 +1498,8 @@ class VM:
             if type(args[i]) is not exact and not check(args[i]):
                 raise V.param_error(name, tool.name, text, args[i])
         # record_tool(tool, "called", f, line), written out: this runs for every tool call.
-        self.audit.append(_new_tuple(AuditRecord, (
-            tool.subject, tool.name, "tool", "called", None, line, self.lineage(f), _now(),
-            False)))
+        self.audit.append((tool.subject, tool.name, "tool", "called", None, line,
+                           self.lineage(f), _now(), False))
         direct = tool.body.dx[n] if n < DIRECT_ARITIES and not tool.is_async else None
         if direct is not None:
             # The body's direct form (tier2.Compiled), `tool` standing for its closure: no
@@ -1571,9 +1568,8 @@ class VM:
         return self._session_log
 
     def record_tool(self, tool, event, frame, line, detail=None) -> None:
-        self.audit.append(_new_tuple(AuditRecord, (
-            tool.subject, tool.decl.name, "tool", event, detail, line, self.lineage(frame),
-            _now(), False)))
+        self.audit.append((tool.subject, tool.decl.name, "tool", event, detail, line,
+                           self.lineage(frame), _now(), False))
 
     def _start_async(self, f, tool: ToolDefinition, scope: Scope, tags) -> Future:
         """Run the body on a worker thread with an execution state of its own.

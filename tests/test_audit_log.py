@@ -378,6 +378,56 @@ def test_in_memory_log_unchanged_without_sink():
     log.close()
 
 
+LOOP = """\
+reversible action credit(delta: Int) requires ledger.write:
+    print(delta)
+rollback:
+    print(-delta)
+
+policy:
+    allow ledger.write
+
+def run(n):
+    i = 0
+    while i < n:
+        c = credit(i)
+        c.verify()
+        c.commit()
+        if i % 2 == 0:
+            c.rollback()
+        i = i + 1
+
+run(40)
+print(len(audit_log()))
+"""
+
+
+def test_the_vms_records_are_rows_the_collector_stops_tracking(tmp_path):
+    """A long run's log must not grow the collector's work: the VM's records are plain tuples
+    (a tuple subclass stays tracked), read back as AuditRecords."""
+    import gc
+    import io
+    from sensec.driver import compile_file
+    from sensevm.snb import dump
+    from sensevm.verify import load_verified
+    from sensevm.vm import VM
+    path = tmp_path / "loop.sns"
+    path.write_text(LOOP, encoding="utf-8")
+    out = io.StringIO()
+    vm = VM(load_verified(dump(compile_file(str(path)))), stdout=out)
+    vm.run()
+    gc.collect()
+    rows = list(vm.audit.rows)
+    assert len(rows) == 40 * 4 + 20 == len(vm.audit)     # prepared verified committing committed
+    assert not any(gc.is_tracked(row) for row in rows)
+    records = vm.audit.records
+    assert all(type(r) is AuditRecord for r in records)
+    assert records == [AuditRecord(*row) for row in rows]
+    assert [r.event for r in records[:4]] == ["prepared", "verified", "committing", "committed"]
+    shown = [r.describe() for r in records if not r.host_only]
+    assert vm.audit.lines() == shown and out.getvalue().endswith(f"\n{len(shown)}\n")
+
+
 # Lone low surrogates are what surrogateescape (the host's undecodable bytes) produces; a high
 # surrogate followed by a low one has its own test, since JSON reads the pair back as one char.
 _text = st.text(alphabet=st.one_of(st.characters(),
@@ -403,8 +453,9 @@ def test_lines_identical_with_and_without_sink(first, records, cut):
         for i, r in enumerate(records):
             if i == cut:
                 assert durable.lines() == plain.lines()
-            plain.append(r)
-            durable.append(r)
+            row = tuple(r) if i % 2 else r      # the VM appends plain tuples of the fields
+            plain.append(row)
+            durable.append(row)
         assert durable.lines() == plain.lines()
         durable.close()
         result = verify_chain(path)
