@@ -103,16 +103,32 @@ class AuditLog:
         # As the durable file gives them back (a surrogate pair read back as one character),
         # so audit_log() is the same with and without --audit-log.
         # A loop records the same event at the same line over and over: each distinct text is
-        # made once (the fields describe() reads, plus name and kind, are the key).
+        # made once. Most records have no detail and no lineage; their texts are found by line,
+        # event and subject in nested dicts (no key tuple to make and hash), the rest's by the
+        # fields describe() reads.
         out = list(self.prefix)
-        made: dict = {}
+        append = out.append
+        plain: dict = {}
+        other: dict = {}
         for r in self.rows:
-            if not r[8]:                    # host_only
-                key = r[:7]
-                text = made.get(key)
+            if r[8]:                            # host_only
+                continue
+            if r[4] is None and not r[6]:
+                by_event = plain.get(r[5])
+                if by_event is None:
+                    by_event = plain[r[5]] = {}
+                by_subject = by_event.get(r[3])
+                if by_subject is None:
+                    by_subject = by_event[r[3]] = {}
+                text = by_subject.get(r[0])
                 if text is None:
-                    text = made[key] = _storable(_tuple_new(AuditRecord, r).describe())
-                out.append(text)
+                    text = by_subject[r[0]] = _storable(_tuple_new(AuditRecord, r).describe())
+            else:
+                key = (r[0], r[3], r[4], r[5], r[6])
+                text = other.get(key)
+                if text is None:
+                    text = other[key] = _storable(_tuple_new(AuditRecord, r).describe())
+            append(text)
         return out
 
     def close(self) -> None:
