@@ -1,8 +1,9 @@
 """The action state machine: one transition table, the only place an action's state changes.
 
 States (spec 10.4): prepared, verified, committed, denied, failed, rolled_back. The table maps
-(state, event) to the next state; an event the table does not list from a state is a bug in the
-caller, because every handler first runs the ``check_*`` guard of its method, which raises the
+(state, event) to the next state (``Edges`` reads one event's edges for the hottest handlers);
+an event the table does not list from a state is a bug in the caller, because every handler
+first runs the ``check_*`` guard of its method, which raises the
 language-level error (E-VSTATE, E-COMMIT, ...) for every illegal (state, method) pair.
 """
 
@@ -54,23 +55,52 @@ def transition(action, event: str) -> str:
     return new
 
 
+class Edges(dict):
+    """One event's edges of the table, state -> next state. The handlers that run once per
+    lifecycle step write ``action.state = EDGES[action.state]``: transition() without a call,
+    read from the same table; a state the event has no edge from raises IllegalTransition."""
+
+    __slots__ = ("event",)
+
+    def __init__(self, event: str):
+        super().__init__((state, new) for (state, ev), new in TRANSITIONS.items() if ev == event)
+        self.event = event
+
+    def __missing__(self, state):
+        raise IllegalTransition(f"{self.event} from state {state!r}")
+
+
+VERIFY_ALLOWED = Edges("verify_allowed")
+COMMIT_SUCCEEDED = Edges("commit_succeeded")
+ROLLBACK_SUCCEEDED = Edges("rollback_succeeded")
+
+
 # ----------------------------------------------------------------------------- guards (spec 10.4)
+#
+# The states verify, approve and commit are legal in. A handler may test ``action.state in
+# VERIFY_FROM`` itself and call the guard only when it fails (a legal step then makes no call):
+# the guard's test is the same set.
+
+VERIFY_FROM = frozenset({PREPARED})
+APPROVE_FROM = frozenset({PREPARED, VERIFIED})
+COMMIT_FROM = frozenset({VERIFIED})         # and QUEUED, at a session's confirm
+
 
 def check_verify(action) -> None:
-    if action.state != PREPARED:
+    if action.state not in VERIFY_FROM:
         raise SenseRuntimeError(f"cannot verify action '{action.name}' — its state is "
                                 f"'{action.state}', not 'prepared'")
 
 
 def check_approve(action) -> None:
-    if action.state not in (PREPARED, VERIFIED):
+    if action.state not in APPROVE_FROM:
         raise SenseRuntimeError(f"cannot approve action '{action.name}' — its state is "
                                 f"'{action.state}', not 'prepared'/'verified'")
 
 
 def check_commit(action, confirmed: bool = False) -> None:
     # Only a session's confirm fires a queued action.
-    if action.state != VERIFIED and not (confirmed and action.state == QUEUED):
+    if action.state not in COMMIT_FROM and not (confirmed and action.state == QUEUED):
         raise SenseRuntimeError(f"action '{action.name}' must be verified before .commit() "
                                 f"(current state: '{action.state}')", located=False)
 

@@ -1210,10 +1210,18 @@ class VM:
     def record(self, action: PreparedAction, event: str, frame, line: Optional[int] = None,
                detail: Optional[str] = None, host_only: bool = False) -> None:
         definition = action.definition
-        # AuditRecord's fields in order, as the plain tuple the log keeps (this runs for every
-        # lifecycle event).
+        # lineage(frame), its usual answer found without the call: no frame on the chain has
+        # tags (this runs for every lifecycle event).
+        lineage = ()
+        fr = frame
+        while fr is not None:
+            if fr.tags:
+                lineage = self.lineage(frame)
+                break
+            fr = fr.caller or fr.origin
+        # AuditRecord's fields in order, as the plain tuple the log keeps.
         self.audit.append((definition.subject, definition.decl.name, definition.kind, event,
-                           detail, line, self.lineage(frame), _now(), host_only))
+                           detail, line, lineage, _now(), host_only))
 
     def prepare(self, f, definition: ActionDefinition, args: list,
                 line: Optional[int] = None) -> PreparedAction:
@@ -1230,7 +1238,8 @@ class VM:
         return action
 
     def verify(self, f, action: PreparedAction, scope: Scope, pos: Pos) -> PreparedAction:
-        L.check_verify(action)
+        if action.state not in L.VERIFY_FROM:
+            L.check_verify(action)
         cap = action.definition.decl.capability
         if cap is not None and not P.allowed(cap, scope, f):
             L.transition(action, "verify_denied")
@@ -1238,7 +1247,7 @@ class VM:
                         detail=f"capability '{cap}' denied by policy")
             raise SensePolicyError(f"action '{action.name}' requires capability '{cap}', "
                                    "which is denied by policy")
-        L.transition(action, "verify_allowed")
+        action.state = L.VERIFY_ALLOWED[action.state]
         self.record(action, "verified", f, pos.line)
         look = self.look
         if look is not None and action.definition.outbound:
@@ -1289,7 +1298,8 @@ class VM:
                                  located=False)
 
     def approve(self, f, action: PreparedAction, pos: Pos) -> PreparedAction:
-        L.check_approve(action)
+        if action.state not in L.APPROVE_FROM:
+            L.check_approve(action)
         action.approved = True
         if action.flag is not None:
             action.cleared = action.flag     # covers exactly the flagged arguments
@@ -1304,7 +1314,8 @@ class VM:
         if self.sessions and not routed:
             from .sessions import route_commit
             return route_commit(self, f, action, scope, self.sessions[-1])
-        L.check_commit(action, confirmed)
+        if action.state not in L.COMMIT_FROM:
+            L.check_commit(action, confirmed)
         definition = action.definition
         decl = definition.decl
         # check_commit_policy and check_second_look, written out (a session calls those).
@@ -1417,13 +1428,13 @@ class VM:
         """A commit body or rollback block returned: its state and audit record (``caller``
         is the frame that called commit/rollback, where the lineage starts)."""
         if role == "commit":
-            L.transition(action, "commit_succeeded")
+            action.state = L.COMMIT_SUCCEEDED[action.state]
             self.record(action, "committed", caller)
             if action.session is not None:
                 from .sessions import body_ran
                 body_ran(self, action)
         else:
-            L.transition(action, "rollback_succeeded")
+            action.state = L.ROLLBACK_SUCCEEDED[action.state]
             self.record(action, "rolled_back", caller, line)
 
     def _run_direct(self, f, action, direct, scope, role, line=None) -> Optional[bool]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 CAPS = ("net.send", "fs.write")
@@ -208,3 +209,41 @@ def test_lifecycle_matches_the_model(tmp_path_factory, decl_specs, ops, dry_run)
     assert all(n <= 1 for n in model.body_runs.values())       # a body runs at most once
     if dry_run:
         assert "BODY" not in outcome.stdout and "RB " not in outcome.stdout
+
+
+def test_the_edges_the_handlers_read_are_the_transition_table():
+    """Edges (what the hottest handlers read) give transition()'s answer from every state,
+    and raise IllegalTransition where it does."""
+    from types import SimpleNamespace
+    from sensevm import lifecycle as L
+    events = {event for _, event in L.TRANSITIONS}
+    for event in events:
+        edges = L.Edges(event)
+        for state in L.STATES:
+            action = SimpleNamespace(state=state, name="a")
+            try:
+                expected = L.transition(action, event)
+            except L.IllegalTransition:
+                with pytest.raises(L.IllegalTransition, match=event):
+                    edges[state]
+            else:
+                assert edges[state] == expected
+    for name, event in (("VERIFY_ALLOWED", "verify_allowed"),
+                        ("COMMIT_SUCCEEDED", "commit_succeeded"),
+                        ("ROLLBACK_SUCCEEDED", "rollback_succeeded")):
+        assert getattr(L, name) == L.Edges(event) and getattr(L, name).event == event
+
+
+def test_the_guards_pass_exactly_in_their_from_states():
+    from types import SimpleNamespace
+    from sensevm import lifecycle as L
+    from sensevm.errors import SenseRuntimeError
+    for guard, legal in ((L.check_verify, L.VERIFY_FROM), (L.check_approve, L.APPROVE_FROM),
+                         (L.check_commit, L.COMMIT_FROM)):
+        for state in L.STATES:
+            action = SimpleNamespace(state=state, name="a")
+            if state in legal:
+                guard(action)
+            else:
+                with pytest.raises(SenseRuntimeError):
+                    guard(action)
