@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import re
 import time
+from _thread import allocate_lock
 from collections import deque, namedtuple
+from itertools import islice
 
 from .record import record
 
@@ -81,6 +83,12 @@ class AuditLog:
         # Lines of an earlier run this one continues (a resumed agent): audit_log() shows
         # them first. Their records are in that run's durable log, if it had one.
         self.prefix: list[str] = []
+        # What lines() has described so far (no sink): the texts of rows[:_seen], and the
+        # texts made, by line, event and subject and by the fields describe() reads.
+        self._texts: list[str] = []
+        self._seen = 0
+        self._made: tuple[dict, dict] = ({}, {})
+        self._describing = allocate_lock()
 
     def append(self, row: tuple) -> None:
         """Add a record: an AuditRecord, or a plain tuple of its fields in order."""
@@ -100,17 +108,27 @@ class AuditLog:
     def lines(self) -> list[str]:
         if self.sink is not None:
             return self.prefix + self.sink.texts()
-        # As the durable file gives them back (a surrogate pair read back as one character),
-        # so audit_log() is the same with and without --audit-log.
-        # A loop records the same event at the same line over and over: each distinct text is
-        # made once. Most records have no detail and no lineage; their texts are found by line,
-        # event and subject in nested dicts (no key tuple to make and hash), the rest's by the
-        # fields describe() reads.
-        out = list(self.prefix)
-        append = out.append
-        plain: dict = {}
-        other: dict = {}
-        for r in self.rows:
+        # Rows are only ever appended: the texts of those already seen are kept (a dry run's
+        # summary after a program that called audit_log() describes only what came since).
+        with self._describing:      # async tool bodies may call audit_log() too
+            rows = self.rows
+            end = len(rows)         # ... and be appending meanwhile
+            if self._seen < end:
+                self._describe(islice(rows, self._seen, end))
+                self._seen = end
+            return self.prefix + self._texts
+
+    def _describe(self, rows) -> None:
+        """Add the texts audit_log() shows for ``rows`` to ``_texts``.
+
+        As the durable file gives them back (a surrogate pair read back as one character), so
+        audit_log() is the same with and without --audit-log. A loop records the same event at
+        the same line over and over: each distinct text is made once. Most records have no
+        detail and no lineage; their texts are found by line, event and subject in nested dicts
+        (no key tuple to make and hash), the rest's by the fields describe() reads."""
+        append = self._texts.append
+        plain, other = self._made
+        for r in rows:
             if r[8]:                            # host_only
                 continue
             if r[4] is None and not r[6]:
@@ -129,7 +147,6 @@ class AuditLog:
                 if text is None:
                     text = other[key] = _storable(_tuple_new(AuditRecord, r).describe())
             append(text)
-        return out
 
     def close(self) -> None:
         if self.sink is not None:
