@@ -1341,7 +1341,7 @@ class VM:
             return False
         prepared = definition.body
         scope = Scope(definition.scope)
-        scope.vars.update(zip(prepared.code.params, action.args))
+        scope.vars = dict(zip(prepared.code.params, action.args))
         action.body_scope = scope
         # Intent before effect: with a durable log, a crash inside the body still leaves a
         # record that the commit began (host-side only; audit_log() shows the outcome).
@@ -1455,7 +1455,13 @@ class VM:
         except SenseError as err:       # placed in the body already
             self._body_failed_at(action, role, f, err, line)
             raise
-        self._body_done(action, role, f, line)
+        # _body_done, written out for an action outside a session (the only kind run here).
+        if role == "commit":
+            action.state = L.COMMIT_SUCCEEDED[action.state]
+            self.record(action, "committed", f)
+        else:
+            action.state = L.ROLLBACK_SUCCEEDED[action.state]
+            self.record(action, "rolled_back", f, line)
         f.stack.append(value)
         return False
 
