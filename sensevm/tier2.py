@@ -54,6 +54,8 @@ from .vm import DIRECT_ARITIES, DIRECT_LIMIT, Deoptimize, Frame
 
 CORE_NAMES = frozenset(b.name for b in CORE)
 _GRAND = "ppv = P.parent.vars if P is not None and P.parent is not None else EMPTY"
+# The scope three out, where a store looking for an outer binding goes on (see outer_store).
+_GREAT = "P3 = P.parent.parent if P is not None and P.parent is not None else None"
 _CORE_BY_NAME = {b.name: b for b in CORE}
 MAX_INSTRUCTIONS = 4000     # larger code objects stay in tier 1 (compile time, Python limits)
 MAX_INDENT = 40             # deeper inlining turns the block into a dispatch target instead
@@ -463,6 +465,21 @@ class _Gen:
                 return False
         return True
 
+    def outer_store(self, kw, q, top, indent, ip) -> tuple:
+        """The branch keyword and test, after ``kw``, of a store's last branch: true when no
+        scope outside the function binds name ``q`` (an outer binding is updated instead).
+        Outside direct forms the parent's and grandparent's bindings are tested first, written
+        out as ``elif`` branches (a store to a new local asks this on every first store, and
+        these are where a binding is found if anywhere), then store_found from three out. A
+        direct form's prologue runs on every call, so it does not read those scopes: it asks
+        store_found from the parent."""
+        if self.direct:
+            return kw, f"not store_found(P, {q}, {top})"
+        self.emit(indent, f"{kw} {q} in pv: pv[{q}] = {top}", ip)
+        self.emit(indent, f"elif {q} in ppv: ppv[{q}] = {top}", ip)
+        self.reads_great = True
+        return "elif", f"(P3 is None or not store_found(P3, {q}, {top}))"
+
     def store_block_local(self, i, kw, test, site, name, top, indent):
         """Bind block ``site``'s Python local of ``name`` to ``top`` (under ``{kw} {test}:``
         unless ``test`` is None). The block scopes built for this region (``bk`` is its key)
@@ -523,6 +540,7 @@ class _Gen:
         self.lines = []
         self.linemap = {}
         self.keyed_at: list = []        # (line index, chain key): see keyed
+        self.reads_great = False        # whether the code reads P3 (see outer_store)
         self.built_keys: set = set()
         maxdepth = max((st[0] for st in self.state if st is not None), default=0)
         slots = [f"s{i}" for i in range(maxdepth + 2)]
@@ -556,6 +574,7 @@ class _Gen:
         # The scope two out, where a top-level function finds the builtins (see lookup); the
         # line goes again if nothing reads it (prune_unread).
         e(1, _GRAND, 0)
+        e(1, _GREAT, 0)
         e(1, "U = UNSET", 0)
         for name, local in self.cached.items():
             if self.direct and name in self.fixed and self.argnames is not None:
@@ -620,6 +639,10 @@ class _Gen:
                           len(self.lines))
         drop = []
         for k in range(body_start):
+            if self.lines[k] == "    " + _GREAT:
+                if not self.reads_great:        # known without a search (see outer_store)
+                    drop.append(k)
+                continue
             read = self._UNREAD.get(self.lines[k])
             if read is not None and not any(read.search(line) for n, line
                                             in enumerate(self.lines) if n != k):
@@ -878,7 +901,8 @@ class _Gen:
                     e(indent, f"{local} = {top}", ip)
                 else:
                     e(indent, f"if {local} is not U: {local} = {top}", ip)
-                    e(indent, f"elif not store_found(P, {q}, {top}): {local} = {top}", ip)
+                    kw, test = self.outer_store("elif", q, top, indent, ip)
+                    e(indent, f"{kw} {test}: {local} = {top}", ip)
             elif local is not None:
                 if a in self.fixed:
                     e(indent, f"{local} = v0[{q}] = {top}", ip)
@@ -1048,10 +1072,11 @@ class _Gen:
             kw = "elif"
         site = self.regions[i][-1]
         if name in self.bnames.get(site, ()):
-            self.store_block_local(i, kw, f"not store_found(P, {q}, {top})", site, name, top,
-                                   indent)
+            kw, test = self.outer_store(kw, q, top, indent, ip)
+            self.store_block_local(i, kw, test, site, name, top, indent)
         elif self.lazy and local is not None:
-            e(indent, f"elif not store_found(P, {q}, {top}): {local} = {top}", ip)
+            kw, test = self.outer_store(kw, q, top, indent, ip)
+            e(indent, f"{kw} {test}: {local} = {top}", ip)
         else:
             # Known to be bound in the function scope or further out (the analysis).
             line = f"store_outer(P, {q}, {top}, fs)"

@@ -175,6 +175,58 @@ def test_scope_rules_on_both_tiers(tmp_path):
     assert one[1][:2] == ("SenseNameError", "[line 23] undefined variable 'q'")
 
 
+OUTER_STORES = """\
+seen = 0
+reversible action note(k: Int) requires log.write:
+    seen = seen + k
+rollback:
+    seen = seen - k
+
+policy:
+    allow log.write
+
+def outer():
+    hits = 0
+    def inner(n):
+        i = 0
+        while i < n:
+            a = note(i)
+            a.verify()
+            a.commit()
+            seen = seen + 1000
+            hits = hits + 1
+            fresh = i * 2
+            seen = seen + fresh
+            i = i + 1
+        return i
+    return [inner(30), hits]
+
+def top(n):
+    i = 0
+    while i < n:
+        b = note(i)
+        b.verify()
+        b.commit()
+        seen = seen + 1
+        mine = i
+        i = i + 1
+    return i
+
+print(top(40), seen)
+print(outer(), seen)
+"""
+
+
+def test_block_stores_find_outer_bindings_on_both_tiers(tmp_path):
+    """A store in a loop's block of a function tier 2 runs with frames updates the binding in
+    the function's parent (hits, of outer) or grandparent (seen, the module's) scope, written
+    out in the generated code, or else binds the name in the block (b, a, mine, fresh)."""
+    one = _run_source(tmp_path, OUTER_STORES, "1")
+    two = _run_source(tmp_path, OUTER_STORES, "2")
+    assert one[:5] == two[:5]
+    assert one[0] == "40 820\n[30, 30] 32125\n" and one[1] is None
+
+
 def test_unknown_tier_is_refused(monkeypatch):
     from sensevm.vm import default_tier
     monkeypatch.setenv("SENSE_TIER", "3")
