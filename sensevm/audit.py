@@ -140,12 +140,12 @@ class AuditLog:
                     by_subject = by_event[r[3]] = {}
                 text = by_subject.get(r[0])
                 if text is None:
-                    text = by_subject[r[0]] = _storable(_tuple_new(AuditRecord, r).describe())
+                    text = by_subject[r[0]] = _shown_text(r)
             else:
                 key = (r[0], r[3], r[4], r[5], r[6])
                 text = other.get(key)
                 if text is None:
-                    text = other[key] = _storable(_tuple_new(AuditRecord, r).describe())
+                    text = other[key] = _shown_text(r)
             append(text)
 
     def close(self) -> None:
@@ -200,6 +200,11 @@ def encode_entry(entry: dict) -> bytes:
     if re.search(_SURROGATE, text):
         text = re.sub(_SURROGATE, _escape_surrogate, text)
     return text.encode("utf-8")
+
+
+def _shown_text(row) -> str:
+    """The line audit_log() shows for ``row``, as the durable file gives it back."""
+    return _storable(_tuple_new(AuditRecord, row).describe())
 
 
 def _storable(text):
