@@ -156,14 +156,14 @@ def internal_error(prog: str, exc: BaseException) -> None:
 
 
 def _fast_run_args(args: list[str]):
-    """(FILE, limits, second_look) if ``args`` is ``run FILE`` with at most the limit options
-    (``--max-steps N`` or ``--max-steps=N`` ..., before or after FILE) and ``--second-look
-    on|off``, exactly as click would accept them, else None.
+    """(FILE, limits, second_look, dry_run) if ``args`` is ``run FILE`` with at most the limit
+    options (``--max-steps N`` or ``--max-steps=N`` ..., before or after FILE), ``--second-look
+    on|off`` and the ``--dry-run`` flag, exactly as click would accept them, else None.
 
     Mirrors ``click.Path(dir_okay=False)`` (readable by default, need not exist): a directory or
     an existing unreadable file is left to click, which refuses it with its usage message.
-    Any other argument starting with '-' ('--help', '--dry-run', '--'), a value that is not a
-    valid limit, or a second argument goes to click, which says what is wrong.
+    Any other argument starting with '-' ('--help', '--dry-run=yes', '--'), a value that is not
+    a valid limit, or a second argument goes to click, which says what is wrong.
     """
     if len(args) < 2 or args[0] != "run":
         return None
@@ -173,6 +173,7 @@ def _fast_run_args(args: list[str]):
     path = None
     limits = {}
     second_look = True
+    dry_run = False
     if len(args) == 2:
         path = args[1]
     else:
@@ -180,7 +181,9 @@ def _fast_run_args(args: list[str]):
         i = 1
         while i < len(args):
             arg = args[i]
-            if arg.startswith("-"):
+            if arg == "--dry-run":              # a flag: click refuses "--dry-run=..."
+                dry_run = True
+            elif arg.startswith("-"):
                 option, eq, value = arg.partition("=")
                 name = OPTIONS.get(option)
                 if name is None and option != "--second-look":
@@ -212,19 +215,20 @@ def _fast_run_args(args: list[str]):
     try:
         st = os.stat(path)
     except OSError:
-        return path, limits, second_look   # click passes a missing path on; run_file reports it
+        return path, limits, second_look, dry_run   # click passes a missing path on
     except ValueError:
         return None            # e.g. an embedded NUL: let click have its say
     if (st.st_mode & 0o170000) == 0o040000 or not os.access(path, os.R_OK):
         return None
-    return path, limits, second_look
+    return path, limits, second_look, dry_run
 
 
-def _run_as_click_would(path: str, limits: dict, second_look: bool = True) -> None:
+def _run_as_click_would(path: str, limits: dict, second_look: bool = True,
+                        dry_run: bool = False) -> None:
     """``run_file(path)`` with the exit handling of click's standalone mode."""
     import errno
     try:
-        code = run_file(path, limits=limits, second_look=second_look)
+        code = run_file(path, limits=limits, second_look=second_look, dry_run=dry_run)
     except (EOFError, KeyboardInterrupt):
         # click: echo() a newline, raise Abort, which prints "Aborted!" and exits 1.
         sys.stderr.write("\n")

@@ -133,7 +133,8 @@ def test_source_with_syntax_error_same_output(tmp_path):
 @pytest.mark.parametrize("args", [
     ["run"],                              # missing argument: click's usage error
     ["run", "--help"],
-    ["run", "--dry-run", "X.snb"],
+    ["run", "--dry-run=yes", "X.snb"],    # a flag takes no value: click's usage error
+    ["run", "--dry", "X.snb"],            # nor is an abbreviation an option
     ["run", "-"],
     ["run", "a.snb", "b.snb"],            # extra argument
     ["run", "--", "a.snb"],
@@ -209,3 +210,25 @@ def test_a_bad_second_look_value_goes_to_click(tmp_path, options):
     fast, click, heavy = both(["run", *options, snb], tmp_path)
     assert fast == click and fast[0] == 2
     assert "click" in heavy
+
+
+@pytest.mark.parametrize("options", [["--dry-run"], ["--dry-run", "--dry-run"],
+                                     ["--max-steps=100000", "--dry-run", "--second-look=off"]])
+@pytest.mark.parametrize("after", [False, True])
+def test_dry_run_same_output_and_no_click(tmp_path, options, after):
+    """`--dry-run` (before or after FILE, with the other options) takes the fast path: the same
+    banner, output and summary as click's command, without importing click."""
+    snb = build(write(tmp_path, "d.sns",
+                      'reversible action credit(n: Int) requires ledger.write:\n'
+                      '    print("ran", n)\n'
+                      'rollback:\n    print("undone", n)\n'
+                      'policy:\n    allow ledger.write\n'
+                      'for k in range(3):\n'
+                      '    c = credit(k)\n    c.verify()\n    print(c.commit())\n'
+                      '    c.rollback()\n'))
+    args = ["run", snb, *options] if after else ["run", *options, snb]
+    fast, click, heavy = both(args, tmp_path)
+    assert fast == click and fast[0] == 0
+    assert fast[1].startswith("DRY RUN") and "ran" not in fast[1] and "undone" not in fast[1]
+    assert fast[1].count("(dry run — body not executed)") == 3
+    assert heavy == []
