@@ -313,6 +313,15 @@ class VM:
     def write(self, text: str) -> None:
         self.out.write(text)
 
+    def _write_lines(self, lines: list, if_none: str) -> None:
+        """Write ``lines``, each ending in a newline (``if_none`` when there are none), a few
+        thousand at a time: a long summary joined whole would be held two or three times over
+        (text, encoded bytes), costing fresh memory and its page faults for nothing."""
+        if not lines:
+            self.write(if_none + "\n")
+        for start in range(0, len(lines), 2048):
+            self.write("\n".join(lines[start:start + 2048]) + "\n")
+
     def run(self) -> Any:
         """Run the program's main module to completion; a Sense error propagates to the caller.
 
@@ -328,9 +337,8 @@ class VM:
             result = self._run_main()
             self.save_paused_agents()
             if self.dry_run:
-                lines = self.audit.lines()
                 self.write("\n--- dry run summary ---\n")
-                self.write("\n".join(lines) + "\n" if lines else "(no actions were prepared)\n")
+                self._write_lines(self.audit.lines(), "(no actions were prepared)")
             return result
         finally:
             if budget is not None:

@@ -247,3 +247,22 @@ def test_the_guards_pass_exactly_in_their_from_states():
             else:
                 with pytest.raises(SenseRuntimeError):
                     guard(action)
+
+
+@pytest.mark.parametrize("n", [0, 1, 2047, 2048, 2049, 4097])
+def test_a_long_dry_run_summary_is_every_audit_line_once_in_order(tmp_path, n):
+    """The summary is written a few thousand lines at a time: across those boundaries it is
+    still exactly the audit log, each line once and in order."""
+    from conftest import run_program
+    path = tmp_path / "long.sns"
+    path.write_text("reversible action act(k: Int) requires x.y:\n    print(k)\n"
+                    "rollback:\n    print(-k)\n"
+                    f"for k in range({n}):\n"
+                    "    if k % 3 == 0:\n        a = act(k)\n    else:\n        b = act(k)\n"
+                    "for line in audit_log():\n    print(line)\n")
+    outcome = run_program(str(path), dry_run=True)
+    assert outcome.error is None
+    body, summary = outcome.stdout.split("\n--- dry run summary ---\n")
+    shown = body.split("\n")[2:-1]            # after the banner and its blank line
+    assert len(shown) == n and len(set(shown)) == min(n, 2)     # two lines, interleaved
+    assert summary == ("\n".join(shown) + "\n" if n else "(no actions were prepared)\n")
