@@ -289,7 +289,10 @@ class _Loader:
             s = Scope(None)
             self.made[index] = s
             s.parent = self.value(raw["parent"]) if raw["parent"] is not None else None
-            s.policy = dict(raw["policy"]) if raw["policy"] else None
+            if raw["policy"]:
+                table = dict(raw["policy"])
+                vm.denials.note(table)          # before the table can decide anything
+                s.policy = table
             tag = raw["tag"]
             s.tag = self.value(tag) if isinstance(tag, dict) else tag
             for k, x in raw["vars"].items():

@@ -16,6 +16,26 @@ if TYPE_CHECKING:  # annotations only: importing typing would slow every start
 ALLOW, DENY = "allow", "deny"
 
 
+class Denials:
+    """Whether any rule table of a run holds a deny rule yet; shared by a VM and its workers.
+
+    Until one does, ``allowed`` is True for every capability and call chain: a table can only
+    allow, and a capability no table mentions is allowed. So the VM's own checks (every action
+    step, every tool call) skip the walks while ``seen`` is False. It only ever becomes True,
+    and does so before the first deny rule enters any table of the run (the POLICY_DENY
+    handler, an agent's restored scopes), so no check can miss one."""
+
+    __slots__ = ("seen",)
+
+    def __init__(self) -> None:
+        self.seen = False
+
+    def note(self, table) -> None:
+        """Mark ``table`` (a rule table about to be put on a scope) if it holds a deny rule."""
+        if table and DENY in table.values():
+            self.seen = True
+
+
 def lexical_decision(scope, capability: str) -> Optional[str]:
     """The rule of the nearest table on ``scope``'s chain that mentions ``capability``, if any."""
     while scope is not None:

@@ -231,6 +231,7 @@ class VM:
         self.tests: list[TestResult] = []
         self.request = None             # user_request(): the run's --request, labelled user
         self.builtins = builtin_scope()
+        self.denials = P.Denials()      # (shared with the workers, as copy.copy shares it)
         # The second look (secondlook.py): None when switched off for a comparison run.
         if second_look:
             from .secondlook import SecondLook
@@ -1123,6 +1124,7 @@ class VM:
         P.set_rule(f.scope, a, P.ALLOW)
 
     def op_POLICY_DENY(self, f, a, b):
+        self.denials.seen = True        # first: a check made meanwhile takes the long way
         P.set_rule(f.scope, a, P.DENY)
 
     # ------------------------------------------------------------------ actions
@@ -1249,7 +1251,7 @@ class VM:
         if action.state not in L.VERIFY_FROM:
             L.check_verify(action)
         cap = action.definition.decl.capability
-        if cap is not None and not P.allowed(cap, scope, f):
+        if cap is not None and self.denials.seen and not P.allowed(cap, scope, f):
             L.transition(action, "verify_denied")
             self.record(action, "denied", f, line=pos.line,
                         detail=f"capability '{cap}' denied by policy")
@@ -1328,7 +1330,7 @@ class VM:
         decl = definition.decl
         # check_commit_policy and check_second_look, written out (a session calls those).
         cap = decl.capability
-        if cap is not None and not P.allowed(cap, scope, f):
+        if cap is not None and self.denials.seen and not P.allowed(cap, scope, f):
             self._commit_denied(f, action, cap)
         if decl.approval and not action.approved and not confirmed:
             L.transition(action, "commit_unapproved")
@@ -1366,7 +1368,7 @@ class VM:
 
     def check_commit_policy(self, f, action: PreparedAction, scope: Scope) -> None:
         cap = action.definition.decl.capability
-        if cap is not None and not P.allowed(cap, scope, f):
+        if cap is not None and self.denials.seen and not P.allowed(cap, scope, f):
             self._commit_denied(f, action, cap)
 
     def _commit_denied(self, f, action: PreparedAction, cap: str):
@@ -1380,7 +1382,7 @@ class VM:
         decl = action.definition.decl
         cap = decl.capability
         line = pos.line
-        if cap is not None and not P.allowed(cap, scope, f):
+        if cap is not None and self.denials.seen and not P.allowed(cap, scope, f):
             L.transition(action, "rollback_denied")
             self.record(action, "denied", f, line=line,
                         detail=f"capability '{cap}' denied by policy (rollback)")
@@ -1515,7 +1517,7 @@ class VM:
         if line is None:
             line = f.pos.line
         cap = tool.capability
-        if cap is not None and not P.allowed(cap, f.scope, f):
+        if cap is not None and self.denials.seen and not P.allowed(cap, f.scope, f):
             self.record_tool(tool, "denied", f, line, f"capability '{cap}' denied by policy")
             raise SensePolicyError(f"tool '{tool.name}' requires capability '{cap}', which is "
                                    "denied by policy")
