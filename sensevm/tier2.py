@@ -322,6 +322,41 @@ def _defined(instrs, state, succ, params):
     return defined
 
 
+def _nested_names(prepared) -> frozenset:
+    """Every name the code declared inside ``prepared`` can use (its closures', actions',
+    tools' and agents' bodies, and theirs in turn): the only names of this frame's scopes that
+    other code can ever read or write. Any string operand counts, a member's name or a constant
+    too, which errs on the safe side."""
+    unit, program = prepared.unit, prepared.program
+    names: set = set()
+    seen: set = set()
+    todo = [prepared]
+    while todo:
+        code = todo.pop()
+        for op, a, b in code.instrs:
+            if code is not prepared:
+                if type(a) is str:
+                    names.add(a)
+                if type(b) is str:
+                    names.add(b)
+            if op == Op.MAKE_FUNCTION:
+                inner = [a]
+            elif op == Op.MAKE_ACTION:
+                decl = program.actions[a]
+                inner = [decl.body] + ([decl.rollback] if decl.rollback >= 0 else [])
+            elif op == Op.MAKE_TOOL:
+                inner = [program.tools[a].body]
+            elif op == Op.MAKE_AGENT:
+                inner = [program.agents[a].body]
+            else:
+                continue
+            for index in inner:
+                if index not in seen:
+                    seen.add(index)
+                    todo.append(unit[index])
+    return frozenset(names)
+
+
 # ----------------------------------------------------------------------------- code generation
 
 def _literal(value) -> Optional[str]:
@@ -401,14 +436,15 @@ class _Gen:
         self.fixed = frozenset(p for p in self.fixed if p not in blk)
         ops = {op for op, _, _ in instrs}
         captures = bool(ops & CAPTURING_OPS)
-        # Cached variables: when nothing else can ever see this frame's scopes (no closure,
-        # action, tool or agent is declared here), only this frame writes its own scope, so a
-        # name that lives there (never in a block) is mirrored in a Python local. Stores write
-        # through to the scope, which therefore stays exact for a spill, a save or a later
-        # tier-1 continuation.
+        # Cached variables: only this frame writes a name of its own scope that no code
+        # declared here (closure, action, tool or agent, which alone can see this frame's
+        # scopes) ever names, so such a name that lives there (never in a block) is mirrored in
+        # a Python local. Stores write through to the scope, which therefore stays exact for a
+        # spill, a save, a later tier-1 continuation and the code declared here.
         self.cached = {}
-        if fresh and not captures:
-            for j, name in enumerate(sorted(own - blk)):
+        if fresh:
+            shared = _nested_names(self.prepared) if captures else frozenset()
+            for j, name in enumerate(sorted(own - blk - shared)):
                 self.cached[name] = f"l{j}"
         # Block variables: with nothing declared here to capture a scope and no policy rule to
         # write into one, nobody but this frame sees its block scopes, so none is made: each

@@ -441,3 +441,64 @@ def test_tier_option_sets_the_environment_the_vm_reads(tmp_path, monkeypatch):
     result = CliRunner().invoke(main, ["run", "--tier", "2", str(path)])
     assert result.exit_code == 0 and result.output == "hi\n"
     assert default_tier() == "2"
+
+
+DECLARED_HERE = """\
+policy:
+    allow ledger.write
+def outer(n):
+    count = 0
+    seen = 0
+    total = 0
+    hits = 0
+    ran = 0
+    def bump():
+        count = count + 1
+    def deep():
+        def inner():
+            seen = seen + 10
+        inner()
+    reversible action note(k: Int) requires ledger.write:
+        total = total + k
+    rollback:
+        total = total - k
+    tool probe(k: Int) returns Int requires calc.probe:
+        hits = hits + 1
+        return k
+    agent clerk:
+        "bumps ran"
+        ran = ran + 1
+    i = 0
+    while i < n:
+        bump()
+        deep()
+        a = note(probe(i))
+        a.verify()
+        a.commit()
+        if i % 2 == 0:
+            a.rollback()
+        if i == n - 1:
+            start(clerk)
+        i = i + 1
+    return [count, seen, total, hits, ran, i]
+print(outer(60))
+print(outer(3))
+"""
+
+
+def test_names_code_declared_here_uses_stay_in_the_scope_on_both_tiers(tmp_path):
+    """A function that declares closures, actions, tools and agents mirrors in Python locals
+    only the names none of them uses: each write those make to a name of the function (a
+    closure's, a nested closure's, an action body's and its rollback's, a tool body's, an
+    agent body's) is seen by the function's own tier-2 code."""
+    one = _run_source(tmp_path, DECLARED_HERE, "1")
+    two = _run_source(tmp_path, DECLARED_HERE, "2")
+    assert one[:5] == two[:5]
+    assert one[0] == "[60, 600, 900, 60, 1, 60]\n[3, 30, 1, 3, 1, 3]\n" and one[1] is None
+    from sensevm.tier2 import _Gen
+    code = next(c for c in two[5].prepared if c.code.name == "outer")
+    gen = _Gen(code)
+    gen.analyse()
+    # the loop counter, the parameter and the names of what is declared here, which no
+    # declared code names itself
+    assert set(gen.cached) == {"i", "n", "bump", "deep", "note", "probe", "clerk"}
