@@ -39,7 +39,9 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Optional
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing costs every run that reaches tier 2
+    from typing import Optional
 
 from . import provenance as PV
 from . import values as V
