@@ -647,7 +647,16 @@ class _Gen:
         e(1, "try:", 0)
         e(2, "while True:", 0)
         order = sorted(j for j in self.dispatch if self.state[j] is not None)
-        self._tree(order, 3)
+        inner = self.innermost_loop(order)
+        if inner is None:
+            self._tree(order, 3)
+        else:
+            # Every turn of the innermost loop comes back here: its header is tested first,
+            # the other blocks are found by the tree as before.
+            e(3, f"if L == {inner}:", 0)
+            self.block(inner, 4)
+            order.remove(inner)
+            self._tree(order, 3, "elif")
         if self.direct:
             self.direct_epilogue()
         else:
@@ -697,15 +706,35 @@ class _Gen:
         self.lines = kept
         self.linemap = {new_number[n]: v for n, v in self.linemap.items() if n in new_number}
 
-    def _tree(self, blocks, indent):
+    def _tree(self, blocks, indent, kw="if"):
+        """Find block L among ``blocks`` by halving; ``kw`` "elif" continues a test above."""
         if len(blocks) == 1:
+            if kw == "elif":
+                self.emit(indent, "else:", 0)
+                indent += 1
             self.block(blocks[0], indent)
             return
         mid = len(blocks) // 2
-        self.emit(indent, f"if L < {blocks[mid]}:", 0)
+        self.emit(indent, f"{kw} L < {blocks[mid]}:", 0)
         self._tree(blocks[:mid], indent + 1)
         self.emit(indent, "else:", 0)
         self._tree(blocks[mid:], indent + 1)
+
+    def innermost_loop(self, order) -> Optional[int]:
+        """The header, among the blocks ``order``, of the loop nested deepest (the smallest
+        such loop), when there are enough blocks for the tree to cost more than one test."""
+        if len(order) < 3:
+            return None
+        loops = [(a, i) for i, (op, a, _) in enumerate(self.instrs)
+                 if self.state[i] is not None and op in JUMPS and op is not Op.TEST_BEGIN
+                 and a <= i and a in order]
+        best = None
+        for head, end in loops:
+            depth = sum(1 for h, e in loops if h <= head <= e)
+            key = (-depth, end - head)
+            if best is None or key < best[0]:
+                best = (key, head)
+        return None if best is None else best[1]
 
     def direct_prologue(self):
         """A direct form's start: the checks of a call, in tier 1's order (vm._bind_call), then

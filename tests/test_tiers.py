@@ -502,3 +502,35 @@ def test_names_code_declared_here_uses_stay_in_the_scope_on_both_tiers(tmp_path)
     # the loop counter, the parameter and the names of what is declared here, which no
     # declared code names itself
     assert set(gen.cached) == {"i", "n", "bump", "deep", "note", "probe", "clerk"}
+
+
+NESTED_LOOPS = """\
+def f(n):
+    t = 0
+    for a in range(3):
+        t = t + a
+    while n > 0:
+        k = 0
+        while k < 3:
+            t = t + k * 2 + n - 1 + k * k
+            k = k + 1
+        n = n - 1
+    return t
+print(f(40))
+"""
+
+
+def test_the_innermost_loops_header_is_tested_first(tmp_path):
+    """Tier 2 finds the block to run next by testing L; the header of the deepest loop (not
+    merely the shortest: the first loop here is shorter) is tested before all others."""
+    one = _run_source(tmp_path, NESTED_LOOPS, "1")
+    two = _run_source(tmp_path, NESTED_LOOPS, "2")
+    assert one[:5] == two[:5] and one[0] == f"{3 + sum(3 * n + 6 + 5 for n in range(40))}\n"
+    from sensevm.tier2 import _Gen
+    code = next(c for c in two[5].prepared if c.code.name == "f")
+    gen = _Gen(code)
+    gen.analyse()
+    source = gen.generate()
+    inner = gen.innermost_loop(sorted(j for j in gen.dispatch if gen.state[j] is not None))
+    assert code.positions[inner].line == 7
+    assert source.split("while True:\n", 1)[1].lstrip().startswith(f"if L == {inner}:")
