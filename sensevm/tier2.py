@@ -455,6 +455,23 @@ class _Gen:
         # frame can be saved or continued by tier 1 at any call.
         self.regions = _regions(instrs, self.state, self.succ)
         self.blocal = (not captures and not (ops & POLICY_OPS) and self.regions is not None)
+        # Block scopes made again and again (a loop's body): where nothing inside the block
+        # can keep its scope (no closure, action, tool or agent declared there, no policy rule,
+        # no internal builtin such as a session's, which holds on to the scope it opens in),
+        # no one can tell this turn's scope from the last one's, so the block's last scope
+        # serves again, emptied, whenever its parent is the same.
+        self.reused: set = set()
+        if not self.blocal and self.regions is not None:
+            kept = {}
+            for i, (op, a, b) in enumerate(instrs):
+                if self.state[i] is None:
+                    continue
+                if op in CAPTURING_OPS or op in POLICY_OPS or (
+                        op == Op.LOAD_NAME and type(a) is str and a.startswith("@")):
+                    kept.update((site, True) for site in self.regions[i])
+            self.reused = {i for i, (op, _, _) in enumerate(instrs)
+                           if op == Op.PUSH_SCOPE and self.state[i] is not None
+                           and i not in kept}
         self.bnames: dict[int, dict[str, str]] = {}     # PUSH_SCOPE site -> name -> local
         if self.blocal:
             for i, (op, a, b) in enumerate(instrs):
@@ -614,6 +631,8 @@ class _Gen:
         e(1, _GRAND, 0)
         e(1, _GREAT, 0)
         e(1, "U = UNSET", 0)
+        for site in sorted(self.reused):
+            e(1, f"_r{site} = None", 0)
         for name, local in self.cached.items():
             if self.direct and name in self.fixed and self.argnames is not None:
                 arg = self.argnames[self.params.index(name)]
@@ -1005,7 +1024,12 @@ class _Gen:
             cname = self.const(check)
             e(indent, f"if not {cname}({top}): raise decl_error({a!r}, {text!r}, {top})", ip)
         elif op is Op.PUSH_SCOPE:
-            if not self.blocal:
+            if i in self.reused:
+                r = f"_r{i}"
+                e(indent, f"if {r} is None or {r}.parent is not sc: {r} = Scope(sc)", ip)
+                e(indent, f"elif {r}.vars: {r}.vars.clear()", ip)
+                e(indent, f"sc = {r}", ip)
+            elif not self.blocal:
                 e(indent, "sc = Scope(sc)", ip)
             else:
                 names = self.bnames.get(i, {})

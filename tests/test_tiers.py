@@ -534,3 +534,54 @@ def test_the_innermost_loops_header_is_tested_first(tmp_path):
     inner = gen.innermost_loop(sorted(j for j in gen.dispatch if gen.state[j] is not None))
     assert code.positions[inner].line == 7
     assert source.split("while True:\n", 1)[1].lstrip().startswith(f"if L == {inner}:")
+
+
+REUSED_BLOCKS = """\
+t = "outer"
+u = "none"
+def f(n):
+    def g(x):
+        return x * 10
+    seen = []
+    i = 0
+    while i < n:
+        push(seen, t)
+        local t = g(i)
+        push(seen, t)
+        for k in range(2):
+            push(seen, k + i)
+        j = 0
+        while j < 2:
+            push(seen, [t, u])
+            local u = j
+            j = j + 1
+        keep = []
+        for k in range(2):
+            def h():
+                return k
+            push(keep, h)
+        push(seen, keep[0]() + keep[1]())
+        i = i + 1
+    return seen
+print(f(3))
+"""
+
+
+def test_a_loop_bodys_block_scope_serves_again_only_where_nothing_keeps_it(tmp_path):
+    """In a function that declares a closure, a loop body's block scope that nothing can keep
+    is reused, emptied, every turn (a `local` of the last turn is gone) while its parent is the
+    same (the inner loop's sees each outer turn's `t`); the block that declares a closure gets
+    a scope of its own every turn, which each closure keeps."""
+    one = _run_source(tmp_path, REUSED_BLOCKS, "1")
+    two = _run_source(tmp_path, REUSED_BLOCKS, "2")
+    assert one[:5] == two[:5] and one[1] is None
+    assert one[0] == ("[outer, 0, 0, 1, [0, none], [0, none], 1, outer, 10, 1, 2, [10, none], "
+                      "[10, none], 1, outer, 20, 2, 3, [20, none], [20, none], 1]\n")
+    from sensevm.tier2 import _Gen
+    code = next(c for c in two[5].prepared if c.code.name == "f")
+    gen = _Gen(code)
+    gen.analyse()
+    lines = {code.positions[i].line for i in gen.reused}
+    # The inner while body and the first for body; not the for body that declares h, nor the
+    # outer while body around it (each h keeps both).
+    assert lines == {12, 15}
