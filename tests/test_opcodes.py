@@ -28,6 +28,22 @@ def test_fingerprint_is_pinned_for_this_format_major():
         f"'{FINGERPRINT.hex()}')")
 
 
+def test_the_written_fingerprint_is_the_tables():
+    """FINGERPRINT is written out in opcodes.py; it must be what the table hashes to now."""
+    assert opcodes._fingerprint() == FINGERPRINT, (
+        f"the opcode table hashes to {opcodes._fingerprint().hex()}: write that into "
+        "sensevm/opcodes.py (FINGERPRINT), and see test_fingerprint_is_pinned_for_this_format_major")
+
+
+def test_the_stack_effect_formulas_compute_their_text():
+    for text, fn in opcodes._FORMULAS.items():
+        for a in range(4):
+            for b in range(4):
+                assert fn(a, b) == eval(text, {"a": a, "b": b}), text
+    used = {x for op in Op for x in (op.pops, op.pushes) if isinstance(x, str)}
+    assert used <= set(opcodes._FORMULAS)
+
+
 def test_fingerprint_is_eight_bytes():
     assert isinstance(FINGERPRINT, bytes) and len(FINGERPRINT) == 8
 
