@@ -1407,7 +1407,6 @@ class _Gen:
         base = depth - n - 1
         callee = f"s{base}"
         args = ", ".join(f"s{j}" for j in range(base + 1, depth))
-        e(indent, f"f.ip = {ip}", ip)
         e(indent, f"if type({callee}) is ActionDefinition:", ip)
         e(indent + 1, f"{callee} = vm.prepare(f, {callee}, [{args}], "
                       f"{self.prepared.positions[i].line})", ip)
@@ -1419,13 +1418,20 @@ class _Gen:
 
     def lifecycle_step(self, i, op, depth, indent):
         """ACTION_VERIFY / APPROVE / COMMIT on a prepared action: the VM's method directly, as
-        the handler calls it (the frame spilled: policy, lineage, the audit line and a commit
-        body read it); on any other value, the handler (a method call on that value)."""
+        the handler calls it; on any other value, the handler (a method call on that value).
+
+        Policy and lineage read the frame's scope and its callers, so the scope is set first.
+        A commit may run its body as a frame, which returns into this one: the stack and ip
+        are spilled for it. Verify and approve never push a frame and are given the position;
+        if one raises, the handler below (LINEMAP) sets the ip the error is placed at."""
         ip = i + 1
         e = self.emit
         top = f"s{depth - 1}"
         e(indent, f"if type({top}) is PreparedAction:", ip)
-        self.spill(i, [f"s{j}" for j in range(depth - 1)], indent + 1)
+        if op is Op.ACTION_COMMIT:
+            self.spill(i, [f"s{j}" for j in range(depth - 1)], indent + 1)
+        else:
+            self.set_scope(i, indent + 1)
         # f.pos, known here: the position of instruction i, a constant of the generated code.
         pos = self.const(self.prepared.positions[i])
         if op is Op.ACTION_VERIFY:

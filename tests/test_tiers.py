@@ -585,3 +585,48 @@ def test_a_loop_bodys_block_scope_serves_again_only_where_nothing_keeps_it(tmp_p
     # The inner while body and the first for body; not the for body that declares h, nor the
     # outer while body around it (each h keeps both).
     assert lines == {12, 15}
+
+
+STEP_FAILS = """\
+policy:
+    allow ledger.write
+    allow ledger.stamp
+reversible action credit(k: Int) requires ledger.write:
+    print("credit", k)
+rollback:
+    print("undo", k)
+irreversible action stamp(k: Int) requires ledger.stamp, approval:
+    return k
+def go(n, bad):
+    i = 0
+    while i < n:
+        c = credit(i)
+        c.verify()
+        c.commit()
+        s = stamp(i)
+        s.verify()
+        s.approve()
+        s.commit()
+        if i == bad:
+            FAIL
+        i = i + 1
+go(50, 40)
+"""
+
+
+@pytest.mark.parametrize("fail, column, kind", [
+    ("c.verify()", 15, "SenseRuntimeError"),
+    ("s.approve()", 15, "SenseRuntimeError"),
+    ('x = credit("no")', 23, "SenseTypeError"),
+])
+def test_a_failing_lifecycle_step_in_a_hot_loop_is_placed_alike_on_both_tiers(tmp_path, fail,
+                                                                               column, kind):
+    """Tier 2 calls prepare, verify and approve with the position and without spilling the
+    stack: an error they raise is still placed at the step, as tier 1 places it."""
+    source = STEP_FAILS.replace("FAIL", fail)
+    one = _run_source(tmp_path, source, "1")
+    two = _run_source(tmp_path, source, "2")
+    assert one[:5] == two[:5]
+    name, _, pos, _, _ = one[1]
+    assert name == kind and (pos.line, pos.col) == (21, column)
+    assert one[0].count("credit") == 41
