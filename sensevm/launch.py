@@ -2,9 +2,10 @@
 
 Start-up time is part of every run, and importing click (and building the command tree) costs
 more than loading, verifying and running a small program. So the console script and
-``python -m sensevm`` enter here, and the one invocation that matters for speed, ``run FILE``
-with no options, is handled without click. It behaves exactly as the click command would; any
-other command line (options, ``--help``, a missing argument, a path click would refuse, shell
+``python -m sensevm`` enter here, and the invocations that matter for speed, ``run FILE`` with
+at most the limit options, ``--second-look`` and ``--dry-run`` (the benchmarks' command lines),
+are handled without click. They behave exactly as the click command would; any other command
+line (other options, ``--help``, a missing argument, a path click would refuse, shell
 completion) goes to :mod:`sensevm.cli`, which prints click's own usage and error messages.
 
 ``run_file`` and its helpers live here, not in :mod:`sensevm.cli`, so that the fast path never
