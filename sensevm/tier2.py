@@ -462,13 +462,13 @@ class _Gen:
         # serves again, emptied, whenever its parent is the same.
         self.reused: set = set()
         if not self.blocal and self.regions is not None:
-            kept = {}
+            kept = set()
             for i, (op, a, b) in enumerate(instrs):
                 if self.state[i] is None:
                     continue
                 if op in CAPTURING_OPS or op in POLICY_OPS or (
                         op == Op.LOAD_NAME and type(a) is str and a.startswith("@")):
-                    kept.update((site, True) for site in self.regions[i])
+                    kept.update(self.regions[i])
             self.reused = {i for i, (op, _, _) in enumerate(instrs)
                            if op == Op.PUSH_SCOPE and self.state[i] is not None
                            and i not in kept}
