@@ -11,8 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import ROOT, run_program
+from conftest import ROOT
 from test_policy import CAPS, worlds
+from test_tiers import _run_source
 
 from sensevm.policy import DENY, Denials, allowed
 
@@ -64,69 +65,41 @@ print(go(40))
 '''
 
 
-def _run(tmp_path, source, tier):
-    path = tmp_path / "p.sns"
-    path.write_text(source, encoding="utf-8")
-    return run_program(str(path), tier=tier)
-
-
 @pytest.mark.parametrize("tier", TIERS)
 @pytest.mark.parametrize("cap,what", [("calc.score", "tool 'score'"),
                                       ("ledger.write", "action 'credit'")])
 def test_a_deny_made_after_hot_allowed_checks_takes_effect_at_the_next_check(tmp_path, tier,
                                                                              cap, what):
-    outcome = _run(tmp_path, HOT + f"policy: deny {cap}\nprint(go(1))\n", tier)
-    assert outcome.stdout.count("credit") == 40 + (cap == "calc.score")
-    assert outcome.stdout.splitlines()[40] == str(sum(2 * k for k in range(40)))
-    assert type(outcome.error).__name__ == "SensePolicyError"
-    assert f"{what} requires capability '{cap}', which is denied by policy" in str(outcome.error)
+    stdout, error = _run_source(tmp_path, HOT + f"policy: deny {cap}\nprint(go(1))\n", tier)[:2]
+    assert stdout.count("credit") == 40 + (cap == "calc.score")
+    assert stdout.splitlines()[40] == str(sum(2 * k for k in range(40)))
+    assert error[0] == "SensePolicyError"
+    assert f"{what} requires capability '{cap}', which is denied by policy" in error[1]
 
 
 @pytest.mark.parametrize("tier", TIERS)
 def test_a_callers_deny_reaches_the_loop_it_calls(tmp_path, tier):
     source = HOT + ("def guarded():\n    policy: deny ledger.write\n    return go(1)\n"
                     "print(go(1))\nprint(guarded())\n")
-    outcome = _run(tmp_path, source, tier)
-    assert type(outcome.error).__name__ == "SensePolicyError"
-    assert outcome.stdout.endswith("credit 0\n0\n")
+    stdout, error = _run_source(tmp_path, source, tier)[:2]
+    assert error[0] == "SensePolicyError"
+    assert stdout.endswith("credit 0\n0\n")
 
 
 @pytest.mark.parametrize("tier", TIERS)
 def test_a_rollback_is_checked_once_a_deny_exists(tmp_path, tier):
     source = HOT + ("c = credit(7)\nc.verify()\nc.commit()\n"
                     "policy: deny ledger.write\nc.rollback()\n")
-    outcome = _run(tmp_path, source, tier)
-    assert "credit 7\n" in outcome.stdout and "undo" not in outcome.stdout
-    last = _audit(tmp_path, source, tier)[-1]
-    assert "denied" in last and "(rollback)" in last
-
-
-def _audit(tmp_path, source, tier):
-    """The audit lines of a run of ``source`` that ends in an error."""
-    from sensec.driver import compile_file
-    from sensevm.snb import dump
-    from sensevm.verify import load_verified
-    from sensevm.vm import VM
-    from sensevm.errors import SenseError
-    import io
-    path = tmp_path / "a.sns"
-    path.write_text(source, encoding="utf-8")
-    vm = VM(load_verified(dump(compile_file(str(path)))), stdout=io.StringIO(), tier=tier)
-    with pytest.raises(SenseError):
-        vm.run()
-    return vm.audit.lines()
+    stdout, error, lines = _run_source(tmp_path, source, tier)[:3]
+    assert "credit 7\n" in stdout and "undo" not in stdout
+    assert error[0] == "SensePolicyError"
+    assert "denied" in lines[-1] and "(rollback)" in lines[-1]
 
 
 def test_workers_share_the_runs_denials(tmp_path):
     """An async tool's body runs on a worker copy of the VM: one deny rule, wherever it is
     made, turns the checks on for both."""
-    from sensec.driver import compile_file
-    from sensevm.snb import dump
-    from sensevm.verify import load_verified
-    from sensevm.vm import VM
-    path = tmp_path / "w.sns"
-    path.write_text('print(1)\n', encoding="utf-8")
-    vm = VM(load_verified(dump(compile_file(str(path)))))
+    vm = _run_source(tmp_path, 'print(1)\n', "1")[5]
     worker = vm.worker()
     assert worker.denials is vm.denials and not vm.denials.seen
     worker.op_POLICY_DENY(vm_frame(vm), "x.y", None)
