@@ -10,6 +10,7 @@ an execution state of its own; its pause blocks that thread until ``resume``.
 from __future__ import annotations
 
 from .errors import SenseError, SenseRuntimeError
+from .lifecycle import threads_start
 from .provenance import LABELLED, plain
 from .values import AgentValue, type_name
 
@@ -227,6 +228,7 @@ def _start_worker(vm, frame, agent: AgentValue) -> None:
                 agent.cond.notify_all()
 
     agent.thread = threading.Thread(target=run, name=f"sense-agent-{agent.name}", daemon=True)
+    threads_start()
     agent.thread.start()
 
 

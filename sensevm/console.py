@@ -29,6 +29,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from . import policy as P
 from .errors import SenseError, SnbFormatError, VerifyError
+from .lifecycle import threads_start
 from .memory import PersistentMemory, SessionMemory
 from .provenance import plain
 from .values import Builtin, PreparedAction, type_name, format_float, to_str
@@ -651,6 +652,7 @@ class ConsoleServer(ThreadingHTTPServer):
             self.address_family = socket.AF_INET6
         self.console = console
         self.token = secrets.token_urlsafe(32)
+        threads_start()             # request threads run the program's lifecycle calls
         super().__init__((host, port), ConsoleHandler)
         self.host = host
         self.port = self.server_address[1]

@@ -1,22 +1,37 @@
 """The action state machine: one transition table, the only place an action's state changes.
 
-States (spec 10.4): prepared, verified, committed, denied, failed, rolled_back. The table maps
-(state, event) to the next state (``Edges`` reads one event's edges for the hottest handlers);
-an event the table does not list from a state is a bug in the caller, because every handler
-first runs the ``check_*`` guard of its method, which raises the
-language-level error (E-VSTATE, E-COMMIT, ...) for every illegal (state, method) pair.
+States (spec 10.4): prepared, verified, committed, denied, failed, rolled_back, and two this VM
+adds (docs/lifecycle.md): ``committing`` while a commit body runs and ``rolling_back`` while a
+rollback block runs. A body is entered only by the edge into one of those two (``commit_begin``,
+``rollback_begin``), taken once and atomically, so a second ``.commit()`` or ``.rollback()`` of
+the same action, from inside its own body or from another thread, meets the ordinary lifecycle
+error instead of running the body again.
+
+The table maps (state, event) to the next state (``Edges`` reads one event's edges for the
+hottest handlers). Every handler first runs the ``check_*`` guard of its method, which raises the
+language-level error (E-VSTATE, E-COMMIT, ...) for every illegal (state, method) pair; ``move``
+then takes the edge as one compare-and-set, and raises that same error when another thread moved
+the action first. An event the table does not list from a state the guard allows is a bug in the
+caller (IllegalTransition), never a user error.
 """
 
 from __future__ import annotations
+
+from _thread import allocate_lock
 
 from .errors import SenseRuntimeError
 
 PREPARED, VERIFIED, COMMITTED = "prepared", "verified", "committed"
 DENIED, FAILED, ROLLED_BACK = "denied", "failed", "rolled_back"
+# While a body runs: entered before it starts, left when it returns or fails.
+COMMITTING, ROLLING_BACK = "committing", "rolling_back"
 # Inside a protocol session (sessions.py) an irreversible commit waits in the queue.
 QUEUED, DROPPED = "queued", "dropped"
-STATES = (PREPARED, VERIFIED, COMMITTED, DENIED, FAILED, ROLLED_BACK, QUEUED, DROPPED)
+STATES = (PREPARED, VERIFIED, COMMITTING, COMMITTED, DENIED, FAILED, ROLLING_BACK, ROLLED_BACK,
+          QUEUED, DROPPED)
 TERMINAL = frozenset({DENIED, FAILED, ROLLED_BACK, DROPPED})
+# The states in which a body is running (a saved agent may be paused inside one).
+RUNNING = frozenset({COMMITTING, ROLLING_BACK})
 
 # (state, event) -> next state
 TRANSITIONS: dict[tuple[str, str], str] = {
@@ -26,18 +41,21 @@ TRANSITIONS: dict[tuple[str, str], str] = {
     # A commit refused for a missing approval is not terminal (spec 21.6): approve, then commit.
     (VERIFIED, "commit_unapproved"): VERIFIED,
     (VERIFIED, "commit_dry_run"): COMMITTED,
-    (VERIFIED, "commit_succeeded"): COMMITTED,
-    (VERIFIED, "commit_failed"): FAILED,
+    (VERIFIED, "commit_begin"): COMMITTING,
+    (COMMITTING, "commit_succeeded"): COMMITTED,
+    (COMMITTING, "commit_failed"): FAILED,
     (COMMITTED, "rollback_dry_run"): ROLLED_BACK,
-    (COMMITTED, "rollback_succeeded"): ROLLED_BACK,
+    (COMMITTED, "rollback_begin"): ROLLING_BACK,
+    (ROLLING_BACK, "rollback_succeeded"): ROLLED_BACK,
     # A denied or failing rollback leaves the action committed, so it may be tried again.
     (COMMITTED, "rollback_denied"): COMMITTED,
-    (COMMITTED, "rollback_failed"): COMMITTED,
+    (ROLLING_BACK, "rollback_failed"): COMMITTED,
     # The session queue: enqueued at .commit(), fired at the confirm, dropped by an abort.
     (VERIFIED, "commit_queued"): QUEUED,
     (QUEUED, "commit_denied"): DENIED,
-    (QUEUED, "commit_succeeded"): COMMITTED,
-    (QUEUED, "commit_failed"): FAILED,
+    (QUEUED, "commit_unapproved"): QUEUED,
+    (QUEUED, "commit_dry_run"): COMMITTED,
+    (QUEUED, "commit_begin"): COMMITTING,
     (QUEUED, "dropped"): DROPPED,
 }
 
@@ -46,19 +64,59 @@ class IllegalTransition(Exception):
     """A handler asked for a transition the table does not have: a VM bug, never a user error."""
 
 
+# ----------------------------------------------------------------------------- moving atomically
+#
+# Until a second thread runs Sense code there is nobody to race with, and the hot handlers move
+# an action with one unlocked statement (``action.state = EDGES[action.state]``). ``threaded``
+# turns True, for good, before the first such thread starts (an async tool or agent, a console
+# request); from then on every edge out of a state another thread could also leave is taken
+# under _MOVING. The edges out of ``committing`` and ``rolling_back`` need no lock: only the
+# thread that entered the state takes them, and no other edge leaves it.
+
+threaded = False
+_MOVING = allocate_lock()
+
+
+def threads_start() -> None:
+    """Called before a thread that runs Sense code is started."""
+    global threaded
+    threaded = True
+
+
+def move(action, edges: "Edges") -> str:
+    """Take ``edges``' edge from the action's state as one compare-and-set; return the new
+    state. When the state has no such edge (another thread moved the action after the caller's
+    guard passed), raise the guard's ordinary error for the state the action is in now."""
+    with _MOVING:
+        new = edges.get(action.state)
+        if new is not None:
+            action.state = new
+            return new
+    _refuse(action, edges.event)
+    raise IllegalTransition(f"{edges.event} from state {action.state!r} ({action.name})")
+
+
 def transition(action, event: str) -> str:
-    """Move ``action`` along the table; return the new state."""
-    new = TRANSITIONS.get((action.state, event))
-    if new is None:
-        raise IllegalTransition(f"{event} from state {action.state!r} ({action.name})")
-    action.state = new
-    return new
+    """Move ``action`` along the table for ``event``; return the new state."""
+    return move(action, _EDGES[event])
+
+
+def _refuse(action, event: str) -> None:
+    """Raise the error the method behind ``event`` gives in the action's state, if it gives one."""
+    method = event.partition("_")[0]
+    if method == "verify":
+        check_verify(action)
+    elif method == "commit":
+        check_commit(action, confirmed=True)
+    elif method == "rollback":
+        check_rollback(action)
 
 
 class Edges(dict):
     """One event's edges of the table, state -> next state. The handlers that run once per
-    lifecycle step write ``action.state = EDGES[action.state]``: transition() without a call,
-    read from the same table; a state the event has no edge from raises IllegalTransition."""
+    lifecycle step write ``action.state = EDGES[action.state]`` when no other thread runs Sense
+    code (``move(action, EDGES)`` when one may): transition() without a call, read from the same
+    table; a state the event has no edge from raises IllegalTransition."""
 
     __slots__ = ("event",)
 
@@ -70,9 +128,12 @@ class Edges(dict):
         raise IllegalTransition(f"{self.event} from state {state!r}")
 
 
-VERIFY_ALLOWED = Edges("verify_allowed")
-COMMIT_SUCCEEDED = Edges("commit_succeeded")
-ROLLBACK_SUCCEEDED = Edges("rollback_succeeded")
+_EDGES = {event: Edges(event) for event in {ev for _, ev in TRANSITIONS}}
+VERIFY_ALLOWED = _EDGES["verify_allowed"]
+COMMIT_BEGIN = _EDGES["commit_begin"]
+COMMIT_SUCCEEDED = _EDGES["commit_succeeded"]
+ROLLBACK_BEGIN = _EDGES["rollback_begin"]
+ROLLBACK_SUCCEEDED = _EDGES["rollback_succeeded"]
 
 
 # ----------------------------------------------------------------------------- guards (spec 10.4)

@@ -1257,7 +1257,10 @@ class VM:
                         detail=f"capability '{cap}' denied by policy")
             raise SensePolicyError(f"action '{action.name}' requires capability '{cap}', "
                                    "which is denied by policy")
-        action.state = L.VERIFY_ALLOWED[action.state]
+        if L.threaded:
+            L.move(action, L.VERIFY_ALLOWED)
+        else:
+            action.state = L.VERIFY_ALLOWED[action.state]
         self.record(action, "verified", f, pos.line)
         look = self.look
         if look is not None and action.definition.outbound:
@@ -1349,21 +1352,32 @@ class VM:
                 body_ran(self, action)      # so a dry run shows the manifest a run will
             f.stack.append(None)
             return False
+        # The body is entered only past this edge, taken once: a second commit (from the body
+        # itself, or another thread) now meets E-COMMIT in state 'committing'.
+        if L.threaded:
+            L.move(action, L.COMMIT_BEGIN)
+        else:
+            action.state = L.COMMIT_BEGIN[action.state]
         prepared = definition.body
         scope = Scope(definition.scope)
         scope.vars = dict(zip(prepared.code.params, action.args))
         action.body_scope = scope
-        # Intent before effect: with a durable log, a crash inside the body still leaves a
-        # record that the commit began (host-side only; audit_log() shows the outcome).
-        self.record(action, "committing", f, None, None, True)
-        direct = prepared.direct
-        if direct is not None and action.session is None and not self.sessions:
-            # The body's direct form: no frame unless it deoptimizes; its return and its
-            # failure do what op_RETURN / _unwind do for the commit frame.
-            ran = self._run_direct(f, action, direct, scope, "commit")
-            if ran is not None:
-                return ran
-        self._push_body(f, prepared, scope, action, "commit", action.definition.tags, None)
+        try:
+            # Intent before effect: with a durable log, a crash inside the body still leaves
+            # a record that the commit began (host-side only; audit_log() shows the outcome).
+            self.record(action, "committing", f, None, None, True)
+            direct = prepared.direct
+            if direct is not None and action.session is None and not self.sessions:
+                # The body's direct form: no frame unless it deoptimizes; its return and its
+                # failure do what op_RETURN / _unwind do for the commit frame.
+                ran = self._run_direct(f, action, direct, scope, "commit")
+                if ran is not None:
+                    return ran
+            self._push_body(f, prepared, scope, action, "commit", action.definition.tags, None)
+        except SenseError as err:
+            if action.state == L.COMMITTING:    # the body never started: it failed to begin
+                self._body_failed_at(action, "commit", f, err)
+            raise
         return True
 
     def check_commit_policy(self, f, action: PreparedAction, scope: Scope) -> None:
@@ -1394,16 +1408,26 @@ class VM:
                         detail="dry run — rollback not executed")
             f.stack.append(None)
             return False
+        # Taken once, as commit's: a rollback from inside the block meets E-RSTATE.
+        if L.threaded:
+            L.move(action, L.ROLLBACK_BEGIN)
+        else:
+            action.state = L.ROLLBACK_BEGIN[action.state]
         # The block runs in a new scope whose parent is exactly the scope the body ran in.
         scope = Scope(action.body_scope)
         prepared = action.definition.rollback
-        direct = prepared.direct
-        if direct is not None and action.session is None and not self.sessions:
-            ran = self._run_direct(f, action, direct, scope, "rollback", line)   # as commit
-            if ran is not None:
-                return ran
-        self._push_body(f, prepared, scope, action, "rollback",
-                        action.definition.rollback_tags, line)
+        try:
+            direct = prepared.direct
+            if direct is not None and action.session is None and not self.sessions:
+                ran = self._run_direct(f, action, direct, scope, "rollback", line)   # as commit
+                if ran is not None:
+                    return ran
+            self._push_body(f, prepared, scope, action, "rollback",
+                            action.definition.rollback_tags, line)
+        except SenseError as err:
+            if action.state == L.ROLLING_BACK:  # the block never started
+                self._body_failed_at(action, "rollback", f, err, line)
+            raise
         return True
 
     def _push_body(self, f, prepared, scope, action, role, tags, line) -> None:
@@ -1625,6 +1649,7 @@ class VM:
                 future.finished = True
 
         future.thread = threading.Thread(target=run, name=f"sense-tool-{tool.name}", daemon=True)
+        L.threads_start()
         future.thread.start()
         return future
 
