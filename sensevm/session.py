@@ -135,6 +135,7 @@ class Session:
         self.log = log
         self.state = OPEN
         self.entries: list[Entry] = []
+        self.numbered = 0               # entry numbers handed out (a body may still be running)
         self.counters = {"commit": 0, "perCall": 0, "residue": 0}
         self._write("header", name=name, program=program_hash, policy=policy_digest(),
                     version=1)
@@ -153,15 +154,36 @@ class Session:
     def _refuse(self, verb: str) -> SenseSessionError:
         return SenseSessionError(f"session '{self.name}' is {self.state}: cannot {verb}")
 
-    def _adding(self, what: str) -> int:
+    def check_open(self, what: str) -> None:
+        """Refuse ``what`` (a new entry) unless the session still takes entries."""
         if self.state not in (OPEN, ENUMERATED):
             raise self._refuse(what)
-        self.state = OPEN              # anything new invalidates a manifest already shown
-        return len(self.entries) + 1
 
-    def witness(self, action: str, args: list, undo) -> Entry:
-        """A reversible commit ran: register how to undo it."""
+    def _adding(self, what: str, n: int | None = None) -> int:
+        self.check_open(what)
+        self.state = OPEN              # anything new invalidates a manifest already shown
+        if n is None:
+            self.numbered += 1
+            n = self.numbered
+        return n
+
+    def begin(self, cls: str, action: str, args: list) -> int:
+        """A reversible (``witnessed``) or ``immediate`` commit's body is about to run: its
+        entry number, written ahead, so that a crash inside the body is read as an effect that
+        may have happened (``recover``: unknown), never as nothing having run."""
         n = self._adding(f"commit '{action}'")
+        self._write("begin", n=n, action=action, args=args, cls=cls)
+        crash_point("after-begin", n)
+        return n
+
+    def failed(self, n: int, error: str) -> None:
+        """The body begun as entry ``n`` raised: nothing is registered for it."""
+        self._write("failed", n=n, error=error)
+
+    def witness(self, action: str, args: list, undo, n: int | None = None) -> Entry:
+        """A reversible commit ran (begun as entry ``n``, if it was): register how to undo it."""
+        crash_point("before-witnessed", n)
+        n = self._adding(f"commit '{action}'", n)
         entry = Entry(n, "witnessed", action, args, undo=undo)
         self.entries.append(entry)
         self._write("witnessed", n=n, action=action, args=args)
@@ -178,9 +200,11 @@ class Session:
         crash_point("after-queued", n)
         return entry
 
-    def immediate(self, action: str, args: list) -> Entry:
-        """An immediate action fired after its own approval: it stands whatever happens."""
-        n = self._adding(f"commit '{action}'")
+    def immediate(self, action: str, args: list, n: int | None = None) -> Entry:
+        """An immediate action fired after its own approval (begun as entry ``n``, if it
+        was): it stands whatever happens."""
+        crash_point("before-fired", n)
+        n = self._adding(f"commit '{action}'", n)
         entry = Entry(n, "immediate", action, args)
         entry.outcome = "fired"
         self.entries.append(entry)

@@ -27,7 +27,7 @@ from .values import Builtin, to_str, type_name
 class SessionHandle:
     """What ``as s`` binds: the session, the block scope it belongs to and the frame running it."""
 
-    __slots__ = ("session", "scope", "frame", "pos", "queued")
+    __slots__ = ("session", "scope", "frame", "pos", "queued", "begun", "acting")
     type_name = "Session"
 
     def __init__(self, session, scope, frame, pos):
@@ -36,6 +36,11 @@ class SessionHandle:
         self.frame = frame
         self.pos = pos
         self.queued: dict = {}          # entry number -> its PreparedAction
+        self.begun: dict = {}           # id of an action whose body runs -> its entry number
+        # The frame whose call is confirming or aborting the session: the queue fires and the
+        # rollbacks run with it as their caller, so its policy (and its callers') is on the
+        # chain, as for a direct .commit() or .rollback() written there.
+        self.acting = None
 
     def __str__(self) -> str:
         return f"<session {self.session.name} state={self.session.state}>"
@@ -169,13 +174,21 @@ def confirm(vm, frame, handle, digest, approver: str) -> None:
     if type(digest) is not str:
         raise SenseSessionError(f"{session.name}.commit() expects the manifest's hash (a "
                                 f"String), got {type_name(digest)}")
-    session.confirm(digest, approver)
+    handle.acting = frame
+    try:
+        session.confirm(digest, approver)
+    finally:
+        handle.acting = None
     _audit(vm, frame, handle, "committed", _counters(session))
 
 
 def abort_session(vm, frame, handle, by: str) -> None:
     session = handle.session
-    session.abort()
+    handle.acting = frame
+    try:
+        session.abort()
+    finally:
+        handle.acting = None
     for action in handle.queued.values():
         if action.state == L.QUEUED:
             L.transition(action, "dropped")
@@ -237,7 +250,8 @@ def route_commit(vm, f, action, scope, handle) -> bool:
                 f"immediate action '{action.name}' runs at once inside session "
                 f"'{session.name}', so it needs its own approval: call "
                 f"{action.name}.approve() first", located=False)
-        action.session = handle            # registered once its body has run
+        session.check_open(f"commit '{action.name}'")   # refused before anything runs
+        action.session = handle            # written ahead (body_begins), registered once run
         return vm.commit(f, action, scope, routed=True)
     # Deferred: every check a commit makes now, except running the body.
     L.check_commit(action)
@@ -259,20 +273,39 @@ def _depends(handle, args) -> list:
     return [by_action[id(a)] for a in args if id(a) in by_action]
 
 
+def body_begins(vm, action) -> None:
+    """A reversible or immediate commit's body is about to run: its session writes it ahead."""
+    from .session import canonical
+    handle = action.session
+    cls = "witnessed" if action.definition.decl.reversible else "immediate"
+    handle.begun[id(action)] = handle.session.begin(cls, action.name,
+                                                    canonical(list(action.args), to_str))
+
+
 def body_ran(vm, action) -> None:
-    """A reversible or immediate commit's body returned: register it with its session."""
+    """A reversible or immediate commit's body returned (or a dry run skipped it): register it
+    with its session, under the entry number body_begins wrote ahead."""
     from .session import canonical
     handle, action.session = action.session, None
     session = handle.session
+    n = handle.begun.pop(id(action), None)
     args = canonical(list(action.args), to_str)
     if action.definition.decl.reversible:
-        session.witness(action.name, args, lambda entry: _undo(vm, handle, action))
+        session.witness(action.name, args, lambda entry: _undo(vm, handle, action), n)
     else:
-        session.immediate(action.name, args)
+        session.immediate(action.name, args, n)
+
+
+def body_failed(vm, action, error: str) -> None:
+    """A reversible or immediate commit's body raised: its session records that it ended."""
+    handle, action.session = action.session, None
+    n = handle.begun.pop(id(action), None)
+    if n is not None:
+        handle.session.failed(n, error)
 
 
 def _fire(vm, handle, action, scope) -> None:
-    frame = handle.frame
+    frame = handle.acting or handle.frame
     vm.run_now(frame, lambda worker: worker.commit(frame, action, scope, routed=True,
                                                    confirmed=True))
     if action.state != L.COMMITTED:
@@ -283,7 +316,7 @@ def _fire(vm, handle, action, scope) -> None:
 def _undo(vm, handle, action) -> None:
     if vm.dry_run or action.state != L.COMMITTED:
         return
-    frame = handle.frame
+    frame = handle.acting or handle.frame
     vm.run_now(frame, lambda worker: worker.rollback(frame, action, handle.scope, handle.pos))
 
 

@@ -1366,6 +1366,9 @@ class VM:
             # Intent before effect: with a durable log, a crash inside the body still leaves
             # a record that the commit began (host-side only; audit_log() shows the outcome).
             self.record(action, "committing", f, None, None, True)
+            if action.session is not None:
+                from .sessions import body_begins
+                body_begins(self, action)       # the session's write-ahead record
             direct = prepared.direct
             if direct is not None and action.session is None and not self.sessions:
                 # The body's direct form: no frame unless it deoptimizes; its return and its
@@ -1516,6 +1519,9 @@ class VM:
         if role == "commit":
             L.transition(action, "commit_failed")
             self.record(action, "failed", caller, detail=err.text)
+            if action.session is not None:
+                from .sessions import body_failed
+                body_failed(self, action, err.text)
         else:
             L.transition(action, "rollback_failed")
             self.record(action, "failed", caller, line=line,

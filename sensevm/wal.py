@@ -10,6 +10,9 @@ line (a crash mid-write: no newline) is tolerated and ignored; damage anywhere e
 Records, per session (``session`` is its random id):
 
     header      name, program (SHA-256 of the bytecode), policy (digest)
+    begin       n, action, args, cls: written before a reversible (cls ``witnessed``) or an
+                immediate (cls ``immediate``) body runs, so a crash inside it reads "unknown"
+    failed      n, error: that body raised; nothing was registered
     witnessed   n, action, args: a reversible commit ran; its rollback is registered
     queued      n, action, args, capability, key: an irreversible commit deferred (the intent)
     fired       n, action, args: an immediate action ran after its own approval
@@ -39,6 +42,8 @@ from .files import append_line
 VERSION = 1
 KINDS = {
     "header": ("name", "program", "policy", "version"),
+    "begin": ("n", "action", "args", "cls"),
+    "failed": ("n", "error"),
     "witnessed": ("n", "action", "args"),
     "queued": ("n", "action", "args", "capability", "key"),
     "fired": ("n", "action", "args"),
@@ -248,7 +253,7 @@ class Verdict:
     fired: list = field(default_factory=list)         # queued entries known to have fired
     failed: list = field(default_factory=list)        # queued entries whose fire failed
     owed: list = field(default_factory=list)          # approved, never attempted
-    unknown: list = field(default_factory=list)       # attempted, outcome never recorded
+    unknown: list = field(default_factory=list)       # attempted or begun, outcome never recorded
     dropped: list = field(default_factory=list)       # queued, never approved
     rollbacks_owed: list = field(default_factory=list)  # witnessed, not rolled back
     immediate: list = field(default_factory=list)     # immediate actions that fired
@@ -269,7 +274,7 @@ class Verdict:
                  + ("" if self.clean else " — needs attention")]
         for label, items in (("fired", self.fired), ("FAILED", self.failed),
                              ("OWED, not attempted", self.owed),
-                             ("UNKNOWN, attempted but no outcome recorded", self.unknown),
+                             ("UNKNOWN, attempted or begun but no outcome recorded", self.unknown),
                              ("dropped, never approved", self.dropped),
                              ("ROLLBACK OWED", self.rollbacks_owed),
                              ("immediate, fired", self.immediate)):
@@ -300,6 +305,14 @@ def verdicts(records: list) -> list:
         attempted = {r["n"] for r in by.get("attempt", [])}
         v.immediate = [_label(r) for r in by.get("fired", [])]
         v.recorded = "recovered" in by
+        # A reversible or immediate body begun with no outcome recorded: the crash came while
+        # it ran, so its effect may have happened (and a reversible one's rollback be owed).
+        ended = {r["n"] for kind in ("witnessed", "fired", "failed") for r in by.get(kind, [])}
+        for r in by.get("begin", []):
+            if r["n"] not in ended:
+                what = ("reversible body interrupted, rollback may be owed"
+                        if r["cls"] == "witnessed" else "immediate body interrupted")
+                v.unknown.append(f"{_label(r)}: {what}")
         if "approved" in by:
             v.verdict = "committed"
             approved = by["approved"][-1]["entries"]

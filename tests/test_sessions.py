@@ -263,7 +263,8 @@ def test_the_run_writes_ahead_and_recover_agrees(tmp_path):
 ''', tmp_path, wal=wal)
     assert err is None, err
     kinds = [r["rec"] for r in scan(wal).records]
-    assert kinds == ["header", "witnessed", "queued", "approved", "attempt", "flushed",
+    # Every body is written ahead: the reversible one's "begin", the queued one's "attempt".
+    assert kinds == ["header", "begin", "witnessed", "queued", "approved", "attempt", "flushed",
                      "discharge", "complete"]
     (v,) = recover(wal)
     assert v.verdict == "committed" and v.clean
@@ -387,3 +388,186 @@ def test_a_run_killed_mid_flush_is_recovered_from_its_log(tmp_path, point, verdi
     before = open(wal, "rb").read()
     recover(wal)
     assert open(wal, "rb").read() == before
+
+
+# ----------------------------------------------------------------------------- who confirms
+
+def test_a_queued_action_fires_under_the_frame_that_confirms_it(tmp_path):
+    """s.commit(hash) called from a function that denies the capability fires nothing: the
+    queue fires with the confirming call as its caller, so that function's policy is on the
+    chain, as for a direct .commit() written there (issue 20, item 3)."""
+    out, err = execute('''def locked_down(s, h):
+    policy:
+        deny email.send
+    s.commit(h)
+session weekly as s:
+    run(send("a@x.example"))
+    test "confirmed from a denying function":
+        locked_down(s, s.manifest().hash)
+    print("state", s.state)
+''', tmp_path)
+    # The fire was refused by policy: the entry is residue, and the session is over.
+    assert err is None, err
+    assert out.splitlines() == ["state committed"]
+    out2, err2 = execute('''def open_up(s, h):
+    s.commit(h)
+session weekly as s:
+    d = send("a@x.example")
+    run(d)
+    open_up(s, s.manifest().hash)
+    print(d.state)
+''', tmp_path)
+    assert err2 is None and out2.splitlines() == ["SENT a@x.example", "committed"]
+
+
+def test_the_fire_is_refused_with_the_denial_recorded(tmp_path):
+    from sensec.driver import compile_source
+    from sensevm.snb import dump
+    from sensevm.verify import load_verified
+    from sensevm.vm import VM
+    verified = load_verified(dump(compile_source(DECLS + '''def locked_down(s, h):
+    policy:
+        deny email.send
+    s.commit(h)
+session weekly as s:
+    d = send("a@x.example")
+    run(d)
+    locked_down(s, s.manifest().hash)
+    print(d.state, s.manifest)
+''', str(tmp_path / "main.sns"))))
+    out = io.StringIO()
+    vm = VM(verified, stdout=out)
+    try:
+        vm.run()
+    except SenseError:
+        pass
+    assert "SENT" not in out.getvalue()
+    denied = [r for r in vm.audit.records if r.event == "denied"]
+    assert [(r.name, r.detail) for r in denied] == [
+        ("send", "capability 'email.send' denied by policy")]
+    assert "SENT" not in out.getvalue() and "denied" in out.getvalue()
+
+
+def test_an_abort_from_a_denying_function_replays_no_rollback(tmp_path):
+    """s.abort() from a function whose policy denies the capability: the rollback is refused
+    there, exactly as a direct .rollback() written in that function would be."""
+    out, err = execute('''def locked_down(s):
+    policy:
+        deny files.archive
+    s.abort()
+session weekly as s:
+    a = archive(2025)
+    run(a)
+    locked_down(s)
+    print(s.state, a.state)
+''', tmp_path)
+    assert err is None, err
+    assert out.splitlines() == ["archiving 2025", "aborted committed"]
+    out, err = execute('''def plain(s):
+    s.abort()
+session weekly as s:
+    a = archive(2025)
+    run(a)
+    plain(s)
+    print(s.state, a.state)
+''', tmp_path)
+    assert err is None and out.splitlines() == ["archiving 2025", "restoring 2025",
+                                                "aborted rolled_back"]
+
+
+def test_a_dry_run_that_confirms_in_the_program_fires_nothing(tmp_path):
+    out, err = execute('''session weekly as s:
+    d = send("a@x.example")
+    run(d)
+    s.commit(s.manifest().hash)
+    print(s.state, d.state)
+''', tmp_path, dry_run=True)
+    assert err is None, err
+    lines = out.splitlines()
+    assert "committed committed" in lines and "SENT a@x.example" not in lines
+    assert "irreversible action 'send' -> committed (dry run — body not executed)" in out
+
+
+# ----------------------------------------------------------------------------- crash windows
+
+CRASH_PROGRAM = '''session weekly as s:
+    run(archive(2025))
+    c = charge(100)
+    c.verify()
+    c.approve()
+    c.commit()
+    run(send("a@x.example"))
+    s.commit(s.manifest().hash)
+'''
+
+
+def _killed_at(tmp_path, point):
+    (tmp_path / "p.sns").write_text(DECLS + CRASH_PROGRAM)
+    env = dict(os.environ, PYTHONPATH=ROOT, NO_COLOR="1", SENSE_CRASH_AT=point)
+    proc = subprocess.run([sys.executable, "-m", "sensevm", "run", "p.sns"], cwd=tmp_path,
+                          env=env, capture_output=True, text=True)
+    return proc
+
+
+@pytest.mark.parametrize("point, printed, unknown, owed, rollbacks, clean", [
+    # the reversible (witnessed) body: before it runs, after it ran but before the record
+    ("after-begin:1", [], ["#1 archive(2025): reversible body interrupted, rollback may be owed"],
+     [], [], False),
+    ("before-witnessed:1", ["archiving 2025"],
+     ["#1 archive(2025): reversible body interrupted, rollback may be owed"], [], [], False),
+    # the immediate body: likewise; the witnessed one before it is owed its rollback
+    ("after-begin:2", ["archiving 2025"], ["#2 charge(100): immediate body interrupted"], [],
+     ["#1 archive(2025)"], False),
+    ("before-fired:2", ["archiving 2025", "CHARGED 100"],
+     ["#2 charge(100): immediate body interrupted"], [], ["#1 archive(2025)"], False),
+    # the deferred one: queued, approved, attempted, flushed
+    ("after-queued:3", ["archiving 2025", "CHARGED 100"], [], [], ["#1 archive(2025)"], False),
+    ("after-approved", ["archiving 2025", "CHARGED 100"], [], ["#3 send(a@x.example)"], [],
+     False),
+    ("after-attempt:3", ["archiving 2025", "CHARGED 100"], ["#3 send(a@x.example)"], [], [],
+     False),
+    ("after-flushed:3", ["archiving 2025", "CHARGED 100", "SENT a@x.example"], [], [], [], True),
+    ("before-discharge", ["archiving 2025", "CHARGED 100", "SENT a@x.example"], [], [], [],
+     True),
+])
+def test_a_crash_in_every_window_of_every_class_gets_an_honest_verdict(
+        tmp_path, point, printed, unknown, owed, rollbacks, clean):
+    """Killed at each step around every body (reversible, immediate, deferred): `sensevm
+    recover` never calls an effect that may have happened "rolled back, clean", and exits
+    non-zero whenever something needs a person (issue 20, item 4)."""
+    proc = _killed_at(tmp_path, point)
+    assert proc.returncode == 137, proc.stderr
+    assert proc.stdout.splitlines() == printed
+    env = dict(os.environ, PYTHONPATH=ROOT, NO_COLOR="1")
+    wal = str(tmp_path / ".sense" / "sessions.wal")
+    rec = subprocess.run([sys.executable, "-m", "sensevm", "recover", wal, "--json"],
+                         env=env, capture_output=True, text=True)
+    import json
+    (v,) = json.loads(rec.stdout)
+    assert (v["unknown"], v["owed"], v["rollbacks_owed"], v["clean"]) == (unknown, owed,
+                                                                          rollbacks, clean)
+    assert rec.returncode == (0 if clean else 3)
+    again = subprocess.run([sys.executable, "-m", "sensevm", "recover", wal, "--json"],
+                           env=env, capture_output=True, text=True)
+    assert json.loads(again.stdout) == [v]
+
+
+def test_a_failed_body_in_a_session_is_recorded_as_ended(tmp_path):
+    from sensevm.wal import recover, scan
+    wal = str(tmp_path / "s.wal")
+    out, err = execute('''reversible action boom(k: Int) requires files.archive:
+    print(1 / 0)
+rollback:
+    print("never")
+session weekly as s:
+    test "a failing reversible body":
+        run(boom(1))
+    run(archive(1))
+    s.commit(s.manifest().hash)
+''', tmp_path, wal=wal)
+    assert err is None, err
+    kinds = [(r["rec"], r.get("n")) for r in scan(wal).records]
+    assert kinds[:5] == [("header", None), ("begin", 1), ("failed", 1), ("begin", 2),
+                         ("witnessed", 2)]
+    (v,) = recover(wal)
+    assert v.clean and v.unknown == []
