@@ -214,6 +214,11 @@ DEFERRED = [
 ]
 
 
+def builtin_names() -> frozenset:
+    """The name of every builtin a program starts with (a saved state may name only these)."""
+    return frozenset(b.name for b in CORE + DEFERRED)
+
+
 def builtin_scope() -> Scope:
     scope = Scope(None, tag="builtins")
     for b in CORE + DEFERRED:

@@ -120,28 +120,30 @@ def recover(wal, as_json):
 
 def resume_agent(directory: str, name: str, answer: str, *, stdout=None, stderr=None,
                  audit_log: str | None = None) -> int:
-    """Continue the agent saved in ``directory`` with ``answer``; return the exit status."""
-    import json
+    """Continue the agent saved in ``directory`` with ``answer``; return the exit status.
+
+    The saved state is untrusted input (persist.py): it must pass its MAC, its binding to the
+    program.snb beside it and every structural check before any of it runs."""
     import os
-    from .persist import load_agent
-    from .verify import load_verified
+    from .persist import StateError, load_agent, read_saved
     from .vm import VM
     stdout = stdout if stdout is not None else sys.stdout
     stderr = stderr if stderr is not None else sys.stderr
     state_path = os.path.join(directory, f"{name}.json")
     try:
-        with open(os.path.join(directory, "program.snb"), "rb") as fh:
-            verified = load_verified(fh.read())
-        with open(state_path, encoding="utf-8") as fh:
-            state = json.load(fh)
+        verified, state = read_saved(directory, name)
     except FileNotFoundError as exc:
         stderr.write(f"sensevm: no saved agent '{name}' in {directory} ({exc.filename} is missing)\n")
         return 1
-    except (OSError, ValueError) as exc:
-        stderr.write(f"sensevm: cannot read the saved agent '{name}' ({state_path}): {exc}\n")
+    except OSError as exc:
+        stderr.write(f"sensevm: cannot read the saved agent '{name}' ({state_path}): "
+                     f"{exc.strerror or exc}\n")
         return 1
     except (SnbFormatError, VerifyError) as exc:
         stderr.write(f"{directory}/program.snb: {type(exc).__name__}: {exc}\n")
+        return 1
+    except StateError as exc:
+        stderr.write(f"sensevm: cannot resume agent '{name}': {exc}\n")
         return 1
     limits = launch.run_limits(stderr)
     if limits is None:
@@ -153,13 +155,12 @@ def resume_agent(directory: str, name: str, answer: str, *, stdout=None, stderr=
     vm = VM(verified, stdout=stdout, audit=audit, state_dir=directory, **limits)
 
     def body():
-        try:
-            agent = load_agent(vm, state)
-        except (KeyError, ValueError, IndexError, TypeError, AttributeError) as exc:
-            raise SenseError(f"the saved agent '{name}' is malformed "
-                             f"({type(exc).__name__}: {exc})", located=False) from None
-        vm.resume_saved(agent, answer)
-    return _guarded(body, audit, sources, stdout, stderr, error_path=state_path)
+        vm.resume_saved(load_agent(vm, state, state_path), answer)
+    try:
+        return _guarded(body, audit, sources, stdout, stderr, error_path=state_path)
+    except StateError as exc:       # nothing of the state has run
+        stderr.write(f"sensevm: cannot resume agent '{name}': {exc}\n")
+        return 1
 
 
 @main.command()

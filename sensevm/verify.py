@@ -613,11 +613,13 @@ class _FastVerifier:
             prev = offset
 
     @staticmethod
-    def check_flow(code: CodeObject, instructions, index_of) -> int:
-        """The general walk's depths and slot masks, following fall-through chains."""
+    def check_flow(code: CodeObject, instructions, index_of, states=None) -> int:
+        """The general walk's depths and slot masks, following fall-through chains (recorded in
+        ``states``, a list of one None per instruction, when one is given)."""
         limit = code.max_stack
         n = len(instructions)
-        states = [None] * n
+        if states is None:
+            states = [None] * n
         states[0] = (0, 0, 0, 0, 0)
         work = [0]
         best = 0
@@ -672,6 +674,16 @@ class _FastVerifier:
                     raise _Refused
                 break
         return best
+
+
+def entry_states(verified: VerifiedCode) -> list:
+    """What the verifier proved on entry to each instruction of a verified code object, by
+    instruction index: (stack depth, scope depth, test depth, iterator slots, module slots),
+    the slots as bit masks (bit k: stack slot k), or None where no path reaches it. A saved
+    agent's frames are checked against these before they run again (persist.py)."""
+    states = [None] * len(verified.instructions)
+    _FastVerifier.check_flow(verified.code, verified.instructions, verified.index_of, states)
+    return states
 
 
 def _general_step(op, args, special, pops, pushes, b_pops, b_pushes,

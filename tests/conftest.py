@@ -6,12 +6,16 @@ import io
 import os
 import shutil
 import sys
+import tempfile
 from dataclasses import dataclass
 from typing import Optional
 
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Saved agents are authenticated with the host key (sensevm/keys.py): the suite, and every
+# process it starts, uses a key of its own instead of the user's.
+os.environ["SENSE_KEY_FILE"] = os.path.join(tempfile.mkdtemp(prefix="sense-key-"), "host.key")
 TESTS = os.path.join(ROOT, "tests")
 sys.path.insert(0, TESTS)
 

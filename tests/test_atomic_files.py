@@ -264,6 +264,9 @@ WRITERS = {
         "append-only, each record fsync'd by files.append_line; a torn tail is cut first",
     ("sensevm/repl.py", "open(path, \"a\", encoding=\"utf-8\")"):
         "creates the history file empty; entries are appended and fsync'd (make_history)",
+    ("sensevm/keys.py", "os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)"):
+        "the host key: written whole to a new temporary file, fsync'd, then linked into place "
+        "(os.link never replaces a key already there)",
 }
 _WRITE = re.compile(r"""open\([^)]*["'](?:[wax]b?|[wa]\+b?|r\+b?)["']|\.write_(?:text|bytes)\(|"""
                     r"""os\.open\([^)]*O_(?:CREAT|WRONLY|RDWR)|json\.dump\(|shutil\.(?:copy|move)""")

@@ -61,7 +61,7 @@ def test_resumed_in_new_processes_prints_what_one_process_prints(tmp_path):
     again = sensevm("resume", "state", "clerk", "more", cwd=tmp_path)
     assert again.returncode == 1
     assert "status is 'completed', not 'paused'" in again.stderr
-    assert json.loads((tmp_path / "state" / "clerk.json").read_text())["objects"]
+    assert json.loads((tmp_path / "state" / "clerk.json").read_text())["state"]["objects"]
 
 
 def test_a_value_that_cannot_be_saved_is_named_and_nothing_is_written(tmp_path):
@@ -106,7 +106,8 @@ def test_corrupt_state_is_a_clean_error(tmp_path):
     assert sensevm("run", "clerk.sns", "--state-dir", "state", cwd=tmp_path).returncode == 0
     (tmp_path / "state" / "clerk.json").write_text("{not json")
     proc = sensevm("resume", "state", "clerk", "x", cwd=tmp_path)
-    assert proc.returncode == 1 and "cannot read the saved agent 'clerk'" in proc.stderr
+    assert proc.returncode == 1 and "cannot resume agent 'clerk'" in proc.stderr
+    assert "refused (integrity): not a saved agent state of this format" in proc.stderr
     assert "Traceback" not in proc.stderr
     proc = sensevm("resume", "state", "nobody", "x", cwd=tmp_path)
     assert proc.returncode == 1 and "no saved agent 'nobody'" in proc.stderr
@@ -162,7 +163,7 @@ def test_an_agent_holding_models_answers_and_skills_resumes_in_a_new_process(tmp
         "[line 12] model 'planner' -> called (via agent:aide)"]
     # The script position was saved (the resumed run did not replay turn 1), and the state
     # rewritten when the agent ended records all three turns used.
-    state = json.loads((tmp_path / "state" / "aide.json").read_text())
+    state = json.loads((tmp_path / "state" / "aide.json").read_text())["state"]
     assert [o["provider"]["used"] for o in state["objects"]
             if o and o.get("type") == "model" and o["name"] == "planner"] == [3]
 

@@ -340,9 +340,15 @@ def test_a_saved_state_cannot_name_a_module_the_program_does_not_import(tmp_path
         ALLOW + 'import python "math"\nagent a:\n    answer = ask_human("go?")\n'
         '    print(answer, math.floor(1.5))\nstart(a)\n')
     assert sensevm("run", "p.sns", "--state-dir", "state", cwd=tmp_path).returncode == 0
-    state = tmp_path / "state" / "a.json"
-    state.write_text(state.read_text().replace('"module": "math"', '"module": "colorsys"'))
+    from saved_state import read_state, write_state
+    state = read_state(tmp_path / "state", "a")
+    (python,) = [o for o in state["objects"] if o["type"] == "python"]
+    python["module"] = "colorsys"
+    write_state(tmp_path / "state", "a", state, sign=False)       # as anyone could
     proc = sensevm("resume", "state", "a", "yes", cwd=tmp_path)
-    assert proc.returncode == 1
-    assert "saved state names Python module 'colorsys', which the program does not import" \
-        in proc.stderr
+    assert proc.returncode == 1 and "refused (integrity)" in proc.stderr
+    write_state(tmp_path / "state", "a", state)                   # as a holder of the key
+    proc = sensevm("resume", "state", "a", "yes", cwd=tmp_path)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert "refused (coherence)" in proc.stderr
+    assert "names Python module 'colorsys', which the program does not import" in proc.stderr

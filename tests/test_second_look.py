@@ -535,7 +535,7 @@ def test_labels_and_open_pc_labels_survive_a_saved_agent(tmp_path):
     first = subprocess.run(cmd + ["run", "c.sns", "--state-dir", "st"], cwd=tmp_path,
                            capture_output=True, text=True, env=env)
     assert first.returncode == 0, first.stderr
-    saved = json.loads((tmp_path / "st" / "clerk.json").read_text())
+    saved = json.loads((tmp_path / "st" / "clerk.json").read_text())["state"]
     assert saved["second_look"] == {"evidence": []}     # no user words, no trusted records
     second = subprocess.run(cmd + ["resume", "st", "clerk", "corp.example"], cwd=tmp_path,
                             capture_output=True, text=True, env=env)
