@@ -404,8 +404,9 @@ class _Shape:
         self.objects = objects
         self.fail = fail
         self.types = []
+        self.rebound: list = []       # the bindings of every builtins marker met
 
-    def where(self, at: str, message: str):
+    def where(self, at, message: str):
         self.fail("shape", f"{at}: {message}")
 
     def run(self, state: dict) -> None:
@@ -495,15 +496,18 @@ class _Shape:
             self.fields(raw, {"builtins", "vars"}, at)
             if raw["builtins"] is not True:
                 self.where(at, "a builtins marker that is not true")
-            self.vars(raw["vars"], at + ".vars")
+            self.vars(raw["vars"], f"{at}.vars")
+            self.rebound.append(raw["vars"])    # for the coherence step
             return
         self.ref(raw, at, ("scope",))
 
     def vars(self, raw, at: str) -> None:
         if type(raw) is not dict:
             self.where(at, "not an object of bindings")
+        value = self.value
         for k, v in raw.items():
-            self.value(v, f"{at}.{k}")
+            if v is not None and type(v) is not str and type(v) is not bool:
+                value(v, _At(at, k))
 
     def value(self, v, at: str, inline: bool = True) -> None:
         """A saved value: a plain JSON scalar, an inline form, or a reference."""
@@ -556,8 +560,10 @@ class _Shape:
 
     def values(self, raw, at: str) -> None:
         self.listed(raw, at)
+        value = self.value
         for j, v in enumerate(raw):
-            self.value(v, f"{at}[{j}]")
+            if v is not None and type(v) is not str and type(v) is not bool:
+                value(v, _At(at, j))            # the place is spelled out only if it is refused
 
     # -- one method per kind of object: o_TYPE(raw, at)
 
@@ -747,6 +753,24 @@ class _Shape:
         self.opt_str(raw["path"], at + ".path")
 
 
+class _At:
+    """A place in the state, ``base[key]``, spelled out only when an error names it."""
+
+    __slots__ = ("base", "key")
+
+    def __init__(self, base, key):
+        self.base = base
+        self.key = key
+
+    def __str__(self) -> str:
+        return f"{self.base}[{self.key}]" if type(self.key) is int else f"{self.base}.{self.key}"
+
+    def __add__(self, more: str) -> str:
+        return str(self) + more
+
+    __format__ = lambda self, spec: format(str(self), spec)
+
+
 # The object kinds a value may refer to (a frame's owner, say, is not written inline).
 _VALUE_TYPES = frozenset({"array", "scope", "closure", "module", "action_def", "action", "bound",
                           "tool_def", "agent", "iter", "future", "python", "model", "bound_ask",
@@ -788,7 +812,7 @@ class _Check:
     def obj(self, ref: dict) -> dict:
         return self.objects[ref["ref"]]
 
-    def run(self, state: dict) -> None:
+    def run(self, state: dict, rebound: list) -> None:
         self.scopes_acyclic()
         for i, raw in enumerate(self.objects):
             at = f"objects[{i}] ({raw['type']})"
@@ -800,7 +824,7 @@ class _Check:
             elif raw["type"] == "closure":
                 if self.program.codes[raw["code"]].kind != _kinds().FUNCTION:
                     self.where(at, "a closure over code that is not a function")
-        self.builtins_everywhere(state)
+        self.builtins_rebound(rebound)
         pythons = [i for i, raw in enumerate(self.objects) if raw["type"] == "python"]
         if pythons:
             self.python_allowed(state, pythons)
@@ -826,24 +850,16 @@ class _Check:
             if (cap, rule) not in self.rules:
                 self.where(at + ".policy", f"'{rule} {cap}' is a rule the program never makes")
 
-    def builtins_everywhere(self, state) -> None:
-        """Every builtins marker: rebinds only names the program itself assigns, never to a
-        Python value (the builtins belong to the VM, not to the saved state)."""
-        work = [state["objects"]]
-        while work:
-            item = work.pop()
-            if type(item) is dict:
-                if "builtins" in item:
-                    for name, value in item["vars"].items():
-                        if name not in self.stored:
-                            self.where("builtins", f"rebinds '{name}', which the program never "
-                                                   "assigns")
-                        if (type(value) is dict and "ref" in value
-                                and self.objects[value["ref"]]["type"] == "python"):
-                            self.where("builtins", f"rebinds '{name}' to a Python value")
-                work.extend(item.values())
-            elif type(item) is list:
-                work.extend(item)
+    def builtins_rebound(self, rebound: list) -> None:
+        """Every builtins marker (the shape step collected them): rebinds only names the program
+        itself assigns, never to a Python value (the builtins are the VM's, not the state's)."""
+        for bindings in rebound:
+            for name, value in bindings.items():
+                if name not in self.stored:
+                    self.where("builtins", f"rebinds '{name}', which the program never assigns")
+                if (type(value) is dict and "ref" in value
+                        and self.objects[value["ref"]]["type"] == "python"):
+                    self.where("builtins", f"rebinds '{name}' to a Python value")
 
     def python_allowed(self, state, pythons) -> None:
         for i in pythons:
@@ -1217,8 +1233,9 @@ def load_agent(vm, state: dict, path: str = "saved state") -> AgentValue:
     """Check ``state`` (read by read_saved, so authenticated and bound) and restore its agent
     in ``vm``: StateError, with nothing restored, when a check refuses it."""
     fail = _failer(path)
-    _Shape(vm.program, state.get("objects"), fail).run(state)
-    _Check(vm, state, fail).run(state)
+    shape = _Shape(vm.program, state.get("objects"), fail)
+    shape.run(state)
+    _Check(vm, state, fail).run(state, shape.rebound)
     vm.audit.prefix = list(state["audit_lines"])
     look = state["second_look"]
     if look is not None and vm.look is not None:
