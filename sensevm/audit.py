@@ -158,11 +158,22 @@ class AuditLog:
 # File format: one record per line, each line canonical JSON (sorted keys, no spaces, UTF-8)
 # ending in "\n". ``prev`` is the hex SHA-256 of the previous line's bytes without its newline
 # (GENESIS for the first line), so altering, removing, inserting or reordering any line breaks
-# the chain at or just after that line.
+# the chain at or just after that line. ``mac`` is an HMAC-SHA256 of the line without it, under
+# the host key's audit key (keys.py, kept outside the log's directory): nobody without the key
+# can re-chain the log after removing or rewriting a record.
+#
+# The writer adds host-side records of its own (kind "audit", subject "audit log"): ``opened``
+# when a run starts, ``checkpoint`` every CHECKPOINT_EVERY records and at every session commit,
+# and ``sealed`` when the run ends, the last two with a signed checkpoint note (tlog.py: the
+# log's origin, its size and its RFC 6962 Merkle root). A run whose last record is not its seal
+# was cut short: a crash, or its tail removed.
 
 GENESIS = "0" * 64
 FIELDS = frozenset({"seq", "time", "subject", "name", "kind", "event", "detail", "line",
-                    "lineage", "host_only", "text", "prev"})
+                    "lineage", "host_only", "text", "prev", "mac"})
+MAC_PURPOSE = "sense.audit.v2"
+CHECKPOINT_EVERY = 1000
+AUDIT_SUBJECT = "audit log"
 _HEX = frozenset("0123456789abcdef")
 # Lone surrogates cannot be encoded as UTF-8; JSON's \uXXXX escape carries them (but see
 # _storable).
@@ -233,10 +244,36 @@ def line_hash(line: bytes) -> str:
     return hashlib.sha256(line).hexdigest()
 
 
+def entry_mac(key: bytes, entry: dict) -> str:
+    """The MAC of a line: HMAC-SHA256 of its canonical bytes without the ``mac`` field."""
+    import hashlib
+    import hmac
+    body = {k: v for k, v in entry.items() if k != "mac"}
+    return hmac.new(key, encode_entry(body), hashlib.sha256).hexdigest()
+
+
+def audit_key(path, *, create: bool = True) -> bytes:
+    """The audit key for the log at ``path`` (the host key must lie outside its directory)."""
+    from .keys import derive
+    return derive(MAC_PURPOSE, outside=os.path.dirname(os.path.abspath(os.fspath(path))),
+                  create=create)
+
+
+def _origin(first_line: bytes) -> str:
+    return "sensevm-audit/" + line_hash(first_line)[:32]
+
+
+# `sensevm audit verify` exit statuses: intact and every run sealed; damaged, forged or not
+# checkable; a torn last line (a crash in the middle of a write); intact, but a run was cut
+# short (no seal: a crash, or records removed from its end).
+VERIFY_OK, VERIFY_DAMAGED, VERIFY_TORN, VERIFY_UNSEALED = 0, 1, 2, 3
+
+
 @record(frozen=False)
 class ChainResult:
     """What ``verify_chain`` found. ``records``/``last_seq``/``last_hash``/``end`` describe the
-    intact prefix; ``problem`` and ``line`` the first fault (None when the chain is intact)."""
+    intact prefix; ``problem`` and ``line`` the first fault (None when the chain is intact);
+    ``unsealed`` the (first, last) records of each run that ended without its seal."""
 
     path: str
     records: int = 0
@@ -246,16 +283,46 @@ class ChainResult:
     line: int | None = None
     problem: str | None = None
     torn: bool = False
+    checkpoints: int = 0               # signed checkpoints found, and checked
+    unsealed: list = None
+    origin: str | None = None
+    tree: object = None                # the Merkle tree of the intact lines (tlog.MerkleTree)
+    run_start: int = 0                 # seq of the running run's ``opened`` record
+    last_event: str | None = None      # of the last intact record, when it is the writer's own
+    against: int | None = None         # the size of a checkpoint kept elsewhere, once matched
 
     @property
     def ok(self) -> bool:
         return self.problem is None
 
+    @property
+    def sealed(self) -> bool:
+        return self.ok and not self.unsealed
+
+    @property
+    def status(self) -> int:
+        if self.torn:
+            return VERIFY_TORN
+        if not self.ok:
+            return VERIFY_DAMAGED
+        return VERIFY_UNSEALED if self.unsealed else VERIFY_OK
+
     def message(self) -> str:
-        if self.ok:
-            return (f"OK: {self.records} record{'' if self.records == 1 else 's'}, "
-                    f"chain intact (last hash {self.last_hash})")
-        return f"{self.path}:{self.line}: {self.problem}"
+        if not self.ok:
+            return f"{self.path}:{self.line}: {self.problem}"
+        plural = "" if self.records == 1 else "s"
+        head = (f"{self.records} record{plural}, chain intact, every line's MAC verified, "
+                f"{self.checkpoints} signed checkpoint{'' if self.checkpoints == 1 else 's'} "
+                f"checked")
+        if not self.records:
+            return "NOT SEALED: the log is empty, so it holds no sealed run"
+        if self.unsealed:
+            runs = "; ".join(f"records {a}-{b}" for a, b in self.unsealed)
+            return (f"NOT SEALED: {head}, but {len(self.unsealed)} run"
+                    f"{'' if len(self.unsealed) == 1 else 's'} ended without its seal "
+                    f"({runs}): the process died, or records were removed from the end "
+                    f"(last hash {self.last_hash})")
+        return f"OK: {head}, every run sealed (last hash {self.last_hash})"
 
 
 def _is_int(v) -> bool:
@@ -289,6 +356,9 @@ def _entry_problem(entry) -> str | None:
     prev = entry["prev"]
     if len(prev) != 64 or not set(prev) <= _HEX:
         return "prev is not a lowercase hex SHA-256"
+    mac = entry["mac"]
+    if not isinstance(mac, str) or len(mac) != 64 or not set(mac) <= _HEX:
+        return "mac is not a lowercase hex HMAC-SHA256"
     try:
         from datetime import datetime
         when = datetime.fromisoformat(entry["time"])
@@ -306,7 +376,8 @@ def _rebuilt_text(entry: dict) -> str:
                        host_only=entry["host_only"]).describe()
 
 
-def _line_problem(number: int, raw: bytes, result: ChainResult) -> str | None:
+def _line_problem(number: int, raw: bytes, result: ChainResult, key: bytes,
+                  against) -> str | None:
     """What is wrong with line ``number`` (``raw`` with its newline) given the intact prefix."""
     line = raw[:-1]
     if not line:
@@ -316,11 +387,22 @@ def _line_problem(number: int, raw: bytes, result: ChainResult) -> str | None:
         entry = json.loads(line.decode("utf-8"))
     except UnicodeDecodeError:
         return "line is not valid UTF-8"
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         return f"line is not valid JSON ({exc})"
     problem = _entry_problem(entry)
     if problem:
         return problem
+    problem = _structure_problem(number, line, entry, result)
+    if problem:
+        return problem
+    import hmac
+    if not hmac.compare_digest(entry["mac"], entry_mac(key, entry)):
+        return ("MAC does not match: the line was altered, or the log re-written without the "
+                "host key (or with another one)")
+    return _sequence_problem(number, line, entry, result, key, against)
+
+
+def _structure_problem(number: int, line: bytes, entry: dict, result: ChainResult):
     expected = result.last_seq + 1
     if entry["seq"] != expected:
         return (f"seq is {entry['seq']}, expected {expected} (a record is missing, duplicated "
@@ -337,31 +419,98 @@ def _line_problem(number: int, raw: bytes, result: ChainResult) -> str | None:
     return None
 
 
-def _scan(fh, path: str) -> ChainResult:
-    """Check the chain of the binary file ``fh`` from its start, stopping at the first fault."""
-    result = ChainResult(path)
+def _sequence_problem(number, line, entry, result: ChainResult, key, against):
+    """The writer's own records in their places: every run opens and ends with its seal, and
+    every checkpoint (seal included) is signed and names this log's first ``seq - 1`` lines."""
+    from . import tlog
+    if number == 1:
+        result.origin = _origin(line)
+    if entry["subject"] != AUDIT_SUBJECT or entry["kind"] != "audit":
+        result.last_event = None
+        return None
+    event = entry["event"]
+    last, result.last_event = result.last_event, event
+    if event == "opened":
+        if number > 1 and last != "sealed":
+            result.unsealed.append((result.run_start or 1, number - 1))
+        result.run_start = number
+    elif event in ("checkpoint", "sealed"):
+        try:
+            origin, size, root = tlog.parse(entry["detail"] or "", key)
+        except tlog.CheckpointError as exc:
+            return f"{event} record: {exc}"
+        if origin != result.origin or size != number - 1 or root != result.tree.root():
+            return (f"{event} record: its checkpoint does not match the {number - 1} lines "
+                    "before it")
+        result.checkpoints += 1
+    return None
+
+
+def _scan(fh, path: str, key: bytes, against=None) -> ChainResult:
+    """Check the chain of the binary file ``fh`` from its start, stopping at the first fault.
+    ``against``: (size, root) of a checkpoint kept elsewhere, which the log must extend."""
+    from .tlog import MerkleTree
+    result = ChainResult(path, unsealed=[], tree=MerkleTree())
+    tree = result.tree
     for number, raw in enumerate(fh, start=1):
         if not raw.endswith(b"\n"):
             result.line, result.torn = number, True
             result.problem = ("torn final line: the last record is incomplete (no terminating "
                               "newline), so a write was interrupted")
             return result
-        problem = _line_problem(number, raw, result)
+        problem = _line_problem(number, raw, result, key, against)
         if problem:
             result.line, result.problem = number, problem
             return result
+        line = raw[:-1]
+        if against is not None and tree.size == against[0]:
+            if tree.root() != against[1]:
+                result.line = number
+                result.problem = (f"the checkpoint kept outside the log ({against[0]} records) "
+                                  "does not match its first records: the log was rewritten")
+                return result
+            result.against = against[0]
+        tree.append(line)
         result.records = result.last_seq = number
-        result.last_hash = line_hash(raw[:-1])
+        result.last_hash = line_hash(line)
         result.end += len(raw)
+    if against is not None and result.against is None:
+        if tree.size == against[0] and tree.root() == against[1]:
+            result.against = against[0]
+        else:
+            result.line = result.records + 1
+            result.problem = (f"the log holds {result.records} records, fewer than the "
+                              f"{against[0]} of the checkpoint kept outside it (or others): "
+                              "records were removed from its end")
+            return result
+    if result.last_event != "sealed":
+        # An empty file holds no sealed run either: a log is never empty once a run opened it.
+        result.unsealed.append((result.run_start or 1, result.records))
     return result
 
 
-def verify_chain(path) -> ChainResult:
-    """Check the whole hash chain of the audit log at ``path``; raise AuditLogError if unreadable."""
+def verify_chain(path, *, key: bytes | None = None, checkpoint: str | None = None) -> ChainResult:
+    """Check the whole audit log at ``path``: its chain, every line's MAC, every checkpoint and
+    seal, and (``checkpoint``: a note kept elsewhere) that it extends that checkpoint. Raises
+    AuditLogError if it cannot be read, or if the host key or the checkpoint is unusable."""
+    from . import tlog
     path = os.fspath(path)
+    if key is None:
+        from .keys import HostKeyError
+        try:
+            key = audit_key(path, create=False)
+        except HostKeyError as exc:
+            raise AuditLogError(f"{path}: cannot check its MACs: {exc}") from None
+    against = None
+    if checkpoint is not None:
+        try:
+            _, size, root = tlog.parse(checkpoint, key)
+        except tlog.CheckpointError as exc:
+            raise AuditLogError(f"the checkpoint given: {exc}") from None
+        against = (size, root)
     try:
         with open(path, "rb") as fh:
-            return _scan(fh, path)
+            return _scan(fh, path, key, against)
     except FileNotFoundError:
         raise AuditLogError(f"{path}: no such audit log file") from None
     except OSError as exc:
@@ -369,24 +518,31 @@ def verify_chain(path) -> ChainResult:
 
 
 class AuditFile:
-    """A durable sink: appends each record to ``path`` as one chained JSON line, fsync'd.
+    """A durable sink: appends each record to ``path`` as one chained, MAC'd JSON line, fsync'd.
 
-    The file is locked exclusively (flock) from open to close, and its existing chain is
-    verified before anything is appended, so a run only ever extends an intact log.
-    ``fsync=False`` is for tests only: it keeps the format but gives up durability.
+    The file is locked exclusively (flock) from open to close, and its existing chain, MACs and
+    checkpoints are verified before anything is appended, so a run only ever extends an intact
+    log. A run opens with an ``opened`` record, is checkpointed every CHECKPOINT_EVERY records,
+    and is sealed by ``close()``. ``fsync=False`` is for tests only: it keeps the format but
+    gives up durability.
     """
 
     def __init__(self, path, *, fsync: bool = True):
+        from .keys import HostKeyError
         self.path = os.fspath(path)
         self.fsync = fsync
         import threading
         self._mutex = threading.Lock()       # async tool bodies record from other threads
         self._failed: str | None = None
+        try:
+            self.key = audit_key(self.path)
+        except HostKeyError as exc:
+            raise AuditLogError(f"cannot open audit log {self.path}: {exc}") from None
         self.fd = self._open()
         try:
             self._lock_exclusive()
             with open(self.fd, "rb", closefd=False) as fh:
-                found = _scan(fh, self.path)
+                found = _scan(fh, self.path, self.key)
             if not found.ok:
                 raise AuditLogError(self._refusal(found))
         except BaseException:
@@ -394,7 +550,19 @@ class AuditFile:
             self.fd = -1
             raise
         self.last_seq, self.last_hash = found.last_seq, found.last_hash
+        self.tree, self.origin = found.tree, found.origin
+        self.since_checkpoint = 0
         self.start_seq, self.start_offset = found.last_seq + 1, found.end
+        self._own("opened", f"run of pid {os.getpid()}")
+
+    def _own(self, event: str, detail: str) -> int:
+        """Append one of the writer's own records (host-side, kind "audit")."""
+        return self._append(AuditRecord.make(AUDIT_SUBJECT, "audit", "audit", event, detail,
+                                             None, (), True))
+
+    def _note(self) -> str:
+        from .tlog import checkpoint
+        return checkpoint(self.origin, self.tree.size, self.tree.root(), self.key)
 
     def _open(self) -> int:
         flags = os.O_RDWR | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
@@ -441,21 +609,43 @@ class AuditFile:
     def write(self, record: AuditRecord) -> int:
         """Append ``record`` durably; return its seq. Any failure stops all later writes."""
         with self._mutex:
-            if self.fd < 0:
-                raise AuditLogError(f"audit log {self.path} is closed")
-            if self._failed:
-                raise AuditLogError(self._failed)
-            seq = self.last_seq + 1
-            line = encode_entry(record_entry(record, seq, self.last_hash))
-            try:
-                from .files import append_line
-                append_line(self.fd, line, self.fsync)
-            except OSError as exc:
-                self._failed = (f"audit log {self.path}: cannot write record {seq}: "
-                                f"{exc.strerror or exc}; no further records can be written")
-                raise AuditLogError(self._failed) from None
-            self.last_seq, self.last_hash = seq, line_hash(line)
+            seq = self._append(record)
+            self.since_checkpoint += 1
+            if self.since_checkpoint >= CHECKPOINT_EVERY:
+                self._own("checkpoint", self._note())
+                self.since_checkpoint = 0
             return seq
+
+    def checkpoint(self) -> str:
+        """Write a signed checkpoint of the log as it stands now, and return its note (a
+        session's approval carries the checkpoint it was given at)."""
+        with self._mutex:
+            note = self._note()
+            self._own("checkpoint", note)
+            self.since_checkpoint = 0
+            return note
+
+    def _append(self, record: AuditRecord) -> int:
+        if self.fd < 0:
+            raise AuditLogError(f"audit log {self.path} is closed")
+        if self._failed:
+            raise AuditLogError(self._failed)
+        seq = self.last_seq + 1
+        entry = record_entry(record, seq, self.last_hash)
+        entry["mac"] = entry_mac(self.key, entry)
+        line = encode_entry(entry)
+        try:
+            from .files import append_line
+            append_line(self.fd, line, self.fsync)
+        except OSError as exc:
+            self._failed = (f"audit log {self.path}: cannot write record {seq}: "
+                            f"{exc.strerror or exc}; no further records can be written")
+            raise AuditLogError(self._failed) from None
+        if seq == 1:
+            self.origin = _origin(line)
+        self.tree.append(line)
+        self.last_seq, self.last_hash = seq, line_hash(line)
+        return seq
 
     def texts(self) -> list[str]:
         """The ``text`` of every record this run wrote that is not host-only, in order."""
@@ -477,8 +667,15 @@ class AuditFile:
             return out
 
     def close(self) -> None:
+        """Seal the run (a signed checkpoint of everything written) and release the file. A
+        log whose writes failed is left unsealed: ``audit verify`` reports that run cut short."""
         with self._mutex:
             if self.fd >= 0:
+                if not self._failed:
+                    try:
+                        self._own("sealed", self._note())
+                    except AuditLogError:
+                        pass            # recorded in _failed; the run's end already says why
                 fd, self.fd = self.fd, -1
                 os.close(fd)            # releases the flock
 

@@ -174,9 +174,26 @@ def resume(directory, agent, answer, audit_log):
     sys.exit(resume_agent(directory, agent, answer, audit_log=audit_log))
 
 
-def verify_audit_file(path: str, *, stdout=None, stderr=None) -> int:
-    """Check the hash chain of the audit log at ``path`` as ``sensevm audit verify`` does."""
-    from .audit import AuditLogError, verify_chain
+def verify_audit_file(path: str, *, stdout=None, stderr=None,
+                      checkpoint: str | None = None) -> int:
+    """Check the audit log at ``path`` as ``sensevm audit verify`` does; return its status
+    (audit.VERIFY_*: 0 sealed and intact, 1 damaged or forged, 2 torn, 3 a run cut short)."""
+    from .audit import VERIFY_DAMAGED, AuditLogError, verify_chain
+    stdout = stdout if stdout is not None else sys.stdout
+    stderr = stderr if stderr is not None else sys.stderr
+    try:
+        result = verify_chain(path, checkpoint=checkpoint)
+    except AuditLogError as exc:
+        stderr.write(f"{exc}\n")
+        return VERIFY_DAMAGED
+    (stdout if result.sealed else stderr).write(result.message() + "\n")
+    return result.status
+
+
+def latest_checkpoint(path: str, *, stdout=None, stderr=None) -> int:
+    """Print the last signed checkpoint of the audit log at ``path`` (``audit checkpoint``)."""
+    import json
+    from .audit import AUDIT_SUBJECT, AuditLogError, verify_chain
     stdout = stdout if stdout is not None else sys.stdout
     stderr = stderr if stderr is not None else sys.stderr
     try:
@@ -184,8 +201,22 @@ def verify_audit_file(path: str, *, stdout=None, stderr=None) -> int:
     except AuditLogError as exc:
         stderr.write(f"{exc}\n")
         return 1
-    (stdout if result.ok else stderr).write(result.message() + "\n")
-    return 0 if result.ok else 1
+    if not result.ok:
+        stderr.write(result.message() + "\n")
+        return result.status
+    note = None
+    with open(path, "rb") as fh:
+        for raw in fh:
+            if b'"kind":"audit"' in raw:
+                entry = json.loads(raw)
+                if entry["subject"] == AUDIT_SUBJECT and entry["event"] in ("checkpoint",
+                                                                           "sealed"):
+                    note = entry["detail"]
+    if note is None:
+        stderr.write(f"{path}: holds no checkpoint yet\n")
+        return 1
+    stdout.write(note)
+    return 0
 
 
 @main.group()
@@ -195,9 +226,25 @@ def audit():
 
 @audit.command("verify")
 @click.argument("file", type=click.Path(dir_okay=False))
-def audit_verify(file):
-    """Check FILE's hash chain; name the first broken line."""
-    sys.exit(verify_audit_file(file))
+@click.option("--checkpoint", "checkpoint", type=click.File("r", encoding="utf-8"),
+              default=None, help="A checkpoint note kept outside the log (from `sensevm audit "
+                                 "checkpoint`): the log must extend it.")
+def audit_verify(file, checkpoint):
+    """Check FILE: its hash chain, every line's MAC (the host key), every signed checkpoint,
+    and that every run ended with its seal; name the first broken line.
+
+    Exit status: 0 intact and sealed; 1 damaged, forged or not checkable; 2 the last line is
+    torn (a crash in the middle of a write); 3 intact, but a run ended without its seal (the
+    process died, or records were removed from the end)."""
+    sys.exit(verify_audit_file(file, checkpoint=checkpoint.read() if checkpoint else None))
+
+
+@audit.command("checkpoint")
+@click.argument("file", type=click.Path(dir_okay=False))
+def audit_checkpoint(file):
+    """Print FILE's latest signed checkpoint (origin, size, Merkle root): keep it elsewhere,
+    and `audit verify --checkpoint` will find any later cut or rewrite of what it covers."""
+    sys.exit(latest_checkpoint(file))
 
 
 @main.command("test")

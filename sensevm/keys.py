@@ -1,8 +1,9 @@
-"""The host's secret key, kept outside what it protects: it authenticates saved agent state.
+"""The host's secret key, kept outside what it protects: it authenticates saved agent state and audit logs.
 
-A saved agent (``run --state-dir``) carries a MAC over its state and its program, keyed by a
-secret that never lives in the state directory, so that whoever can write the directory cannot
-forge, edit or swap what ``sensevm resume`` runs. The key is 32 random bytes, hex-encoded, in
+A saved agent (``run --state-dir``) carries a MAC over its state and its program, and every
+line of a durable audit log (``--audit-log``) a MAC over the line, keyed by a secret that never
+lives beside them, so that whoever can write those files cannot forge, edit, cut or re-chain
+them unnoticed. The key is 32 random bytes, hex-encoded, in
 
     $SENSE_KEY_FILE                      if set (any path), else
     $XDG_CONFIG_HOME/sense/host.key      ($XDG_CONFIG_HOME defaults to ~/.config)
@@ -90,9 +91,10 @@ def _create(path: str) -> None:
             pass
 
 
-def host_key(*, outside: str | None = None) -> bytes:
-    """The host key, made on first use. ``outside``: a directory the key must not be in (the
-    state directory it protects); a key inside it is refused."""
+def host_key(*, outside: str | None = None, create: bool = True) -> bytes:
+    """The host key, made on first use (unless ``create`` is false: then a missing key is an
+    error). ``outside``: a directory the key must not be in (the directory of what it
+    protects); a key inside it is refused."""
     path = key_path()
     if outside is not None:
         inside = os.path.realpath(os.path.abspath(outside))
@@ -103,12 +105,16 @@ def host_key(*, outside: str | None = None) -> bytes:
     try:
         return _read(path)
     except FileNotFoundError:
+        if not create:
+            raise HostKeyError(f"there is no host key at {path} (set {KEY_ENV} to the key "
+                               "it was written with)") from None
         _create(path)
     return _read(path)
 
 
-def derive(purpose: str, *, outside: str | None = None) -> bytes:
+def derive(purpose: str, *, outside: str | None = None, create: bool = True) -> bytes:
     """The key for one purpose (``"sense.state.v3"``, ...), derived from the host key."""
     import hashlib
     import hmac
-    return hmac.new(host_key(outside=outside), purpose.encode("ascii"), hashlib.sha256).digest()
+    return hmac.new(host_key(outside=outside, create=create), purpose.encode("ascii"),
+                    hashlib.sha256).digest()

@@ -255,8 +255,9 @@ class Session:
 
     # ------------------------------------------------------------------ verdicts
 
-    def confirm(self, digest, approver: str) -> list:
-        """Approve exactly the manifest hashed ``digest`` and flush its queue once, in order."""
+    def confirm(self, digest, approver: str, checkpoint: str | None = None) -> list:
+        """Approve exactly the manifest hashed ``digest`` and flush its queue once, in order.
+        ``checkpoint``: the audit log's signed checkpoint at this approval, recorded with it."""
         if self.state not in (OPEN, ENUMERATED):
             raise self._refuse("commit")
         if type(digest) is not str or digest != self.current_hash():
@@ -267,7 +268,8 @@ class Session:
         deferred = self.of("deferred")
         crash_point("before-approved")
         self.counters["commit"] += 1
-        self._write("approved", hash=digest, entries=[e.n for e in deferred], approver=approver)
+        self._write("approved", hash=digest, entries=[e.n for e in deferred], approver=approver,
+                    checkpoint=checkpoint)
         self.state = APPROVED
         crash_point("after-approved")
         self.state = FLUSHING

@@ -174,9 +174,13 @@ def confirm(vm, frame, handle, digest, approver: str) -> None:
     if type(digest) is not str:
         raise SenseSessionError(f"{session.name}.commit() expects the manifest's hash (a "
                                 f"String), got {type_name(digest)}")
+    # The approval is bound to the audit trail as it stands: its signed checkpoint goes into
+    # the write-ahead log's approval record (and the checkpoint into the audit log itself).
+    sink = vm.audit.sink
+    checkpoint = sink.checkpoint() if sink is not None and not vm.dry_run else None
     handle.acting = frame
     try:
-        session.confirm(digest, approver)
+        session.confirm(digest, approver, checkpoint)
     finally:
         handle.acting = None
     _audit(vm, frame, handle, "committed", _counters(session))

@@ -16,7 +16,8 @@ Records, per session (``session`` is its random id):
     witnessed   n, action, args: a reversible commit ran; its rollback is registered
     queued      n, action, args, capability, key: an irreversible commit deferred (the intent)
     fired       n, action, args: an immediate action ran after its own approval
-    approved    hash, entries (the queued n's the confirm covers), approver
+    approved    hash, entries (the queued n's the confirm covers), approver, checkpoint (the
+                signed checkpoint of the run's durable audit log at the approval, or null)
     attempt     n, key: written before an entry fires, so a crash after it reads "unknown"
     flushed     n                       residue     n, error
     discharge   (the flush is over)     complete    (the session is done)
@@ -47,7 +48,7 @@ KINDS = {
     "witnessed": ("n", "action", "args"),
     "queued": ("n", "action", "args", "capability", "key"),
     "fired": ("n", "action", "args"),
-    "approved": ("hash", "entries", "approver"),
+    "approved": ("hash", "entries", "approver", "checkpoint"),
     "attempt": ("n", "key"),
     "flushed": ("n",),
     "residue": ("n", "error"),

@@ -38,9 +38,28 @@ SAMPLE = [
 
 
 def write_log(path, records, fsync=False) -> None:
+    """One run: its ``opened`` record, ``records``, and its seal (lines 1, 2.., last)."""
     with AuditFile(path, fsync=fsync) as sink:
         for r in records:
             sink.write(r)
+
+
+def key_of(path) -> bytes:
+    return A.audit_key(path)
+
+
+def resign(lines: list[bytes], key: bytes, start: int = 0) -> list[bytes]:
+    """Re-chain the lines from ``start`` on (seq, prev) as someone without the key would:
+    the MACs stay those of the lines they came from."""
+    prev = GENESIS if start == 0 else hashlib.sha256(lines[start - 1]).hexdigest()
+    out = lines[:start]
+    for seq, line in enumerate(lines[start:], start=start + 1):
+        entry = json.loads(line)
+        entry["seq"], entry["prev"] = seq, prev
+        line = encode_entry(entry)
+        out.append(line)
+        prev = hashlib.sha256(line).hexdigest()
+    return out
 
 
 def read_lines(path) -> list[bytes]:
@@ -61,32 +80,43 @@ def sh(*args):
 
 # ----------------------------------------------------------------------------- format and chain
 
-def test_records_are_chained_canonical_lines(tmp_path):
+def test_records_are_chained_canonical_keyed_lines(tmp_path):
+    import hmac
     path = tmp_path / "audit.jsonl"
     write_log(path, SAMPLE, fsync=True)
     lines = read_lines(path)
-    assert len(lines) == len(SAMPLE)
-    prev = GENESIS
-    for seq, (line, record) in enumerate(zip(lines, SAMPLE), start=1):
+    assert len(lines) == len(SAMPLE) + 2
+    key = key_of(path)
+    prev = hashlib.sha256(lines[0]).hexdigest()
+    for seq, (line, record) in enumerate(zip(lines[1:], SAMPLE), start=2):
         entry = json.loads(line)
-        assert entry == {"seq": seq, "time": entry["time"], "subject": record.subject,
-                         "name": record.name, "kind": record.kind, "event": record.event,
-                         "detail": record.detail, "line": record.line,
-                         "lineage": list(record.lineage), "host_only": record.host_only,
-                         "text": record.describe(), "prev": prev}
+        body = {"seq": seq, "time": entry["time"], "subject": record.subject,
+                "name": record.name, "kind": record.kind, "event": record.event,
+                "detail": record.detail, "line": record.line,
+                "lineage": list(record.lineage), "host_only": record.host_only,
+                "text": record.describe(), "prev": prev}
+        mac = hmac.new(key, json.dumps(body, sort_keys=True, separators=(",", ":"),
+                                       ensure_ascii=False).encode(), "sha256").hexdigest()
+        assert entry == dict(body, mac=mac)
         assert entry["time"].endswith("Z")
         assert line == json.dumps(entry, sort_keys=True, separators=(",", ":"),
                                   ensure_ascii=False).encode("utf-8")
         prev = hashlib.sha256(line).hexdigest()
+    first, last = json.loads(lines[0]), json.loads(lines[-1])
+    assert (first["subject"], first["event"], first["prev"]) == ("audit log", "opened", GENESIS)
+    assert (last["subject"], last["event"], last["host_only"]) == ("audit log", "sealed", True)
     result = verify_chain(path)
-    assert result.ok and result.records == 5 and result.last_hash == prev
-    assert result.message() == f"OK: 5 records, chain intact (last hash {prev})"
+    last_hash = hashlib.sha256(lines[-1]).hexdigest()
+    assert result.sealed and result.records == 7 and result.last_hash == last_hash
+    assert result.message() == ("OK: 7 records, chain intact, every line's MAC verified, 1 "
+                                "signed checkpoint checked, every run sealed (last hash "
+                                f"{last_hash})")
 
 
 def test_time_is_utc_iso8601(tmp_path):
     path = tmp_path / "a.jsonl"
     write_log(path, [rec(timestamp=0.25)])
-    assert json.loads(read_lines(path)[0])["time"] == "1970-01-01T00:00:00.250000Z"
+    assert json.loads(read_lines(path)[1])["time"] == "1970-01-01T00:00:00.250000Z"
 
 
 def test_second_run_continues_the_chain(tmp_path):
@@ -95,20 +125,22 @@ def test_second_run_continues_the_chain(tmp_path):
     log = AuditLog(sink=AuditFile(path, fsync=False))
     for r in SAMPLE[3:]:
         log.append(r)
-    assert log.sink.start_seq == 4
+    assert log.sink.start_seq == 6         # after the first run's opened, 3 records, seal
     # lines() is this run's view only, exactly as audit_log() would see it without a sink.
     assert log.lines() == [r.describe() for r in SAMPLE[3:]]
     log.close()
-    assert [json.loads(x)["seq"] for x in read_lines(path)] == [1, 2, 3, 4, 5]
+    assert [json.loads(x)["seq"] for x in read_lines(path)] == list(range(1, 10))
     result = verify_chain(path)
-    assert result.ok and result.records == 5
+    assert result.sealed and result.records == 9 and result.checkpoints == 2
 
 
 def test_empty_and_missing_files(tmp_path):
     empty = tmp_path / "empty.jsonl"
     empty.write_bytes(b"")
     result = verify_chain(empty)
+    # Intact, but an empty log holds no sealed run (a writer opens every run with a record).
     assert result.ok and result.records == 0 and result.last_hash == GENESIS
+    assert not result.sealed and result.status == A.VERIFY_UNSEALED
     with pytest.raises(AuditLogError, match="no such audit log file"):
         verify_chain(tmp_path / "missing.jsonl")
     write_log(empty, SAMPLE[:1])        # an existing empty file is a log with no records yet
@@ -122,9 +154,9 @@ def test_unicode_newlines_and_lone_surrogates_round_trip(tmp_path):
     log.append(odd)
     assert log.lines() == [odd.describe()]
     log.close()
-    assert len(read_lines(path)) == 1
+    assert len(read_lines(path)) == 3                 # opened, the record, sealed
     assert b"\\ud800 \\udcff" in path.read_bytes()
-    assert verify_chain(path).ok
+    assert verify_chain(path).sealed
 
 
 def test_a_split_surrogate_pair_is_stored_as_its_character(tmp_path):
@@ -167,10 +199,12 @@ FIELD_FAILS_AT = {
     "detail": (3, "text does not match the record's fields"),
     "line": (3, "text does not match the record's fields"),
     "lineage": (3, "text does not match the record's fields"),
-    "time": (4, "prev does not match the SHA-256 of line 3"),
-    "name": (4, "prev does not match the SHA-256 of line 3"),
-    "kind": (4, "prev does not match the SHA-256 of line 3"),
-    "host_only": (4, "prev does not match the SHA-256 of line 3"),
+    # Not shown in the text: the line's own MAC gives it away.
+    "time": (3, "MAC does not match"),
+    "name": (3, "MAC does not match"),
+    "kind": (3, "MAC does not match"),
+    "host_only": (3, "MAC does not match"),
+    "mac": (3, "mac is not a lowercase hex HMAC-SHA256"),
 }
 
 
@@ -250,7 +284,7 @@ def _last_detail(lines, i):
     (_drop_time, 1, 2, "missing field(s): time"),
     (_blank, 2, 3, "empty line"),
     (_duplicate, 2, 3, "seq is 2, expected 3"),
-    (_last_detail, 4, 5, "text does not match the record's fields"),
+    (_last_detail, 4, 7, "text does not match the record's fields"),
 ], ids=lambda v: v.__name__.strip("_") if callable(v) else None)
 def test_structural_edits_are_detected(tmp_path, edit, index, line, message):
     path = tmp_path / "audit.jsonl"
@@ -271,13 +305,13 @@ def test_torn_final_line_is_reported_and_never_appended_to(tmp_path):
     torn = data[:intact + 40]            # the crash came in the middle of the last write
     path.write_bytes(torn)
     result = verify_chain(path)
-    assert (result.ok, result.torn, result.line, result.records) == (False, True, 5, 4)
-    assert result.problem.startswith("torn final line")
+    assert (result.ok, result.torn, result.line, result.records) == (False, True, 7, 6)
+    assert result.problem.startswith("torn final line") and result.status == A.VERIFY_TORN
     assert result.end == intact
     with pytest.raises(AuditLogError) as info:
         AuditFile(path)
     text = str(info.value)
-    assert f"{path}:5: torn final line" in text
+    assert f"{path}:7: torn final line" in text
     assert "evidence" in text and f"{intact} bytes" in text
     assert path.read_bytes() == torn     # not repaired, not appended to
 
@@ -299,7 +333,7 @@ def test_verify_command_in_process(tmp_path, capsys):
     write_log(path, SAMPLE)
     assert verify_audit_file(str(path)) == 0
     out, err = capsys.readouterr()
-    assert out.startswith("OK: 5 records, chain intact (last hash ") and err == ""
+    assert out.startswith("OK: 7 records, chain intact, every line's MAC verified") and err == ""
     lines = read_lines(path)
     _delete(lines, 3)
     write_lines(path, lines)
@@ -323,7 +357,7 @@ def test_second_concurrent_writer_is_refused(tmp_path):
     first.close()
     with AuditFile(path, fsync=False) as second:   # the lock goes with the first writer
         second.write(SAMPLE[2])
-    assert verify_chain(path).records == 3
+    assert verify_chain(path).records == 7      # two runs, each opened and sealed
 
 
 def test_threads_appending_keep_one_chain(tmp_path):
@@ -339,7 +373,8 @@ def test_threads_appending_keep_one_chain(tmp_path):
     for t in threads:
         t.join()
     log.close()
-    assert verify_chain(path).records == 800
+    result = verify_chain(path)
+    assert result.sealed and result.records == 800 + 2
 
 
 def test_a_failed_write_stops_all_later_writes(tmp_path, monkeypatch):
@@ -350,13 +385,16 @@ def test_a_failed_write_stops_all_later_writes(tmp_path, monkeypatch):
     def full(fd, data):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
     monkeypatch.setattr(A.os, "write", full)
-    with pytest.raises(AuditLogError, match="cannot write record 2: No space left on device"):
+    with pytest.raises(AuditLogError, match="cannot write record 3: No space left on device"):
         sink.write(SAMPLE[1])
     monkeypatch.undo()
     with pytest.raises(AuditLogError, match="no further records can be written"):
         sink.write(SAMPLE[1])
     sink.close()
-    assert verify_chain(path).records == 1
+    result = verify_chain(path)
+    # Nothing more is written, not even the seal: the run reads as cut short.
+    assert result.records == 2 and result.unsealed == [(1, 2)]
+    assert result.status == A.VERIFY_UNSEALED
 
 
 def test_closed_sink_refuses(tmp_path):
@@ -459,7 +497,7 @@ def test_lines_identical_with_and_without_sink(first, records, cut):
         assert durable.lines() == plain.lines()
         durable.close()
         result = verify_chain(path)
-        assert result.ok and result.records == len(first) + len(records)
+        assert result.sealed and result.records == len(first) + len(records) + 4
 
 
 def test_memory_stays_bounded_with_a_sink(tmp_path):
@@ -472,14 +510,19 @@ def test_memory_stays_bounded_with_a_sink(tmp_path):
         log.append(record)
         if i % 20_000 == 0:
             assert len(log.records) <= AuditLog.TAIL
-            # The sink holds only scalars (fd, seq, hash, offsets): nothing that grows.
+            # The sink holds only scalars (fd, seq, hash, offsets, its fixed 32-byte key) and
+            # the Merkle tree's peaks, one per bit of the size: nothing that grows with it.
             assert {k: type(v) for k, v in vars(sink).items()} == shape
             assert not any(isinstance(v, (list, dict, set, bytes, bytearray))
-                           for v in vars(sink).values())
-    assert sink.last_seq == 200_000
+                           for k, v in vars(sink).items() if k != "key")
+            assert len(sink.key) == 32 and len(sink.tree._peaks) <= sink.tree.size.bit_length()
+    checkpoints = 200_000 // A.CHECKPOINT_EVERY
+    assert sink.last_seq == 1 + 200_000 + checkpoints
     log.close()
     with open(path, "rb") as fh:
-        assert sum(1 for _ in fh) == 200_000
+        assert sum(1 for _ in fh) == 1 + 200_000 + checkpoints + 1
+    result = verify_chain(path)
+    assert result.sealed and result.checkpoints == checkpoints + 1
 
 
 # ----------------------------------------------------------------------------- the command line
@@ -512,9 +555,9 @@ def test_cli_run_with_audit_log_then_verify(tmp_path):
                            "[line 8] irreversible action 'ship' -> verified\n"
                            "irreversible action 'ship' -> committed\n")
     entries = [json.loads(x) for x in read_lines(log)]
-    assert [e["event"] for e in entries] == ["prepared", "verified", "approved", "committing",
-                                             "committed"]
-    approval, intent = entries[2], entries[3]
+    assert [e["event"] for e in entries] == ["opened", "prepared", "verified", "approved",
+                                             "committing", "committed", "sealed"]
+    approval, intent = entries[3], entries[4]
     assert approval["host_only"] is True and approval["line"] == 9
     # The intent record precedes the body's effect, so a crash mid-body leaves evidence.
     assert intent["host_only"] is True
@@ -522,13 +565,14 @@ def test_cli_run_with_audit_log_then_verify(tmp_path):
     proc = sh("sensevm", "audit", "verify", str(log))
     assert proc.returncode == 0, proc.stderr
     last = hashlib.sha256(read_lines(log)[-1]).hexdigest()
-    assert proc.stdout == f"OK: 5 records, chain intact (last hash {last})\n"
+    assert proc.stdout == ("OK: 7 records, chain intact, every line's MAC verified, 1 signed "
+                           f"checkpoint checked, every run sealed (last hash {last})\n")
 
     # A second run appends to the same chain; its audit_log() shows only its own lines.
     proc = sh("sensevm", "run", str(src), "--audit-log", str(log))
     assert proc.returncode == 0 and proc.stdout.count("-> prepared") == 1
     proc = sh("sensevm", "audit", "verify", str(log))
-    assert proc.returncode == 0 and proc.stdout.startswith("OK: 10 records, chain intact")
+    assert proc.returncode == 0 and proc.stdout.startswith("OK: 14 records, chain intact")
 
     lines = read_lines(log)
     entry = json.loads(lines[5])
@@ -537,8 +581,8 @@ def test_cli_run_with_audit_log_then_verify(tmp_path):
     write_lines(log, lines)
     proc = sh("sensevm", "audit", "verify", str(log))
     assert proc.returncode == 1 and proc.stdout == ""
-    assert proc.stderr == (f"{log}:7: prev does not match the SHA-256 of line 6 (line 6 was "
-                           "altered, or lines were removed, inserted or reordered)\n")
+    assert proc.stderr == (f"{log}:6: MAC does not match: the line was altered, or the log "
+                           "re-written without the host key (or with another one)\n")
     # A broken log stops the next run before it starts.
     proc = sh("sensevm", "run", str(src), "--audit-log", str(log))
     assert proc.returncode == 1 and proc.stdout == ""

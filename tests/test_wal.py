@@ -32,7 +32,7 @@ def queued(n, action="send_report", args=("boss",)):
 def test_records_round_trip_with_a_chain_and_crc(tmp_path):
     path = tmp_path / "s.wal"
     write(path, [HEADER, queued(1), ("approved", {"hash": "h", "entries": [1],
-                                                  "approver": "flag"})])
+                                                  "approver": "flag", "checkpoint": None})])
     found = scan(str(path))
     assert found.problem is None and not found.torn
     assert [r["rec"] for r in found.records] == ["header", "queued", "approved"]
@@ -53,7 +53,7 @@ def test_a_record_must_carry_exactly_its_fields(tmp_path):
 def test_a_torn_last_line_at_every_byte_offset_is_tolerated(tmp_path):
     path = tmp_path / "s.wal"
     write(path, [HEADER, queued(1), ("approved", {"hash": "h", "entries": [1],
-                                                  "approver": "flag"})])
+                                                  "approver": "flag", "checkpoint": None})])
     whole = path.read_bytes()
     last_start = whole.rstrip(b"\n").rfind(b"\n") + 1
     for cut in range(last_start + 1, len(whole)):        # every partial last line
@@ -74,7 +74,7 @@ def test_a_torn_last_line_at_every_byte_offset_is_tolerated(tmp_path):
 def test_damage_before_the_end_is_refused_and_nothing_is_written(tmp_path, damage):
     path = tmp_path / "s.wal"
     write(path, [HEADER, queued(1), queued(2), ("approved", {"hash": "h", "entries": [1, 2],
-                                                             "approver": "flag"})])
+                                                             "approver": "flag", "checkpoint": None})])
     lines = path.read_bytes().split(b"\n")[:-1]
     if damage == "flip":
         lines[1] = lines[1].replace(b"boss", b"bozs")
@@ -97,7 +97,8 @@ def test_damage_before_the_end_is_refused_and_nothing_is_written(tmp_path, damag
 
 def test_a_flipped_digit_in_the_last_line_is_caught_by_its_crc(tmp_path):
     path = tmp_path / "s.wal"
-    write(path, [HEADER, ("approved", {"hash": "h", "entries": [7], "approver": "flag"})])
+    write(path, [HEADER, ("approved", {"hash": "h", "entries": [7], "approver": "flag",
+                                       "checkpoint": None})])
     data = path.read_bytes()
     path.write_bytes(data.replace(b"[7]", b"[8]"))
     assert "CRC" in scan(str(path)).problem
@@ -126,7 +127,8 @@ def test_a_failed_write_stops_every_later_write(tmp_path, monkeypatch):
 
 
 def approved(*ns):
-    return ("approved", {"hash": "h", "entries": list(ns), "approver": "terminal"})
+    return ("approved", {"hash": "h", "entries": list(ns), "approver": "terminal",
+                         "checkpoint": None})
 
 
 @pytest.mark.parametrize("records, verdict, expected", [
@@ -197,7 +199,7 @@ log.append("header", "s1", name="n", program="0" * 64, policy="0" * 64, version=
 for n in (1, 2):
     log.append("queued", "s1", n=n, action="a", args=[n], capability="c", key=f"k{n}")
 crash_point("before-approved")
-log.append("approved", "s1", hash="h", entries=[1, 2], approver="flag")
+log.append("approved", "s1", hash="h", entries=[1, 2], approver="flag", checkpoint=None)
 for n in (1, 2):
     log.append("attempt", "s1", n=n, key=f"k{n}")
     crash_point("after-attempt", n)
