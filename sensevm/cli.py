@@ -81,10 +81,18 @@ def main():
               show_default=True,
               help="off: no provenance checks on outgoing actions (for comparison runs only; "
                    "recorded in the audit log).")
+@click.option("--dry-run-allow", "dry_run_allow", multiple=True,
+              type=click.Choice(["python.import", "mcp.connect"]),
+              help="With --dry-run: still let the program import Python modules or start MCP "
+                   "servers (host code, which a dry run does not run otherwise); repeatable.")
 @limit_options
 def run(file, dry_run, audit_log, state_dir, approve, session_log, tier, request, second_look,
-        **limits):
+        dry_run_allow, **limits):
     """Verify and run FILE (.snb, or .sns compiled in memory).
+
+    A program that imports Python (`allow python.import`) or starts an MCP server (`allow
+    mcp.connect`) is given the whole host through it: those capabilities are never granted by
+    default, and a dry run refuses them unless --dry-run-allow names them (docs/interop.md).
 
     Exit status: 0 on success, 1 on an error, 2 on a usage error, 4 when a resource limit
     stopped the program (docs/limits.md).
@@ -93,7 +101,8 @@ def run(file, dry_run, audit_log, state_dir, approve, session_log, tier, request
         os.environ["SENSE_TIER"] = tier
     sys.exit(run_file(file, dry_run=dry_run, audit_log=audit_log, state_dir=state_dir,
                       approve=approve, session_log=session_log, request=request,
-                      second_look=second_look == "on", limits=_given(**limits)))
+                      second_look=second_look == "on", limits=_given(**limits),
+                      dry_run_allow=dry_run_allow))
 
 
 @main.command()

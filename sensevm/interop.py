@@ -21,6 +21,8 @@ the public surface of a Python object only.
 
 from __future__ import annotations
 
+from itertools import count
+
 from . import policy as P
 from . import provenance as PV
 from .audit import AuditRecord
@@ -136,18 +138,38 @@ class PyFunction:
 
 
 class SenseValue:
-    """A Sense value with no Python counterpart, handed to Python code: opaque, printable."""
+    """A Sense value with no Python counterpart, handed to Python code: opaque, printable.
 
-    __slots__ = ("_sense_value",)
+    It holds a number, not the value: the value stays in ``_HANDED`` until the wrapper is
+    dropped, so Python code given one (a library that sets attributes on what it is passed,
+    say) finds nothing of the VM on it -- no action whose ``approved`` it could set. This is
+    not a wall against Python code that means harm: ``python.import`` is the whole host
+    (docs/interop.md), and such code can reach any object of the process."""
+
+    __slots__ = ("_token",)
 
     def __init__(self, value):
-        self._sense_value = value
+        token = next(_TOKENS)
+        _HANDED[token] = value
+        object.__setattr__(self, "_token", token)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("a Sense value seen from Python cannot be changed")
+
+    __delattr__ = __setattr__
+
+    def __del__(self):
+        _HANDED.pop(self._token, None)
 
     def __str__(self) -> str:
         from .values import to_str
-        return to_str(self._sense_value)
+        return to_str(_HANDED[self._token])
 
     __repr__ = __str__
+
+
+_TOKENS = count(1)          # next() on a count is atomic: threads share it
+_HANDED: dict = {}          # SenseValue token -> the Sense value it stands for
 
 
 def _describe(exc: BaseException) -> str:
@@ -210,7 +232,7 @@ def _convert(value, origin, memo, look=None):
     if isinstance(value, list):
         return _copy_list(value, memo, lambda item, m: _convert(item, None, m, look))
     if t is SenseValue:
-        return value._sense_value
+        return _HANDED[value._token]
     return PyObject(value, t.__name__, origin, look)
 
 
@@ -267,13 +289,13 @@ def read_member(obj: PyObject, name: str):
 def import_module(vm, frame, name: str) -> PyObject:
     """IMPORT_PYTHON: the capability check (audited host-side), then importlib."""
     line = frame.pos.line
-    why = P.granted(CAPABILITY, frame.scope, frame)
+    why = P.host_refusal(CAPABILITY, frame.scope, frame, vm.dry_run, vm.dry_run_allow)
     if why is not None:
-        how = "denied by policy" if why == P.DENY else "not allowed by any policy"
-        _record(vm, frame, name, "denied", line, f"capability '{CAPABILITY}' {how}")
-        raise SensePolicyError(
-            f"python module {name!r} requires capability '{CAPABILITY}', which is {how}"
-            + ("" if why == P.DENY else f" (add 'policy: allow {CAPABILITY}')"))
+        how = {P.DENY: f"capability '{CAPABILITY}' denied by policy",
+               P.DRY_RUN: f"a dry run without --dry-run-allow {CAPABILITY}"}.get(
+                   why, f"capability '{CAPABILITY}' not allowed by any policy")
+        _record(vm, frame, name, "denied", line, how)
+        raise SensePolicyError(f"python module {name!r} {P.refusal_text(CAPABILITY, why)}")
     module = load(name, vm.look)
     _record(vm, frame, name, "imported", line)
     return module

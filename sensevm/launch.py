@@ -53,7 +53,7 @@ def run_file(path: str, *, dry_run: bool = False, stdout=None, stderr=None,
              audit_log: str | None = None, state_dir: str | None = None,
              approve: str | None = None, session_log: str | None = None, stdin=None,
              request: str | None = None, second_look: bool = True,
-             limits: dict | None = None) -> int:
+             limits: dict | None = None, dry_run_allow=()) -> int:
     """Run ``path`` as ``sensevm run`` does; return the exit status.
 
     With ``audit_log``, every audit record is also appended durably to that file (see
@@ -85,7 +85,7 @@ def run_file(path: str, *, dry_run: bool = False, stdout=None, stderr=None,
     if audit is None:
         return 1
     vm = VM(verified, stdout=stdout, dry_run=dry_run, audit=audit, state_dir=state_dir,
-            second_look=second_look, **limits)
+            second_look=second_look, dry_run_allow=dry_run_allow, **limits)
     vm.set_request(request)
     _session_host(vm, path, approve, session_log, stdin, stderr)
     return _guarded(vm.run, audit, sources, stdout, stderr)

@@ -94,6 +94,34 @@ def granted(capability: str, scope, frame) -> Optional[str]:
     return None if seen_allow else "unmentioned"
 
 
+# The capabilities that hand a program the host itself (docs/interop.md, docs/mcp.md): each
+# needs an explicit allow (granted), and in a dry run also the command line's leave
+# (``--dry-run-allow``), since a dry run must not start host code nobody asked it to.
+HOST_CAPABILITIES = ("python.import", "mcp.connect")
+DRY_RUN = "dry run"
+
+
+def host_refusal(capability: str, scope, frame, dry_run: bool = False,
+                 dry_run_allowed=()) -> Optional[str]:
+    """Why ``capability`` (one of HOST_CAPABILITIES) is refused to code in ``scope`` running in
+    ``frame``: None when it is granted, else DENY, ``"unmentioned"`` or DRY_RUN."""
+    why = granted(capability, scope, frame)
+    if why is None and dry_run and capability not in dry_run_allowed:
+        return DRY_RUN
+    return why
+
+
+def refusal_text(capability: str, why: str) -> str:
+    """The end of a refusal's message, for each reason host_refusal gives."""
+    if why == DENY:
+        return f"requires capability '{capability}', which is denied by policy"
+    if why == DRY_RUN:
+        return (f"is not done in a dry run, which starts no host code unless the command line "
+                f"allows it (--dry-run-allow {capability})")
+    return (f"requires capability '{capability}', which is not allowed by any policy (add "
+            f"'policy: allow {capability}')")
+
+
 def set_rule(scope, capability: str, effect: str) -> None:
     if scope.policy is None:
         scope.policy = {}

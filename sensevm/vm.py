@@ -201,7 +201,8 @@ class VM:
                  audit: Optional[AuditLog] = None, stdin=None,
                  state_dir: Optional[str] = None, tier: Optional[str] = None,
                  max_string: int = DEFAULT_MAX_STRING, max_steps: Optional[int] = None,
-                 timeout: Optional[float] = None, second_look: bool = True):
+                 timeout: Optional[float] = None, second_look: bool = True,
+                 dry_run_allow=frozenset()):
         from .verify import VerifiedProgram
         if not isinstance(verified, VerifiedProgram):
             raise TypeError("the VM runs only a VerifiedProgram (see sensevm.verify)")
@@ -217,6 +218,8 @@ class VM:
         self.budget = (Budget(max_steps, timeout)
                        if max_steps is not None or timeout is not None else None)
         self.dry_run = dry_run
+        # The host capabilities a dry run may still use (--dry-run-allow; policy.py).
+        self.dry_run_allow = frozenset(dry_run_allow)
         self.audit = audit if audit is not None else AuditLog()
         self.stdin = stdin if stdin is not None else sys.stdin
         self.worker_agent = None        # on an async agent's worker: that agent

@@ -30,9 +30,10 @@ ALLOW = "policy: allow python.import\n"
 TIERS = ["1", "2"]
 
 
-def run_vm(program, *, tier="1", dry_run=False, audit=None):
+def run_vm(program, *, tier="1", dry_run=False, audit=None, dry_run_allow=()):
     out = io.StringIO()
-    vm = VM(load_verified(dump(program)), stdout=out, tier=tier, dry_run=dry_run, audit=audit)
+    vm = VM(load_verified(dump(program)), stdout=out, tier=tier, dry_run=dry_run, audit=audit,
+            dry_run_allow=dry_run_allow)
     try:
         vm.run()
     except Exception as err:        # noqa: BLE001 - the tests look at what it was
@@ -260,12 +261,40 @@ def test_an_attribute_that_raises_is_a_clean_error():
     assert info.value.message == "python error reading boom: ValueError: bad"
 
 
-def test_dry_run_runs_python_calls_and_keeps_the_summary(tmp_path):
-    vm, out, err = run_text(ALLOW + 'import python "math"\nprint(math.sqrt(9))\n', tmp_path,
-                            dry_run=True)
+def test_a_dry_run_imports_python_only_when_the_command_line_allows_it(tmp_path):
+    """A dry run starts no host code nobody asked it to (issue 21, item 9): the program's own
+    allow is not enough; --dry-run-allow python.import is."""
+    source = ALLOW + 'print("before")\nimport python "math"\nprint(math.sqrt(9))\n'
+    vm, out, err = run_text(source, tmp_path, dry_run=True)
+    assert isinstance(err, SensePolicyError) and err.pos.line == 3
+    assert err.message == ("python module 'math' is not done in a dry run, which starts no "
+                           "host code unless the command line allows it (--dry-run-allow "
+                           "python.import)")
+    assert "before" in out and "3.0" not in out
+    (record,) = [r for r in vm.audit.records if r.kind == "python"]
+    assert (record.event, record.detail) == ("denied",
+                                             "a dry run without --dry-run-allow python.import")
+    vm, out, err = run_text(source, tmp_path, dry_run=True, dry_run_allow={"python.import"})
     assert err is None
-    assert out.splitlines()[2] == "3.0"
+    assert out.splitlines()[3] == "3.0"
     assert out.endswith("--- dry run summary ---\n(no actions were prepared)\n")
+    # A deny still wins over the command line's leave.
+    vm, out, err = run_text(source.replace("allow", "deny"), tmp_path, dry_run=True,
+                            dry_run_allow={"python.import"})
+    assert isinstance(err, SensePolicyError) and "denied by policy" in err.message
+
+
+def test_the_command_line_takes_dry_run_allow(tmp_path):
+    import subprocess
+    import sys
+    (tmp_path / "p.sns").write_text(ALLOW + 'import python "math"\nprint(math.floor(2.5))\n')
+    env = dict(os.environ, PYTHONPATH=ROOT, NO_COLOR="1")
+    cmd = [sys.executable, "-m", "sensevm", "run", "--dry-run", "p.sns"]
+    refused = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, env=env)
+    assert refused.returncode == 1 and "--dry-run-allow python.import" in refused.stderr
+    allowed = subprocess.run(cmd + ["--dry-run-allow", "python.import"], cwd=tmp_path,
+                             capture_output=True, text=True, env=env)
+    assert allowed.returncode == 0 and "\n2\n" in allowed.stdout, allowed.stderr
 
 
 def test_imports_are_in_the_durable_audit_log(tmp_path):
@@ -278,11 +307,12 @@ def test_imports_are_in_the_durable_audit_log(tmp_path):
     log.close()
     assert isinstance(err, SensePolicyError) and out == ""
     lines = [json.loads(x) for x in open(path, encoding="utf-8")]
+    lines = [x for x in lines if x["kind"] != "audit"]      # the log's own opened and sealed
     assert [(x["subject"], x["event"], x["line"], x["host_only"]) for x in lines] == [
         ("python module 'math'", "imported", 2, True),
         ("python module 'json'", "denied", 7, True)]
     assert lines[1]["detail"] == "capability 'python.import' denied by policy"
-    assert verify_chain(path).ok
+    assert verify_chain(path).sealed
 
 
 # ----------------------------------------------------------------------------- start-up
@@ -352,3 +382,45 @@ def test_a_saved_state_cannot_name_a_module_the_program_does_not_import(tmp_path
     assert proc.returncode == 1 and proc.stdout == ""
     assert "refused (coherence)" in proc.stderr
     assert "names Python module 'colorsys', which the program does not import" in proc.stderr
+
+
+def test_python_code_handed_a_sense_value_finds_no_vm_object_on_it(tmp_path):
+    """Issue 21, item 9: Python code could set `approved = true` on an action handed to it.
+    A Sense value crosses as an opaque wrapper holding a number, not the value."""
+    vm, out, err = run_text(ALLOW + '''irreversible action pay(n: Int) requires payment.send, approval:
+    print("PAID", n)
+from python "builtins" import getattr, setattr, vars, dir
+a = pay(5)
+holder = [a]
+import python "json"
+print(dir(a))
+test "reach in":
+    inner = getattr(a, "_token")
+    setattr(a, "approved", true)
+print(a.approved)
+a.verify()
+test "commit":
+    a.commit()
+print(a.state)
+''', tmp_path)
+    assert err is None, err
+    lines = out.splitlines()
+    assert "_sense_value" not in lines[0] and "approved" not in lines[0]
+    assert lines[1:] == ["false", "verified"]
+    (failed,) = [t for t in vm.tests if not t.passed and t.name == "reach in"]
+    assert "cannot be changed" in failed.error.message
+    assert "requires approval" in [t for t in vm.tests if t.name == "commit"][0].error.message
+
+
+def test_a_sense_value_comes_back_as_itself_and_is_released_with_its_wrapper():
+    import gc
+    from sensevm import interop
+    value = object()
+    wrapped = interop.to_python(value)
+    assert type(wrapped) is interop.SenseValue and not hasattr(wrapped, "_sense_value")
+    assert interop.from_python(wrapped) is value
+    token = wrapped._token
+    assert interop._HANDED[token] is value
+    del wrapped
+    gc.collect()
+    assert token not in interop._HANDED
