@@ -25,10 +25,15 @@ def main():
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
               help="Where to write the bytecode (default: FILE with .snb).")
-def build(file, output):
-    """Compile FILE.sns (and the modules it imports) to one .snb file."""
+@click.option("--import-root", "import_root", type=click.Path(file_okay=False, exists=True),
+              default=None, help="Let FILE import modules from anywhere under this directory "
+                                 "(default: FILE's own directory; symlinks are resolved first).")
+def build(file, output, import_root):
+    """Compile FILE.sns (and the modules it imports) to one .snb file.
+
+    Imports are read only from under FILE's own directory unless --import-root widens it."""
     from .launch import build_file
-    status = build_file(file, output)
+    status = build_file(file, output, import_root)
     if status:
         sys.exit(status)
 
@@ -73,12 +78,15 @@ def dis(file, no_verify):
 
 @main.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
-def check(files):
+@click.option("--import-root", "import_root", type=click.Path(file_okay=False, exists=True),
+              default=None, help="Let each file import modules from anywhere under this "
+                                 "directory (default: the file's own directory).")
+def check(files, import_root):
     """Compile FILES without writing anything; report every error found."""
     from .driver import check_file
     failed = False
     for file in files:
-        errors = check_file(file)
+        errors = check_file(file, import_root)
         if errors:
             failed = True
             from sensevm.errors import CompileErrors

@@ -83,11 +83,19 @@ def _walk(node: n.Node, *, expressions: bool = True) -> list:
     return out
 
 
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
 class _Build:
-    def __init__(self, defer_import_errors: bool):
+    def __init__(self, defer_import_errors: bool, import_root: str | None = None):
         self.builder = ProgramBuilder()
         self.slots: dict = {}          # key -> module table index
         self.defer_import_errors = defer_import_errors
+        # Imports may read files only under this directory (symlinks resolved): the main
+        # file's own, unless the command line says otherwise (--import-root). So an import
+        # cannot make the compiler read, and an error quote, any file the user can read.
+        self.import_root = os.path.realpath(import_root) if import_root else None
 
     def module(self, source: str, path: str) -> int:
         """Compile one file's top level (and its imports, depth first); return its code index."""
@@ -100,12 +108,15 @@ class _Build:
         b.sources.append(Source(path, source))
         code_index = b.reserve_code()
         directory = os.path.dirname(os.path.abspath(path)) if not path.startswith("<") else os.getcwd()
+        if self.import_root is None:
+            self.import_root = os.path.realpath(directory)
         module_slots = {}
         nodes = _walk(tree, expressions=False)      # imports, actions and tools are statements
         for imp in nodes:
             if not isinstance(imp, (n.Import, n.FromImport)) or imp.python:
                 continue
-            module_slots[imp.module] = self.import_slot(imp.module, directory)
+            module_slots[imp.module] = self.import_slot(imp.module, directory, imp.module.pos,
+                                                        path)
         action_names = frozenset(x.name for x in nodes if isinstance(x, n.ActionDef))
         tool_names = frozenset(x.name for x in nodes if isinstance(x, n.ToolDef))
         compiler = FunctionCompiler(b, source_index, module_slots, action_names, tool_names)
@@ -114,10 +125,12 @@ class _Build:
             "<module>", CodeKind.MODULE, pos=tree.body[-1].pos if tree.body else Pos(1, 1))
         return code_index
 
-    def import_slot(self, ref: n.ModRef, directory: str) -> int:
+    def import_slot(self, ref: n.ModRef, directory: str, pos: Pos, importer: str) -> int:
         rel = module_relative_path(ref)
         path = os.path.normpath(os.path.join(directory, rel))
-        key = path if os.path.isfile(path) else (rel, path)
+        real = os.path.realpath(path)
+        outside = not _inside(real, self.import_root)
+        key = real if os.path.isfile(real) and not outside else (rel, path)
         slot = self.slots.get(key)
         if slot is not None:
             return slot
@@ -125,6 +138,17 @@ class _Build:
         slot = len(b.modules)
         self.slots[key] = slot
         b.modules.append(ModuleEntry(module_binding_name(ref), rel, path, -1))
+        if outside:
+            message = (f"import of '{rel}' reaches outside the program's directory "
+                       f"{self.import_root} (it resolves to {real}); pass --import-root to "
+                       "allow imports from elsewhere")
+            if not self.defer_import_errors:
+                from sensevm.errors import SenseImportError
+                raise SenseImportError(message, pos, path=importer)
+            # As for a module that does not compile, the error surfaces if the import runs;
+            # with no position in the module (line 0), it is reported at the import itself.
+            b.modules[slot] = ModuleEntry(module_binding_name(ref), rel, path, -1, message)
+            return slot
         if isinstance(key, str):
             try:
                 code = self.module(read_source(path), path)
@@ -141,14 +165,15 @@ class _Build:
 
 
 def compile_source(source: str, path: str = "<input>", *,
-                   defer_import_errors: bool = False) -> Program:
+                   defer_import_errors: bool = False, import_root: str | None = None) -> Program:
     """Compile ``source`` and its imports into one Program.
 
     With ``defer_import_errors`` (how ``sensevm run FILE.sns`` compiles), an imported module
     that does not compile becomes an error raised when its import runs, as in the reference;
-    otherwise (``sensec build``) the whole compile fails.
+    otherwise (``sensec build``) the whole compile fails. Imports are read only from under
+    ``import_root`` (default: the directory of ``path``), symlinks resolved first.
     """
-    build = _Build(defer_import_errors)
+    build = _Build(defer_import_errors, import_root)
     with gc_paused():
         entry = build.module(source, path)
     b = build.builder
@@ -159,11 +184,13 @@ def compile_source(source: str, path: str = "<input>", *,
                    source_hash=hashlib.sha256(source.encode("utf-8")).digest())
 
 
-def compile_file(path: str, *, defer_import_errors: bool = False) -> Program:
-    return compile_source(read_source(path), path, defer_import_errors=defer_import_errors)
+def compile_file(path: str, *, defer_import_errors: bool = False,
+                 import_root: str | None = None) -> Program:
+    return compile_source(read_source(path), path, defer_import_errors=defer_import_errors,
+                          import_root=import_root)
 
 
-def check_file(path: str) -> list[SenseError]:
+def check_file(path: str, import_root: str | None = None) -> list[SenseError]:
     """Every error ``sensec check`` can find in ``path``: all syntax errors, else the static ones."""
     try:
         source = read_source(path)
@@ -174,7 +201,7 @@ def check_file(path: str) -> list[SenseError]:
     if errors:
         return list(errors)
     try:
-        compile_source(source, path)
+        compile_source(source, path, import_root=import_root)
     except CompileErrors as err:
         return list(err.errors)
     except SenseError as err:

@@ -20,7 +20,7 @@ from sensevm.errors import SenseError
 from sensevm.launch import guarded
 
 
-def build_file(file: str, output: str | None) -> int:
+def build_file(file: str, output: str | None, import_root: str | None = None) -> int:
     """Compile ``file`` (and its imports) to ``output`` (default: FILE with .snb), verified
     before it is written and written atomically; errors reported on stderr. Returns the exit
     status."""
@@ -31,7 +31,7 @@ def build_file(file: str, output: str | None) -> int:
     from .driver import compile_file, gc_paused
     with gc_paused(freeze=True):     # see gc_paused: collections here would free nothing
         try:
-            program = compile_file(file)
+            program = compile_file(file, import_root=import_root)
         except SenseError as err:
             report(err, {})          # report() reads each error's source file for the caret
             return 1

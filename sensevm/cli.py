@@ -85,9 +85,12 @@ def main():
               type=click.Choice(["python.import", "mcp.connect"]),
               help="With --dry-run: still let the program import Python modules or start MCP "
                    "servers (host code, which a dry run does not run otherwise); repeatable.")
+@click.option("--import-root", "import_root", type=click.Path(file_okay=False, exists=True),
+              default=None, help="Let a .sns FILE import modules from anywhere under this "
+                                 "directory (default: FILE's own directory).")
 @limit_options
 def run(file, dry_run, audit_log, state_dir, approve, session_log, tier, request, second_look,
-        dry_run_allow, **limits):
+        dry_run_allow, import_root, **limits):
     """Verify and run FILE (.snb, or .sns compiled in memory).
 
     A program that imports Python (`allow python.import`) or starts an MCP server (`allow
@@ -102,7 +105,7 @@ def run(file, dry_run, audit_log, state_dir, approve, session_log, tier, request
     sys.exit(run_file(file, dry_run=dry_run, audit_log=audit_log, state_dir=state_dir,
                       approve=approve, session_log=session_log, request=request,
                       second_look=second_look == "on", limits=_given(**limits),
-                      dry_run_allow=dry_run_allow))
+                      dry_run_allow=dry_run_allow, import_root=import_root))
 
 
 @main.command()

@@ -53,7 +53,8 @@ def run_file(path: str, *, dry_run: bool = False, stdout=None, stderr=None,
              audit_log: str | None = None, state_dir: str | None = None,
              approve: str | None = None, session_log: str | None = None, stdin=None,
              request: str | None = None, second_look: bool = True,
-             limits: dict | None = None, dry_run_allow=()) -> int:
+             limits: dict | None = None, dry_run_allow=(),
+             import_root: str | None = None) -> int:
     """Run ``path`` as ``sensevm run`` does; return the exit status.
 
     With ``audit_log``, every audit record is also appended durably to that file (see
@@ -70,7 +71,7 @@ def run_file(path: str, *, dry_run: bool = False, stdout=None, stderr=None,
     if limits is None:
         return 2
     try:
-        verified, sources = load_path(path)
+        verified, sources = load_path(path, import_root)
     except SenseError as err:
         report(err, {}, stderr)
         return 1

@@ -1087,6 +1087,10 @@ class VM:
             f.stack.append(module)
             return False
         if entry.error is not None:
+            if not entry.error_line:
+                # Refused before it was read (an import outside the program's directory):
+                # reported at this import, never with a line of the file it names.
+                raise SenseImportError(entry.error)
             raise SenseSyntaxError(entry.error, Pos(entry.error_line, entry.error_col),
                                    path=entry.path)
         if entry.code < 0:

@@ -137,3 +137,63 @@ def test_a_denied_scripted_model_reads_no_file(tmp_path):
                        'model m = inference("scripted", "no-such-script.json")\n', tmp_path)
     assert isinstance(err, SensePolicyError)
     assert "model.scripted" in err.message
+
+
+# ----------------------------------------------------------------------------- imports
+
+def _tree(tmp_path):
+    """app/ (the program, lib/util.sns, a symlink out), other/x.sns, a secret file."""
+    import os
+    app, other = tmp_path / "app", tmp_path / "other"
+    (app / "lib").mkdir(parents=True)
+    other.mkdir()
+    (app / "lib" / "util.sns").write_text('def ok():\n    return "ok"\n')
+    (other / "x.sns").write_text('def hi():\n    return "hi from elsewhere"\n')
+    (tmp_path / "secret.txt").write_text("the secret line\n")
+    os.symlink(other / "x.sns", app / "sneaky.sns")
+    return app
+
+
+@pytest.mark.parametrize("spelling", ['"../other/x.sns"', '"sneaky.sns"', '"{root}/secret.txt"'])
+def test_an_import_outside_the_programs_directory_is_refused_at_the_import(tmp_path, spelling):
+    """Issue 21, item 9: imports followed `..`, absolute paths and symlinks, and a compile
+    error then printed a line of any readable file."""
+    import subprocess
+    import sys
+    from conftest import ROOT
+    app = _tree(tmp_path)
+    spelling = spelling.format(root=tmp_path)
+    (app / "main.sns").write_text(f'import lib.util\nprint(util.ok())\nimport {spelling}\n')
+    env = dict(__import__("os").environ, PYTHONPATH=ROOT, NO_COLOR="1")
+    run = subprocess.run([sys.executable, "-m", "sensevm", "run", "main.sns"], cwd=app,
+                         capture_output=True, text=True, env=env)
+    assert run.returncode == 1 and run.stdout == "ok\n"
+    assert run.stderr.startswith("main.sns:3:1: SenseImportError: import of ")
+    assert "reaches outside the program's directory" in run.stderr
+    assert "hi from elsewhere" not in run.stderr and "the secret line" not in run.stderr
+    assert "def hi" not in run.stderr
+    build = subprocess.run([sys.executable, "-m", "sensec", "build", "main.sns"], cwd=app,
+                           capture_output=True, text=True, env=env)
+    assert build.returncode == 1 and build.stderr.startswith("main.sns:3:8: SenseImportError")
+    assert "the secret line" not in build.stderr and not (app / "main.snb").exists()
+    check = subprocess.run([sys.executable, "-m", "sensec", "check", "main.sns"], cwd=app,
+                           capture_output=True, text=True, env=env)
+    assert check.returncode == 1 and "reaches outside" in check.stderr
+
+
+def test_import_root_widens_where_imports_may_come_from(tmp_path):
+    import subprocess
+    import sys
+    from conftest import ROOT
+    app = _tree(tmp_path)
+    (app / "main.sns").write_text('import "sneaky.sns"\nprint(sneaky.hi())\n'
+                                  'import "../other/x.sns"\nprint(x.hi())\n')
+    env = dict(__import__("os").environ, PYTHONPATH=ROOT, NO_COLOR="1")
+    for cmd in (["sensevm", "run", "main.sns"], ["sensec", "build", "main.sns"]):
+        proc = subprocess.run([sys.executable, "-m", *cmd, "--import-root", str(tmp_path)],
+                              cwd=app, capture_output=True, text=True, env=env)
+        assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "" and (app / "main.snb").exists()
+    run = subprocess.run([sys.executable, "-m", "sensevm", "run", "main.snb"], cwd=app,
+                         capture_output=True, text=True, env=env)
+    assert run.stdout == "hi from elsewhere\nhi from elsewhere\n"
