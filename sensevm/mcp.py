@@ -11,7 +11,8 @@ value.
 
 Policy (docs/mcp.md):
 
-* connecting needs the capability ``mcp.connect`` (lexical rule and call chain, spec 21.2),
+* connecting needs the capability ``mcp.connect`` granted explicitly, like ``python.import``
+  (lexical rule and call chain, spec 21.2; refused in a dry run without --dry-run-allow),
   checked before any process starts;
 * every call of one of the server's tools needs the capability given to ``connect_mcp`` (if
   any), checked against the code that asks (``ask_with_tools``), and is audited
@@ -355,6 +356,12 @@ def _record_server(vm, frame, name: str, event: str, detail=None) -> None:
 
 # ----------------------------------------------------------------------------- connect_mcp()
 
+def _command_line(command: str, argv: list) -> str:
+    """The process a connection starts, as a shell would show it (quoted where it must be)."""
+    import shlex
+    return shlex.join([command, *argv])
+
+
 def _is_str(v) -> bool:
     return type(v) is str or type(v) is PV.LStr
 
@@ -385,12 +392,19 @@ def b_connect_mcp(vm, args, labels=None):
     argv = [PV.plain(a) for a in argv]
     capability = PV.plain(capability) if capability is not None else None
 
+    # Starting a host process hands the program the host, as python.import does: it needs an
+    # explicit allow, and in a dry run the command line's leave too (policy.host_refusal).
     frame = vm.frame
-    if frame is not None and not P.allowed(CONNECT_CAPABILITY, frame.scope, frame):
+    why = P.host_refusal(CONNECT_CAPABILITY, frame.scope if frame is not None else None, frame,
+                         vm.dry_run, vm.dry_run_allow)
+    if why is not None:
+        how = {P.DENY: f"capability '{CONNECT_CAPABILITY}' denied by policy",
+               P.DRY_RUN: f"a dry run without --dry-run-allow {CONNECT_CAPABILITY}"}.get(
+                   why, f"capability '{CONNECT_CAPABILITY}' not allowed by any policy")
         _record_server(vm, frame, name, "denied",
-                       f"capability '{CONNECT_CAPABILITY}' denied by policy")
-        raise SensePolicyError(f"connect_mcp() to '{name}' requires capability "
-                               f"'{CONNECT_CAPABILITY}', which is denied by policy")
+                       f"{how}; command: {_command_line(command, argv)}")
+        raise SensePolicyError(f"connect_mcp() to '{name}' "
+                               f"{P.refusal_text(CONNECT_CAPABILITY, why)}")
     try:
         import mcp  # noqa: F401
     except ImportError:
@@ -417,5 +431,5 @@ def b_connect_mcp(vm, args, labels=None):
     if servers is not None:
         servers.append(server)
     _record_server(vm, frame, name, "connected",
-                   " ".join([command, *argv]) + f" ({len(server.tools)} tools)")
+                   f"{_command_line(command, argv)} ({len(server.tools)} tools)")
     return server

@@ -8,6 +8,7 @@ import importlib.util
 import io
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -40,8 +41,13 @@ class Run:
         return list(self.vm.audit.records)
 
 
-def run(tmp_path, source, script=None, *, dry_run=False, second_look=True, tier=None):
-    """Compile and run ``source`` as main.sns in ``tmp_path`` (s.json: the model's script)."""
+def run(tmp_path, source, script=None, *, dry_run=False, second_look=True, tier=None,
+        grant=True, dry_run_allow=()):
+    """Compile and run ``source`` as main.sns in ``tmp_path`` (s.json: the model's script).
+
+    ``grant``: the host grants ``mcp.connect`` (an allow rule on the builtins, outside the
+    program), so that tests of what a connection does need not change their line numbers;
+    the tests of the grant itself run without it."""
     from sensec.driver import compile_file
     from sensevm.snb import dump
     from sensevm.verify import load_verified
@@ -54,7 +60,10 @@ def run(tmp_path, source, script=None, *, dry_run=False, second_look=True, tier=
     vm = None
     try:
         verified = load_verified(dump(compile_file(str(path))))
-        vm = VM(verified, stdout=out, dry_run=dry_run, second_look=second_look, tier=tier)
+        vm = VM(verified, stdout=out, dry_run=dry_run, second_look=second_look, tier=tier,
+                dry_run_allow=dry_run_allow)
+        if grant:
+            vm.builtins.policy = {"mcp.connect": "allow"}
         vm.run()
     except SenseError as err:
         return Run(out.getvalue(), err, vm)
@@ -407,14 +416,48 @@ def test_deny_mcp_connect_stops_it_before_any_process_starts(tmp_path, where):
     assert not marker.exists()
     denied = [r for r in out.vm.audit.records if r.kind == "mcp"]
     assert [(r.event, r.detail, r.host_only) for r in denied] == [
-        ("denied", "capability 'mcp.connect' denied by policy", True)]
+        ("denied", "capability 'mcp.connect' denied by policy; command: "
+                   + shlex.join([PY, "-c", MARKER_SERVER, str(marker)]), True)]
+
+
+def test_mcp_connect_needs_an_explicit_allow(tmp_path):
+    """Issue 21, item 9: connect_mcp("x", "sh", ["-c", "id > F"]) ran with no policy at all.
+    Starting a host process needs an explicit allow, as python.import does."""
+    marker = tmp_path / "started"
+    out = run(tmp_path, f'print("before")\ns = connect_mcp("x", "sh", ["-c", "id > {marker}"])\n',
+              grant=False)
+    assert type(out.error) is SensePolicyError and out.error.pos.line == 2
+    assert out.error.message == ("connect_mcp() to 'x' requires capability 'mcp.connect', "
+                                 "which is not allowed by any policy (add 'policy: allow "
+                                 "mcp.connect')")
+    assert out.stdout == "before\n" and not marker.exists()
+    (record,) = [r for r in out.vm.audit.records if r.kind == "mcp"]
+    assert record.detail == (f"capability 'mcp.connect' not allowed by any policy; command: "
+                             f"sh -c 'id > {marker}'")
+
+
+def test_a_dry_run_starts_no_server_unless_the_command_line_allows_it(tmp_path):
+    marker = tmp_path / "started"
+    src = (f'policy:\n    allow mcp.connect\n'
+           f'test "connect":\n    s = connect_mcp("x", "sh", ["-c", "id > {marker}"])\n')
+    out = run(tmp_path, src, grant=False, dry_run=True)
+    assert out.error is None and not marker.exists()
+    (test,) = out.vm.tests
+    assert "is not done in a dry run" in test.error.message
+    assert "--dry-run-allow mcp.connect" in test.error.message
+    (record,) = [r for r in out.vm.audit.records if r.kind == "mcp"]
+    assert record.detail.startswith("a dry run without --dry-run-allow mcp.connect; command: sh")
 
 
 @needs_mcp
 def test_allow_mcp_connect_connects(tmp_path):
-    out = run(tmp_path, f"policy:\n    allow mcp.connect\ns = {CONNECT})\nprint(s)\n")
+    out = run(tmp_path, f"policy:\n    allow mcp.connect\ns = {CONNECT})\nprint(s)\n",
+              grant=False)
     assert out.error is None, out.error
     assert out.lines == ["<mcp server demo (7 tools)>"]
+    out = run(tmp_path, f"policy:\n    allow mcp.connect\ns = {CONNECT})\nprint(s)\n",
+              grant=False, dry_run=True, dry_run_allow={"mcp.connect"})
+    assert out.error is None and "<mcp server demo (7 tools)>" in out.lines
 
 
 # ----------------------------------------------------------------------------- failures
@@ -438,13 +481,13 @@ def test_without_the_mcp_package_the_cli_prints_a_clean_error(tmp_path):
     hide = tmp_path / "hide"
     (hide / "mcp").mkdir(parents=True)
     (hide / "mcp" / "__init__.py").write_text("raise ImportError('hidden for a test')\n")
-    (tmp_path / "p.sns").write_text('s = connect_mcp("demo", "x", [])\n')
+    (tmp_path / "p.sns").write_text('policy: allow mcp.connect\ns = connect_mcp("demo", "x", [])\n')
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(hide), ROOT]), NO_COLOR="1")
     proc = subprocess.run([PY, "-m", "sensevm", "run", "p.sns"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr
-    assert proc.stderr.startswith("p.sns:1:16: SenseRuntimeError: connect_mcp() needs the "
+    assert proc.stderr.startswith("p.sns:2:16: SenseRuntimeError: connect_mcp() needs the "
                                   "'mcp' Python package")
 
 
@@ -542,7 +585,8 @@ def test_servers_are_stopped_when_the_program_fails(tmp_path):
 def test_no_orphan_process_after_a_cli_run(tmp_path):
     (tmp_path / "s.json").write_text(json.dumps([calls(("demo.pid", {})), {"text": "{results}"}]))
     (tmp_path / "p.sns").write_text(
-        HEAD + f"s = {CONNECT})\nprint(ask_with_tools(\"pid?\", s.tools).value)\n")
+        "policy: allow mcp.connect\n" + HEAD
+        + f"s = {CONNECT})\nprint(ask_with_tools(\"pid?\", s.tools).value)\n")
     env = dict(os.environ, PYTHONPATH=ROOT, NO_COLOR="1")
     proc = subprocess.run([PY, "-m", "sensevm", "run", "p.sns"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
@@ -558,12 +602,17 @@ import sys, io, json
 sys.path.insert(0, {ROOT!r})
 from sensevm.values import Scope
 from sensevm.mcp import b_connect_mcp
+from sensevm.errors import Pos
 class FakeFrame:
-    scope = None
+    scope = Scope(None)
+    scope.policy = {{"mcp.connect": "allow"}}
     caller = origin = None
     tags = ()
+    pos = Pos(1, 1)
 class FakeVM:
-    frame = None
+    frame = FakeFrame()
+    dry_run = False
+    dry_run_allow = frozenset()
     mcp_servers = []
     audit = type("A", (), {{"append": lambda self, r: None}})()
     look = None
@@ -609,10 +658,10 @@ print(m.state)
 # ----------------------------------------------------------------------------- dry run, saving
 
 @needs_mcp
-def test_a_dry_run_connects_and_calls_for_real_and_summarises_the_calls(tmp_path):
+def test_a_dry_run_allowed_to_connect_calls_for_real_and_summarises_the_calls(tmp_path):
     script = [calls(("demo.add", {"a": 1, "b": 2})), {"text": "{results}"}]
     out = run(tmp_path, HEAD + f's = {CONNECT})\nprint(ask_with_tools("x", s.tools).value)\n',
-              script, dry_run=True)
+              script, dry_run=True, dry_run_allow={"mcp.connect"})
     assert out.error is None, out.error
     assert out.lines == ["DRY RUN — no actions will actually commit", "", "3", "",
                          "--- dry run summary ---",
@@ -622,7 +671,8 @@ def test_a_dry_run_connects_and_calls_for_real_and_summarises_the_calls(tmp_path
 
 @needs_mcp
 def test_a_paused_agent_holding_a_server_is_not_saved(tmp_path):
-    (tmp_path / "p.sns").write_text(f'''agent a:
+    (tmp_path / "p.sns").write_text(f'''policy: allow mcp.connect
+agent a:
     s = {CONNECT})
     answer = ask_human("go on?")
     print(s, answer)
@@ -635,7 +685,7 @@ print(a.status)
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr
     # Saved when it pauses: the error names what holds the server.
-    assert ("p.sns:3:23: SenseRuntimeError: cannot save variable 's': it holds MCP server 'demo' (a connection to a running "
+    assert ("p.sns:4:23: SenseRuntimeError: cannot save variable 's': it holds MCP server 'demo' (a connection to a running "
             "process cannot be saved; connect again after resuming)") in proc.stderr
     state = tmp_path / "state"
     assert not state.exists() or not [f for f in os.listdir(state) if f.endswith(".json")]
