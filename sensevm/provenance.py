@@ -94,17 +94,52 @@ def origin_text(origin: tuple) -> str:
 
 class LStr(str):
     """A String with origins per span: ``spans`` is a tuple of (start, end, origins) covering
-    the text in order; a span with no origins is clean (the program's own text)."""
+    the text in order, adjacent spans of equal origins merged; a span with no origins is clean
+    (the program's own text). At least one span has origins (else the String is plain).
+
+    A String built by ``+`` shares one growing list of spans with the String it extends
+    (``_buf``, of which it sees the first ``_n``), so ``s = s + page + "-"`` in a loop adds
+    its spans in amortised O(1) instead of copying every span each time; ``spans`` is made
+    from the list when first read, and kept."""
 
     type_name = "String"
 
     def __new__(cls, text: str, spans: tuple):
         s = str.__new__(cls, text)
-        s.spans = spans
+        s._spans = spans if type(spans) is tuple else tuple(spans)
+        s._buf = None
         return s
+
+    @property
+    def spans(self) -> tuple:
+        spans = self._spans
+        if spans is None:
+            spans = self._spans = _merged(self._buf, self._n)
+        return spans
 
     def __reduce__(self):
         return (LStr, (str(self), self.spans))
+
+
+def _grown(text: str, buf: list, n: int) -> LStr:
+    s = str.__new__(LStr, text)
+    s._spans = None
+    s._buf = buf
+    s._n = n
+    return s
+
+
+def _merged(buf: list, n: int) -> tuple:
+    out = []
+    for i in range(n):
+        span = buf[i]
+        if span[0] == span[1]:
+            continue
+        if out and out[-1][2] == span[2] and out[-1][1] == span[0]:
+            out[-1] = (out[-1][0], span[1], span[2])
+        else:
+            out.append(span)
+    return tuple(out)
 
 
 class LInt(int):
@@ -294,10 +329,37 @@ def like(result, *sources):
 # with the plain operation (so errors and results are exactly the unlabelled ones) and labels
 # the result.
 
-def concat(a: str, b: str) -> str:
+def concat(a: str, b: str, text: str | None = None) -> str:
+    """``a + b`` (``text``, when the caller has made it) with the spans of both.
+
+    When ``a`` is the newest String on its span list, ``b``'s spans are added to that list in
+    place (one atomic ``extend``: if another thread extended it first, this one copies), so a
+    String grown by ``+`` in a loop costs O(1) per step in spans."""
+    if type(a) is not LStr and type(b) is not LStr:
+        return str.__str__(a) + str.__str__(b) if text is None else text
     n = len(a)
-    spans = list(spans_of(a)) + [(s + n, e + n, o) for s, e, o in spans_of(b)]
-    return make_str(str.__str__(a) + str.__str__(b), spans)
+    if text is None:
+        text = str.__str__(a) + str.__str__(b)
+    if not n or not b:
+        # An empty labelled String keeps its label only alone (make_str's rule): this way,
+        # every String grown below has spans of positive length, a labelled one among them.
+        return make_str(text, list(spans_of(a)) + [(s + n, e + n, o) for s, e, o in spans_of(b)])
+    if type(b) is LStr:
+        more = [(s + n, e + n, o) for s, e, o in b.spans]
+    else:
+        more = [(n, n + len(b), EMPTY)] if b else []
+    if type(a) is LStr:
+        buf = a._buf
+        if buf is not None and len(buf) == a._n:
+            buf.extend(more)
+            if buf[a._n] is more[0]:              # this call owns what it added
+                return _grown(text, buf, a._n + len(more))
+        buf = list(a.spans)
+    else:
+        buf = [(0, n, EMPTY)] if n else []
+    start = len(buf)
+    buf.extend(more)
+    return _grown(text, buf, start + len(more))
 
 
 _new_int = int.__new__
@@ -317,7 +379,7 @@ def add(a, b, plain_add):
     pa, pb = plain(a), plain(b)
     result = plain_add(pa, pb)
     if type(result) is str:
-        return concat(a, b)
+        return concat(a, b, result)
     return label(result, union(origins_of(a), origins_of(b)))
 
 

@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # annotations only: importing typing would slow every start
 
 from .errors import SenseNameError, SenseRuntimeError, SenseTypeError
 from . import provenance as _P
-from .provenance import LABELLED as _LT
+from .provenance import LABELLED as _LT, LStr as _LStr
 from .secondlook import is_outbound as _is_outbound
 from .limits import DEFAULT_MAX_ARRAY, DEFAULT_MAX_STRING, array_limit, string_limit
 
@@ -317,6 +317,12 @@ def _overflow(exc: OverflowError) -> SenseRuntimeError:
 
 def add(a: Any, b: Any) -> Any:
     ta, tb = type(a), type(b)
+    if (ta is _LStr or tb is _LStr) and (ta is str or ta is _LStr) and (tb is str or tb is _LStr):
+        # A labelled String: its text is made once, straight from both (no plain copy first),
+        # and its spans grow in place (provenance.concat).
+        if len(a) + len(b) > MAX_STRING:
+            raise string_limit(len(a) + len(b), MAX_STRING)
+        return _P.concat(a, b, str.__add__(a, b))
     if ta is str or tb is str:
         if ta is str and tb is str:
             if len(a) + len(b) > MAX_STRING:
