@@ -44,24 +44,6 @@ def write_log(path, records, fsync=False) -> None:
             sink.write(r)
 
 
-def key_of(path) -> bytes:
-    return A.audit_key(path)
-
-
-def resign(lines: list[bytes], key: bytes, start: int = 0) -> list[bytes]:
-    """Re-chain the lines from ``start`` on (seq, prev) as someone without the key would:
-    the MACs stay those of the lines they came from."""
-    prev = GENESIS if start == 0 else hashlib.sha256(lines[start - 1]).hexdigest()
-    out = lines[:start]
-    for seq, line in enumerate(lines[start:], start=start + 1):
-        entry = json.loads(line)
-        entry["seq"], entry["prev"] = seq, prev
-        line = encode_entry(entry)
-        out.append(line)
-        prev = hashlib.sha256(line).hexdigest()
-    return out
-
-
 def read_lines(path) -> list[bytes]:
     with open(path, "rb") as fh:
         return fh.read().split(b"\n")[:-1]
@@ -86,7 +68,7 @@ def test_records_are_chained_canonical_keyed_lines(tmp_path):
     write_log(path, SAMPLE, fsync=True)
     lines = read_lines(path)
     assert len(lines) == len(SAMPLE) + 2
-    key = key_of(path)
+    key = A.audit_key(path)
     prev = hashlib.sha256(lines[0]).hexdigest()
     for seq, (line, record) in enumerate(zip(lines[1:], SAMPLE), start=2):
         entry = json.loads(line)
