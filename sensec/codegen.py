@@ -41,8 +41,10 @@ class ProgramBuilder:
         return index
 
     def constant(self, value) -> int:
-        # 1, 1.0, True and -0.0 / 0.0 are different constants.
-        key = (type(value).__name__, repr(value))
+        # 1, 1.0, True and -0.0 / 0.0 are different constants. Only a Float needs its repr
+        # for that; any other value is its own key (a repr would copy a long String, and an
+        # Int of more than 4,300 digits has none).
+        key = (type(value), repr(value) if type(value) is float else value)
         index = self._constant_index.get(key)
         if index is None:
             index = self._constant_index[key] = len(self.constants)

@@ -36,6 +36,7 @@ def build_file(file: str, output: str | None, import_root: str | None = None) ->
             report(err, {})          # report() reads each error's source file for the caret
             return 1
         data = dump(program)
+        del program                  # a large program's memory is not held twice while loading
         load_verified(data)          # never write a file the VM would refuse
     out = output or (file[:-4] if file.endswith(".sns") else file) + ".snb"
     try:

@@ -58,9 +58,14 @@ SYNTHETIC = frozenset({"NEWLINE", "INDENT", "DEDENT"})
 
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\"}
 _ESCAPE_RE = re.compile(r"\\([\s\S])")
-# Escapes are honoured while looking for the closing quote(s): '"a\"b"' is one string.
-_PLAIN_BODY = re.compile(r'((?:[^"\\]|\\[\s\S])*)"')
-_TRIPLE_BODY = re.compile(r'((?:[^\\]|\\[\s\S])*?)"""')
+# Escapes are honoured while looking for the closing quote(s): '"a\"b"' is one string. Every
+# repetition is possessive: the engine then keeps no backtracking state per character, which
+# for a literal of a few megabytes (as ``(?:[^"\\]|\\.)*"``) took gigabytes.
+_PLAIN_END = re.compile(r'[^"\\]*+(?:\\[\s\S][^"\\]*+)*+"')
+_TRIPLE_END = re.compile(r'[^"\\]*+(?:(?:\\[\s\S]|"(?!""))[^"\\]*+)*+"""')
+# A long literal is unescaped this many characters at a time: re.sub keeps a piece per escape
+# until it joins them, which for a literal of escapes was many times the literal's size.
+_UNESCAPE_CHUNK = 1 << 16
 
 _BRACES_MSG = ("Sense uses indentation for blocks, not '{ }' \u2014 write ':' then an indented "
                "block instead")
@@ -88,11 +93,36 @@ def normalize_newlines(source: str) -> str:
     return source
 
 
-def unescape(body: str) -> str:
-    """Spec 2.7: the five named escapes, and any other ``\\x`` is just ``x``."""
-    if "\\" not in body:
-        return body
-    return _ESCAPE_RE.sub(lambda m: _ESCAPES.get(m.group(1), m.group(1)), body)
+def _escaped(m) -> str:
+    return _ESCAPES.get(m.group(1), m.group(1))
+
+
+def unescape(body: str, start: int = 0, end: int | None = None) -> str:
+    """Spec 2.7: the five named escapes, and any other ``\\x`` is just ``x``; of
+    ``body[start:end]`` (without copying that slice first when it is long)."""
+    end = len(body) if end is None else end
+    if end - start <= _UNESCAPE_CHUNK:
+        text = body[start:end] if start or end != len(body) else body
+        return _ESCAPE_RE.sub(_escaped, text) if "\\" in text else text
+    if body.find("\\", start, end) < 0:
+        return body[start:end]
+    parts = []
+    while start < end:
+        stop = min(start + _UNESCAPE_CHUNK, end)
+        if stop < end and _ends_escaping(body, start, stop):
+            stop += 1           # never split a backslash from the character it escapes
+        parts.append(_ESCAPE_RE.sub(_escaped, body[start:stop]))
+        start = stop
+    return "".join(parts)
+
+
+def _ends_escaping(text: str, start: int, end: int) -> bool:
+    """Whether ``text[start:end]`` ends in a backslash that escapes ``text[end]``: an odd run
+    of backslashes (pairs escape each other)."""
+    i = end
+    while i > start and text[i - 1] == "\\":
+        i -= 1
+    return (end - i) % 2 == 1
 
 
 def _decimal_int(text: str) -> int:
@@ -400,14 +430,15 @@ class Lexer:
         reference does; recovering, it swallows the rest of the file."""
         text = self.source.text
         if text.startswith('"""', start):
-            opener, body, what = 3, _TRIPLE_BODY, "unterminated triple-quoted string literal"
+            quotes, body, what = 3, _TRIPLE_END, "unterminated triple-quoted string literal"
         else:
-            opener, body, what = 1, _PLAIN_BODY, "unterminated string literal"
-        m = body.match(text, start + opener)
+            quotes, body, what = 1, _PLAIN_END, "unterminated string literal"
+        begin = start + quotes
+        m = body.match(text, begin)
         if m is None:
             self._error(what, self.source.eof_pos)
-            return unescape(text[start + opener:]), len(text)
-        return unescape(m.group(1)), m.end()
+            return unescape(text, begin), len(text)
+        return unescape(text, begin, m.end() - quotes), m.end()
 
     # ------------------------------------------------------------------ token rules
 

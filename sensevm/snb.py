@@ -87,6 +87,8 @@ class Tag:
 
 
 _DOUBLE = struct.Struct("<d")
+# A string of at least this many bytes is written and read without an intermediate copy.
+_OWN_PIECE = 1 << 16
 
 
 # ============================================================================= dump
@@ -110,15 +112,25 @@ class _StringPool:
             self.strings.append(s)
         return i
 
-    def payload(self) -> bytes:
+    def payload(self) -> list[bytes]:
+        """The STRINGS section as pieces to be joined into the file: a long string's UTF-8 is
+        a piece of its own, so it is copied once more (into the file), not twice (into a
+        growing section and the section's bytes)."""
+        pieces = []
         out = bytearray()
         for part in (self.strings[:self.named], self.strings[self.named:]):
             write_uvarint(out, len(part))
             for s in part:
                 raw = s.encode("utf-8")
                 write_uvarint(out, len(raw))
-                out += raw
-        return bytes(out)
+                if len(raw) < _OWN_PIECE:
+                    out += raw
+                else:
+                    pieces.append(bytes(out))
+                    pieces.append(raw)
+                    out = bytearray()
+        pieces.append(bytes(out))
+        return pieces
 
 
 def _dump_constants(program: Program, pool: _StringPool) -> bytes:
@@ -249,16 +261,24 @@ def dump(program: Program) -> bytes:
     ]
     payloads.insert(0, (Section.STRINGS, pool.payload()))
 
-    out = bytearray(MAGIC)
-    out += struct.pack("<HHI", FORMAT_MAJOR, FORMAT_MINOR, program.flags)
-    out += FINGERPRINT
-    out += bytes(program.source_hash)
+    # Joined once at the end, so the file is not also held in a growing bytearray.
+    head = bytearray(MAGIC)
+    head += struct.pack("<HHI", FORMAT_MAJOR, FORMAT_MINOR, program.flags)
+    head += FINGERPRINT
+    head += bytes(program.source_hash)
+    pieces = []
     for sid, payload in payloads:
-        out.append(sid)
-        write_uvarint(out, len(payload))
-        out += payload
-    out += struct.pack("<I", zlib.crc32(out))
-    return bytes(out)
+        parts = payload if isinstance(payload, list) else [payload]
+        head.append(sid)
+        write_uvarint(head, sum(map(len, parts)))
+        pieces.append(bytes(head))
+        pieces.extend(parts)
+        head = bytearray()
+    crc = 0
+    for piece in pieces:
+        crc = zlib.crc32(piece, crc)
+    pieces.append(struct.pack("<I", crc))
+    return b"".join(pieces)
 
 
 # ============================================================================= load
@@ -291,6 +311,14 @@ class _Reader:
         if n > self.left:
             raise self.truncated(self.pos, what)
         b = self.data[self.pos:self.pos + n]
+        self.pos += n
+        return b
+
+    def view(self, n: int, what: str) -> memoryview:
+        """``raw``, without copying the bytes."""
+        if n > self.left:
+            raise self.truncated(self.pos, what)
+        b = memoryview(self.data)[self.pos:self.pos + n]
         self.pos += n
         return b
 
@@ -375,7 +403,7 @@ def _check_header(data: bytes) -> None:
         raise SnbFormatError(HEADER_SIZE, "truncated file (no room for the checksum)")
     body_end = n - TRAILER_SIZE
     stored, = struct.unpack_from("<I", data, body_end)
-    if zlib.crc32(data[:body_end]) != stored:
+    if zlib.crc32(memoryview(data)[:body_end]) != stored:      # (a slice would copy the file)
         raise SnbFormatError(body_end, "checksum mismatch (file is corrupted)")
 
 
@@ -386,9 +414,11 @@ def _load_strings(r: _Reader, out: dict) -> None:
         for _ in range(r.count(part)):
             n = r.length("string length")
             at = r.pos
-            raw = r.raw(n, "string bytes")
             try:
-                pool.append(raw.decode("utf-8"))
+                if n < _OWN_PIECE:
+                    pool.append(r.raw(n, "string bytes").decode("utf-8"))
+                else:
+                    pool.append(str(r.view(n, "string bytes"), "utf-8"))
             except UnicodeDecodeError as e:
                 raise SnbFormatError(at + e.start,
                                      f"invalid UTF-8 in string {len(pool)} ({e.reason})") from None

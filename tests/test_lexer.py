@@ -149,6 +149,19 @@ def test_unescape_helper():
     assert unescape("no escapes") == "no escapes"
 
 
+@pytest.mark.parametrize("quote", ['"', '"""'])
+@pytest.mark.parametrize("shift", range(4))
+def test_a_long_literal_is_unescaped_in_pieces_that_never_split_an_escape(quote, shift):
+    from sensec.lexer import _UNESCAPE_CHUNK
+    # Runs of backslashes on every side of the first piece's end.
+    head = "a" * (_UNESCAPE_CHUNK - 2 - shift)
+    body = head + "\\\\" * 2 + "\\n" + '\\"' + "b" * _UNESCAPE_CHUNK + "\\\\\\t"
+    assert values(f"{quote}{body}{quote} x") == [
+        ("STRING", head + "\\" * 2 + "\n" + '"' + "b" * _UNESCAPE_CHUNK + "\\\t"),
+        ("IDENT", "x"), ("NEWLINE", "")]
+    assert unescape(body, len(head), len(head) + 6) == "\\\\\n"
+
+
 # ----------------------------------------------------------------------------- positions
 
 def test_positions_are_one_based_lines_and_columns():
