@@ -125,6 +125,17 @@ def _ends_escaping(text: str, start: int, end: int) -> bool:
     return (end - i) % 2 == 1
 
 
+# The most digits an Int literal may have: every literal up to this size fits the .snb
+# format's Int constants (snb.MAX_INT_BYTES varint bytes; tests hold the two together), and
+# converting a longer one would take time quadratic in its length. Larger Ints can still be
+# computed at run time.
+MAX_INT_DIGITS = 8600
+
+
+def _int_too_long(digits: int) -> str:
+    return f"integer literal too long ({digits} digits; the limit is {MAX_INT_DIGITS})"
+
+
 def _decimal_int(text: str) -> int:
     """``int(text)`` without CPython's 4300-digit guard: Sense Ints are unbounded."""
     if len(text) <= 4000:
@@ -362,7 +373,11 @@ class Lexer:
                 continue
             elif kind == INT:
                 tok.type = "INT"
-                tok.value = _decimal_int(data[start:pos])
+                if pos - start > MAX_INT_DIGITS:
+                    error(_int_too_long(pos - start), source.pos(start))
+                    tok.value = 0       # recovering: lexing goes on after the literal
+                else:
+                    tok.value = _decimal_int(data[start:pos])
             elif kind == OPEN:
                 tok.type = types[group]
                 tok.value = data[start:pos]
@@ -487,7 +502,11 @@ class Lexer:
 
     def t_INT(self, t):
         r"\d+"
-        t.value = _decimal_int(t.value)
+        if len(t.value) > MAX_INT_DIGITS:
+            self._error(_int_too_long(len(t.value)), self.source.pos(t.lexpos))
+            t.value = 0
+        else:
+            t.value = _decimal_int(t.value)
         return t
 
     def t_IDENT(self, t):

@@ -37,7 +37,20 @@ def sense_repr(value) -> str:
         return "false"
     if isinstance(value, str):
         return '"' + "".join(_escape(ch) for ch in value) + '"'
+    if type(value) is int:
+        return _decimal(value)
     return repr(value)
+
+
+def _decimal(value: int) -> str:
+    """Every digit of an Int: ``str()`` refuses more than 4,300 outside a VM run."""
+    if value < 0:
+        return "-" + _decimal(-value)
+    if value.bit_length() <= 13000:
+        return str(value)
+    k = int(value.bit_length() * 0.30103) // 2
+    high, low = divmod(value, 10 ** k)
+    return _decimal(high) + _decimal(low).rjust(k, "0")
 
 
 def _escape(ch: str) -> str:
