@@ -7,6 +7,12 @@ from .opcodes import int_enum
 from .record import record
 
 
+# How deeply an annotation's type arguments may nest (``Int`` is 0, ``Array<Int>`` 1): the VM
+# parses and checks annotations recursively, so the verifier refuses deeper ones, and the
+# compiler never makes them (docs/limits.md).
+MAX_ANNOTATION_NESTING = 100
+
+
 @int_enum
 class CodeKind:
     MODULE = 0      # a file's top level

@@ -27,7 +27,7 @@ import re
 from .decode import DecodeError, Instruction, decode, decode_at
 from .errors import VerifyError
 from .opcodes import EFFECTS, OPS, POPS, PUSHES, SHAPES, TERMINATORS, Op, Operand
-from .program import CodeKind, CodeObject, Program
+from .program import MAX_ANNOTATION_NESTING, CodeKind, CodeObject, Program
 from .record import record
 
 __all__ = ["VerifiedCode", "VerifiedProgram", "verify", "load_verified"]
@@ -92,36 +92,56 @@ def load_verified(data: bytes) -> VerifiedProgram:
 
 # Patterns are compiled on first use (re caches them): most programs never need them, and
 # every start-up would pay for compiling them.
-_ANNOTATION_TOKEN = r"[^\W\d]\w*|[<>,]|\s+"
+_ANNOTATION_TOKEN = r"[^\W\d]\w*|[<>,]| +"
+_MALFORMED, _TOO_DEEP = "malformed", "too deep"
 
 
 def annotation_ok(text) -> bool:
-    """``NAME`` or ``NAME<T, U, ...>`` recursively, NAME an identifier; spaces between tokens."""
+    """``NAME`` or ``NAME<T, U, ...>`` recursively, NAME an identifier; spaces between tokens;
+    type arguments nested at most MAX_ANNOTATION_NESTING deep."""
+    return _annotation_problem(text) is None
+
+
+def _annotation_problem(text):
+    """None for a good annotation, else _MALFORMED or _TOO_DEEP."""
     if not isinstance(text, str) or not text or text != text.strip():
-        return False
+        return _MALFORMED
     # A state machine rather than recursive descent, so that absurd nesting in a forged file
     # cannot hit Python's recursion limit.
     depth, pos, want_name, after_name = 0, 0, True, False
     for m in re.finditer(_ANNOTATION_TOKEN, text):
         if m.start() != pos:
-            return False                # a character that is no token
+            return _MALFORMED           # a character that is no token
         pos = m.end()
         tok = m.group()
-        if tok.isspace():
+        if tok[0] == " ":
             continue
         if want_name:
             if tok in "<>,":
-                return False
+                return _MALFORMED
             want_name, after_name = False, True
         elif tok == "<" and after_name:
             depth, want_name = depth + 1, True
+            if depth > MAX_ANNOTATION_NESTING:
+                return _TOO_DEEP
         elif tok == "," and depth:
             want_name = True
         elif tok == ">" and depth:
             depth, after_name = depth - 1, False
         else:
-            return False
-    return pos == len(text) and depth == 0 and not want_name
+            return _MALFORMED
+    return None if pos == len(text) and depth == 0 and not want_name else _MALFORMED
+
+
+def _annotation_message(text, kind: str = "type annotation", where: str = ""):
+    """Why the annotation ``text`` is refused (``kind`` names it, ``where`` says whose it
+    is), or None."""
+    problem = _annotation_problem(text)
+    if problem is None:
+        return None
+    if problem is _TOO_DEEP:
+        return (f"{kind}{where} nests type arguments more than {MAX_ANNOTATION_NESTING} deep")
+    return f"malformed {kind} {text!r}{where}"
 
 
 # ----------------------------------------------------------------------------- program tables
@@ -285,10 +305,13 @@ class _CodeVerifier:
         if len(code.params) != len(code.param_types):
             fail(f"{len(code.params)} params but {len(code.param_types)} param_types")
         for p, t in zip(code.params, code.param_types):
-            if t is not None and not annotation_ok(t):
-                fail(f"malformed type annotation {t!r} for parameter {p!r}")
-        if code.return_type is not None and not annotation_ok(code.return_type):
-            fail(f"malformed return type annotation {code.return_type!r}")
+            problem = t is not None and _annotation_message(t, where=f" for parameter {p!r}")
+            if problem:
+                fail(problem)
+        if code.return_type is not None:
+            problem = _annotation_message(code.return_type, "return type annotation")
+            if problem:
+                fail(problem)
         if code.max_stack < 0:
             fail(f"negative max_stack {code.max_stack}")
         if not code.code:
@@ -326,8 +349,9 @@ class _CodeVerifier:
                 elif kind is Operand.TYPE:
                     if value >= n_strings:
                         self.fail_at(ins, f"type index {value} out of range ({n_strings} strings)")
-                    if not annotation_ok(program.strings[value]):
-                        self.fail_at(ins, f"malformed type annotation {program.strings[value]!r}")
+                    problem = _annotation_message(program.strings[value])
+                    if problem:
+                        self.fail_at(ins, problem)
                 elif kind is Operand.CODE:
                     if value >= len(program.codes):
                         self.fail_at(ins, f"code index {value} out of range "

@@ -138,10 +138,18 @@ def test_annotations_refused(text):
 
 
 def test_deep_annotation_does_not_recurse():
-    assert annotation_ok("A<" * 5000 + "B" + ">" * 5000)
+    from sensevm.program import MAX_ANNOTATION_NESTING as deepest
+    assert annotation_ok("A<" * deepest + "B" + ">" * deepest)
+    # Deeper, the VM's recursive parser and checker would exhaust the host stack.
+    assert not annotation_ok("A<" * (deepest + 1) + "B" + ">" * (deepest + 1))
+    assert not annotation_ok("A<" * 5000 + "B" + ">" * 5000)
 
 
 # ----------------------------------------------------------------------------- rejections
+
+# An annotation no compiler makes: the VM's recursive parser and checker of it would exhaust
+# the host stack (an internal error) had the verifier let it through.
+DEEP = "Array<" * 5000 + "Int" + ">" * 5000
 
 REJECTIONS = [
     # name, program, (code_name, offset, opname, message)
@@ -326,6 +334,15 @@ REJECTIONS = [
     ("bad return annotation",
      replace(VALID, codes=(VALID.codes[0], replace(FUNC, return_type="a b"), UTIL)),
      ("f", 0, None, "malformed return type annotation 'a b'")),
+    ("param annotation nested too deep",
+     replace(VALID, codes=(VALID.codes[0], replace(FUNC, param_types=(DEEP,)), UTIL)),
+     ("f", 0, None, "type annotation for parameter 'n' nests type arguments more than 100 deep")),
+    ("return annotation nested too deep",
+     replace(VALID, codes=(VALID.codes[0], replace(FUNC, return_type=DEEP), UTIL)),
+     ("f", 0, None, "return type annotation nests type arguments more than 100 deep")),
+    ("declared type nested too deep",
+     program((Op.LOAD_NIL,), (Op.CHECK_DECL, 0, 7), (Op.RETURN,), strings=STRINGS + (DEEP,)),
+     ("<main>", 1, "CHECK_DECL", "type annotation nests type arguments more than 100 deep")),
     ("positions not increasing",
      replace(VALID, codes=(VALID.codes[0], replace(FUNC, positions=((2, 1, 1), (0, 1, 1))), UTIL)),
      ("f", 0, "LOAD_NAME", "position offsets not strictly increasing (0 after 2)")),
