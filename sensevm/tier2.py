@@ -32,7 +32,8 @@ mirrored in Python locals (stores write through to the scope), and block scopes 
 all, their names living in Python locals that a spill turns back into tier-1 scopes.
 
 Declined (they stay in tier 1): code containing test blocks (their recovery restores a stack
-that lives in the frame), and very large code objects.
+that lives in the frame), very large code objects, and code that keeps a deep operand stack
+across its calls (see MAX_SPILLED).
 """
 
 from __future__ import annotations
@@ -61,6 +62,11 @@ _GREAT = "P3 = P.parent.parent if P is not None and P.parent is not None else No
 _CORE_BY_NAME = {b.name: b for b in CORE}
 MAX_INSTRUCTIONS = 4000     # larger code objects stay in tier 1 (compile time, Python limits)
 MAX_INDENT = 40             # deeper inlining turns the block into a dispatch target instead
+# Every instruction done by its tier-1 handler (a call among them) writes the whole operand
+# stack back and reads it again, so code that keeps a deep stack (calls nested hundreds deep,
+# f(f(f(...)))) would generate code quadratic in its size: 700 nested calls took 1 GB. The
+# corpus's largest total is under 200 stack slots; code over this stays in tier 1.
+MAX_SPILLED = 2000
 DECLINED_OPS = frozenset({Op.TEST_BEGIN, Op.TEST_END, Op.TEST_ABANDON})
 # Ops that let other code hold on to this frame's scopes (a closure, an action, a tool or an
 # agent declared here) or that write into the current scope's policy table.
@@ -413,6 +419,12 @@ class _Gen:
             if op in DECLINED_OPS:
                 raise _Declined("test blocks")
         self.state, self.succ = _flow(instrs)
+        spilled = 0
+        for (op, _, _), st in zip(instrs, self.state):
+            if st is not None and op not in IN_PLACE_OPS:
+                spilled += st[0]
+        if spilled > MAX_SPILLED:
+            raise _Declined("stack too deep")
         # Parameters are bound in the function's own scope only for these kinds; a rollback
         # block sees its action's parameters one scope further out.
         fresh = self.kind in (CodeKind.FUNCTION, CodeKind.ACTION_BODY, CodeKind.TOOL_BODY,

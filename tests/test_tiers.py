@@ -138,6 +138,24 @@ def test_deep_recursion_on_tier_two(tmp_path):
     assert error[0] == "SenseRecursionError" and error[1] == "maximum recursion depth exceeded"
 
 
+def test_code_keeping_a_deep_stack_stays_in_tier_one(tmp_path):
+    """Tier 2 writes the operand stack back at every call, so code whose stack is hundreds
+    deep across its calls would generate code quadratic in its size (700 nested calls took
+    1 GB and 8 seconds): it stays in tier 1, in memory of about its own size."""
+    import tracemalloc
+    source = "def f(a):\n    return a\nprint(" + "f(" * 300 + "7" + ")" * 300 + ")\n"
+    tracemalloc.start()
+    try:
+        out, error, *_, vm = _run_source(tmp_path, source, "2")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert (out, error) == ("7\n", None)
+    assert not vm.prepared[vm.program.entry].t2
+    assert vm.prepared[1].t2            # f itself is compiled
+    assert peak < 20_000_000
+
+
 SCOPES = """\
 g = 1
 def f(x):
