@@ -245,8 +245,26 @@ class PersistentMemory:
         import json
         try:
             return json.loads(text)
-        except ValueError as exc:
+        # A hand-edited file: a value that is not text (TypeError) or nested too deeply to
+        # read (RecursionError) is as damaged as one that is not JSON.
+        except (ValueError, TypeError, RecursionError) as exc:
             raise self._failed(exc, at) from None
+
+    def _when(self, stamp, key: str, version, at) -> str:
+        """The ``time.ctime`` text of a record's timestamp; a timestamp that is no time (a
+        hand-edited file: text, a blob, out of the host's range) is an error naming the file,
+        the key and the record."""
+        if type(stamp) is float or type(stamp) is int:
+            try:
+                return time.ctime(stamp)
+            except (OverflowError, OSError, ValueError):      # out of range, or NaN
+                pass
+        shown = repr(stamp)
+        if len(shown) > 60:
+            shown = shown[:57] + "..."
+        raise SenseRuntimeError(f"persistent memory '{self.name}' ({self.path}): record v{version} "
+                                f"of key '{key}' has a timestamp that is not a time: {shown}",
+                                at[0], path=at[1])
 
     # ------------------------------------------------------------------ the operations
 
@@ -284,7 +302,7 @@ class PersistentMemory:
         for version, op, value, stamp in self._read(
                 at, "SELECT version, op, value, timestamp FROM memory_log WHERE key = ? "
                     "ORDER BY version", (key,)):
-            when = time.ctime(stamp)
+            when = self._when(stamp, key, version, at)
             if op == "remember":
                 shown = to_str(self._decode(value, at))
                 lines.append(f"[v{version}] remember '{key}' = {shown} ({when})")

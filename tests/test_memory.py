@@ -370,6 +370,40 @@ def test_a_damaged_record_fails_cleanly(tmp_path):
     assert out.error.text.startswith(f"[line 3] persistent memory 'm' ({db}): Expecting")
 
 
+@pytest.mark.parametrize("stamp", ["'garbage'", "x'00ff'", "1e300", "-1e20", "9e18"],
+                         ids=["text", "blob", "past the host's range", "before it",
+                              "past time_t"])
+def test_a_damaged_timestamp_fails_cleanly_naming_the_file_and_the_key(tmp_path, stamp):
+    db = tmp_path / "damaged.db"
+    run_source(f'persistent memory m: "{db}"\nm.remember("k", 1)\nm.remember("j", 2)\n',
+               tmp_path)
+    conn = sqlite3.connect(str(db))
+    conn.execute(f"UPDATE memory_log SET timestamp = {stamp} WHERE key = 'k'")
+    conn.commit()
+    shown = conn.execute("SELECT timestamp FROM memory_log WHERE key = 'k'").fetchone()[0]
+    conn.close()
+    out = run_source(f'persistent memory m: "{db}"\nprint(m.recall("k"), len(m.history("j")))\n'
+                     'print(m.history("k"))\n', tmp_path)
+    assert out.stdout == "1 1\n"           # only the damaged record's own time is refused
+    assert (out.error.kind, out.error.text) == (
+        "SenseRuntimeError", f"[line 3] persistent memory 'm' ({db}): record v1 of key 'k' "
+                             f"has a timestamp that is not a time: {shown!r}")
+
+
+@pytest.mark.parametrize("value", ["'[' || replace(hex(zeroblob(100000)), '00', '[')", "NULL"],
+                         ids=["arrays nested 200,000 deep", "no text at all"])
+def test_a_value_json_cannot_read_fails_cleanly(tmp_path, value):
+    db = tmp_path / "damaged.db"
+    run_source(f'persistent memory m: "{db}"\nm.remember("k", 1)\n', tmp_path)
+    conn = sqlite3.connect(str(db))
+    conn.execute(f"UPDATE memory_log SET value = {value} WHERE key = 'k'")
+    conn.commit()
+    conn.close()
+    out = run_source(f'persistent memory m: "{db}"\nprint(m.recall("k"))\n', tmp_path)
+    assert out.error.kind == "SenseRuntimeError"
+    assert out.error.text.startswith(f"[line 2] persistent memory 'm' ({db}): ")
+
+
 def test_a_locked_database_fails_cleanly_and_writes_nothing(tmp_path, monkeypatch):
     import sensevm.memory as M
     monkeypatch.setattr(M, "BUSY_TIMEOUT", 0.2)
