@@ -45,6 +45,10 @@ STATIC_FILES = {
 LIFECYCLE = ("verify", "approve", "commit", "rollback")
 MAX_BODY = 1 << 20          # bytes of a request body
 MAX_SHOWN = 2000            # characters of one value as the console shows it
+# How deeply the arrays of a request's arguments may nest, and how deeply the console shows a
+# value's (deeper ones as [...]): both are walked recursively, and a request must not be able
+# to exhaust the host stack.
+MAX_NESTING = 100
 TOKEN_HEADER = "X-Sense-Token"
 
 
@@ -104,7 +108,7 @@ def show(value, _seen=None) -> str:
     return text if len(text) <= MAX_SHOWN else text[:MAX_SHOWN - 1] + "\u2026"
 
 
-def _show(v, seen) -> str:
+def _show(v, seen, depth=0) -> str:
     v = plain(v)
     t = type(v)
     if t is str:
@@ -122,13 +126,13 @@ def _show(v, seen) -> str:
         except SenseError:
             return repr(v)
     if t is list:
-        if id(v) in seen:
+        if id(v) in seen or depth >= MAX_NESTING:
             return "[...]"
         seen.add(id(v))
         try:
             parts, size = [], 0
             for x in v:
-                part = _show(x, seen)
+                part = _show(x, seen, depth + 1)
                 parts.append(part)
                 size += len(part) + 2
                 if size > MAX_SHOWN:
@@ -143,13 +147,16 @@ def _show(v, seen) -> str:
         return f"<{type_name(v)}>"
 
 
-def from_json(value, where: str):
+def from_json(value, where: str, depth: int = 0):
     """A JSON value as a Sense value; objects have no Sense counterpart."""
     t = type(value)
     if value is None or t in (bool, int, float, str):
         return value
     if t is list:
-        return [from_json(x, where) for x in value]
+        if depth >= MAX_NESTING:
+            raise ConsoleError(400, "BadArguments", f"{where}: arrays nested more than "
+                                                    f"{MAX_NESTING} deep")
+        return [from_json(x, where, depth + 1) for x in value]
     raise ConsoleError(400, "BadArguments",
                        f"{where}: Sense has no maps -- a JSON object cannot be an argument")
 
@@ -173,6 +180,7 @@ class _Literals:
     def __init__(self, text: str):
         self.s = text
         self.i = 0
+        self.depth = 0              # arrays open around the value being read
 
     def error(self, message: str):
         raise ArgumentSyntaxError(message, self.i + 1)
@@ -210,8 +218,12 @@ class _Literals:
         if c == '"':
             return self.string()
         if c == "[":
+            if self.depth >= MAX_NESTING:
+                self.error(f"arrays nested more than {MAX_NESTING} deep")
             self.i += 1
+            self.depth += 1
             items = self.items("]")
+            self.depth -= 1
             self.i += 1
             return items
         if c == "-" or c.isdigit():
@@ -735,6 +747,9 @@ class ConsoleHandler(BaseHTTPRequestHandler):
             body = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as exc:
             raise ConsoleError(400, "BadJSON", f"the request body is not JSON: {exc}") from None
+        except RecursionError:
+            raise ConsoleError(400, "BadJSON", "the request body nests arrays or objects "
+                                               f"more than {MAX_NESTING} deep") from None
         if type(body) is not dict:
             raise ConsoleError(400, "BadJSON", "the request body must be a JSON object")
         return body

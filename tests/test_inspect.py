@@ -407,6 +407,53 @@ def test_bad_requests_are_clean_4xx(console):
     assert status == 413
 
 
+DEEP_PROGRAM = """\
+irreversible action send(x: Array):
+    print("sent", len(x))
+deep = []
+for i in range(3000):
+    deep = [deep]
+memory notes
+notes.remember("deep", deep)
+"""
+
+
+def test_deeply_nested_requests_are_refused_and_the_console_goes_on(console):
+    from sensevm.console import MAX_NESTING
+    c = console(DEEP_PROGRAM)
+    idx = c.action_index("send")
+    deep_json = b'{"args": [' + b"[" * 100_000 + b"]" * 100_000 + b"]}"
+    status, body = c.request("POST", f"/api/actions/{idx}/prepare", raw=deep_json)
+    assert (status, body["error"]) == (400, {**body["error"], "kind": "BadJSON", "message":
+        f"the request body nests arrays or objects more than {MAX_NESTING} deep"})
+    for request in ({"args": _arrays(MAX_NESTING + 1)},
+                    {"text": "[" * (MAX_NESTING + 1) + "]" * (MAX_NESTING + 1)},
+                    {"text": "[" * 100_000 + "]" * 100_000}):
+        status, body = c.post(f"/api/actions/{idx}/prepare", request)
+        assert status == 400 and body["error"]["kind"] == "BadArguments", request
+        assert f"arrays nested more than {MAX_NESTING} deep" in body["error"]["message"]
+    assert c.state()["prepared"] == []
+    # At the bound, the arguments reach the VM; and a value the program nested deeper than
+    # anyone can read is shown cut off, not as a failed page.
+    status, body = c.post(f"/api/actions/{idx}/prepare", {"args": _arrays(MAX_NESTING)})
+    assert status == 200
+    status, body = c.post(f"/api/actions/{idx}/prepare",
+                          {"text": "[" * MAX_NESTING + "]" * MAX_NESTING})
+    assert status == 200
+    state = c.state()
+    assert len(state["prepared"]) == 2
+    shown = state["memories"][0]["entries"][0]["value"]
+    assert shown == "[" * MAX_NESTING + "[...]" + "]" * MAX_NESTING
+
+
+def _arrays(count: int):
+    """A JSON argument list whose one argument is ``count`` arrays, each in the next."""
+    value = []
+    for _ in range(count - 1):
+        value = [value]
+    return [value]
+
+
 def test_argument_literals():
     from sensevm.console import ConsoleError, parse_arguments
     assert parse_arguments("") == []
