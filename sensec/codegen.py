@@ -10,6 +10,7 @@ from sensevm.program import ActionDecl, AgentDecl, CodeKind, CodeObject, ToolDec
 
 from . import nodes as n
 from .assemble import Instr, Label, assemble, make_instr
+from .nesting import MAX_NESTING, too_deep
 
 _LIFECYCLE = {"verify": Op.ACTION_VERIFY, "approve": Op.ACTION_APPROVE,
               "commit": Op.ACTION_COMMIT, "rollback": Op.ACTION_ROLLBACK}
@@ -72,7 +73,8 @@ class FunctionCompiler(n.NodeVisitor):
     """Compiles one body (a module's top level or a def) into one CodeObject."""
 
     def __init__(self, builder: ProgramBuilder, source: int, module_slots: dict,
-                 action_names: frozenset = frozenset(), tool_names: frozenset = frozenset()):
+                 action_names: frozenset = frozenset(), tool_names: frozenset = frozenset(),
+                 level: int = 0):
         self.b = builder
         self.source = source
         self.module_slots = module_slots      # import ModRef -> module table index
@@ -80,6 +82,29 @@ class FunctionCompiler(n.NodeVisitor):
         self.tool_names = tool_names          # ... and some tool declaration
         self.items: list = []
         self.control: list[_Control] = []
+        self.level = level                    # nesting level of the node being compiled
+
+    # ------------------------------------------------------------------ nesting
+
+    def visit(self, node: n.Node):
+        # NodeVisitor.visit, counting levels (nesting.py): past the bound, nothing deeper is
+        # entered, so the recursion stays within the deep stack the driver runs this on.
+        fn = self._visit_table.get(node.__class__)
+        if fn is None:
+            fn = (getattr(type(self), "visit_" + type(node).__name__, None)
+                  or type(self).generic_visit)
+            self._visit_table[node.__class__] = fn
+        level = self.level = self.level + 1
+        if level > MAX_NESTING:
+            raise too_deep(node.pos, self.b.sources[self.source].path)
+        fn(self, node)
+        self.level = level - 1
+
+    def enter(self, node: n.Node) -> None:
+        """A level for ``node``, which is compiled without a visit of its own."""
+        self.level += 1
+        if self.level > MAX_NESTING:
+            raise too_deep(node.pos, self.b.sources[self.source].path)
 
     # ------------------------------------------------------------------ emitting
 
@@ -114,7 +139,9 @@ class FunctionCompiler(n.NodeVisitor):
 
     def visit_ExprStmt(self, s: n.ExprStmt):
         if isinstance(s.expr, n.Assign):
+            self.enter(s.expr)
             self.assign(s.expr, keep=False)
+            self.level -= 1
         else:
             self.visit(s.expr)
             self.emit(Op.POP, pos=s.pos)
@@ -225,7 +252,7 @@ class FunctionCompiler(n.NodeVisitor):
 
     def nested(self) -> "FunctionCompiler":
         return FunctionCompiler(self.b, self.source, self.module_slots, self.action_names,
-                                self.tool_names)
+                                self.tool_names, self.level)
 
     def visit_ActionDef(self, s: n.ActionDef):
         body_index = self.body(s.name, CodeKind.ACTION_BODY, s.body, s.pos, s.params)
@@ -386,7 +413,9 @@ class FunctionCompiler(n.NodeVisitor):
         if (isinstance(callee, n.Member) and callee.name in _LIFECYCLE and not e.args
                 and not e.labels):
             # `x.commit()`: the lifecycle opcode, positioned at the method name (spec 10.4).
+            self.enter(callee)
             self.visit(callee.obj)
+            self.level -= 1
             self.emit(_LIFECYCLE[callee.name], pos=callee.pos)
             return
         if isinstance(callee, n.Name) and not e.labels and (
@@ -405,7 +434,9 @@ class FunctionCompiler(n.NodeVisitor):
         if e.labels:
             for label in e.labels:
                 self.emit(Op.LOAD_CONST, self.b.constant(label.name), pos=label.pos)
+                self.enter(label)
                 self.visit(label.value)
+                self.level -= 1
             self.emit(Op.CALL_LABELED, len(e.args), len(e.labels), pos=e.pos)
         else:
             self.emit(Op.CALL, len(e.args), pos=e.pos)
@@ -431,8 +462,10 @@ class FunctionCompiler(n.NodeVisitor):
             self.emit(Op.STORE_NAME, self.b.string(target.name), pos=e.pos)
         else:
             # Container, then index, then value: the reference's evaluation order.
+            self.enter(target)
             self.visit(target.obj)
             self.visit(target.index)
+            self.level -= 1
             self.visit(e.value)
             self.emit(Op.STORE_INDEX, pos=e.pos)     # reported at the '=', as the reference does
             if not keep:

@@ -13,6 +13,7 @@ from sensevm.program import CodeKind, ModuleEntry, Program, Source
 
 from . import nodes as n
 from .codegen import FunctionCompiler, ProgramBuilder, module_binding_name, module_relative_path
+from .nesting import on_deep_stack
 from .resolve import check
 
 
@@ -175,7 +176,7 @@ def compile_source(source: str, path: str = "<input>", *,
     """
     build = _Build(defer_import_errors, import_root)
     with gc_paused():
-        entry = build.module(source, path)
+        entry = on_deep_stack(build.module, source, path)
     b = build.builder
     return Program(strings=tuple(b.strings), constants=tuple(b.constants), codes=tuple(b.codes),
                    modules=tuple(b.modules), sources=tuple(b.sources),

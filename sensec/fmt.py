@@ -470,10 +470,22 @@ class _Printer:
 # ----------------------------------------------------------------------------- entry points
 
 def format_source(source: str, path: str = "<input>") -> str:
-    """The canonical form of ``source``; raises SenseSyntaxError if it does not parse."""
+    """The canonical form of ``source``; raises SenseSyntaxError if it does not parse, or
+    nests deeper than the compiler allows (nesting.py)."""
     from .grammar import parse
+    from .nesting import nesting_error, on_deep_stack
     text = normalize_newlines(source)
     tree = parse(text, path)
+    err = nesting_error(tree, path)
+    if err is not None:
+        raise err
+    # The printer and shape() recurse once per level (and shape's tuple() of a generator
+    # through C as well): within the bound, on a stack that holds it.
+    return on_deep_stack(_format_tree, text, tree, path)
+
+
+def _format_tree(text: str, tree, path: str) -> str:
+    from .grammar import parse
     lines, comments = _scan(text, path)
     printer = _Printer(lines, comments)
     try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from sensevm.errors import SenseSyntaxError
 
 from . import nodes as n
+from .nesting import LEVELS, MAX_NESTING, annotation_error
 
 
 class Resolver(n.NodeVisitor):
@@ -21,9 +22,27 @@ class Resolver(n.NodeVisitor):
         self.loops = 0            # loops enclosing the current statement within this body
         self.in_function = False
         self.session = None       # the protocol session enclosing it within this body
+        self.level = -1           # nesting level of the node being checked (the module is 0)
 
     def error(self, message: str, pos) -> None:
         self.errors.append(SenseSyntaxError(message, pos, path=self.path))
+
+    def visit(self, node: n.Node):
+        # Levels counted as nesting.py has them. A node past the bound is not entered, so the
+        # recursion stays within the deep stack the driver runs this on; the code generator,
+        # which also descends into expressions, reports the first such node in source order.
+        fn = self._visit_table.get(node.__class__)
+        if fn is None:
+            fn = (getattr(type(self), "visit_" + type(node).__name__, None)
+                  or type(self).generic_visit)
+            self._visit_table[node.__class__] = fn
+        if not isinstance(node, LEVELS) and node.__class__ is not n.Module:
+            fn(self, node)
+            return
+        level = self.level = self.level + 1
+        if level <= MAX_NESTING:
+            fn(self, node)
+        self.level = level - 1
 
     def visit_Module(self, m: n.Module):
         for stmt in m.body:
@@ -43,10 +62,24 @@ class Resolver(n.NodeVisitor):
             self.visit(stmt)
         self.loops, self.in_function, self.session = saved
 
+    def visit_TypeRef(self, t: n.TypeRef):
+        err = annotation_error(t, self.path)      # its arguments are not entered: no recursion
+        if err is not None:
+            self.errors.append(err)
+
+    def annotations(self, params, returns=None) -> None:
+        for p in params:
+            if p.type is not None:
+                self.visit(p.type)
+        if returns is not None:
+            self.visit(returns)
+
     def visit_FunctionDef(self, f: n.FunctionDef):
+        self.annotations(f.params, f.returns)
         self.body(f.body)
 
     def visit_ActionDef(self, a: n.ActionDef):
+        self.annotations(a.params)
         self.body(a.body + (a.rollback or ()))
 
     def visit_AgentDef(self, a: n.AgentDef):
@@ -57,6 +90,7 @@ class Resolver(n.NodeVisitor):
             # Spec 21.5: a tool has no commit boundary at which approval could be checked.
             self.error("'requires approval' is not allowed on a tool — a tool has no commit to "
                        "check approval at; use an action", t.pos)
+        self.annotations(t.params, t.returns)
         self.body(t.body)
 
     def visit_Session(self, s: n.Session):

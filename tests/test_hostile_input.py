@@ -21,6 +21,11 @@ def sensec(*args, cwd=None):
                           text=True, cwd=cwd or ROOT, env=dict(os.environ, NO_COLOR="1"))
 
 
+def sensevm(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "sensevm", *args], capture_output=True,
+                          text=True, cwd=cwd or ROOT, env=dict(os.environ, NO_COLOR="1"))
+
+
 def build_peak(source: str):
     """The peak memory (bytes, by tracemalloc) of compiling ``source``, writing its .snb and
     loading and verifying that back, as ``sensec build`` does; and the program loaded."""
@@ -103,3 +108,186 @@ def test_dis_lists_every_digit_of_a_long_int_constant(tmp_path):
     digits = "1234567890" * 600
     listing = disassemble(compile_source(f"x = {digits}\nprint(-x)\n", "big.sns"))
     assert f"LOAD_CONST               0 ({digits})" in listing
+
+
+# ----------------------------------------------------------------------------- nesting
+
+def run_text(tmp_path, source: str, tier=None, name="deep.sns"):
+    path = tmp_path / name
+    path.write_text(source, encoding="utf-8")
+    return run_program(str(path), tier=tier)
+
+
+def nested_ifs(depth: int) -> str:
+    # One space more per level keeps the file small (a level's statement is its level).
+    return "".join(" " * i + "if true:\n" for i in range(depth)) + " " * depth + "print(1)\n"
+
+
+SHAPES = {
+    # name: (source, expected output), all far past what Python's default recursion limit
+    # allowed the compiler (500 terms, 700 levels, 3,000 blocks were internal errors).
+    "a 2,000-term sum": ("x = " + " + ".join(["1"] * 2000) + "\nprint(x)\n", "2000\n"),
+    "arrays nested 2,000 deep": ("x = " + "[" * 2000 + "]" * 2000 + "\nprint(len(x))\n", "1\n"),
+    "calls nested 2,000 deep": ("def f(a):\n    return a\nprint(" + "f(" * 2000 + "7"
+                                + ")" * 2000 + ")\n", "7\n"),
+    "a 2,000-fold minus": ("print(" + "-" * 2000 + "1)\n", "1\n"),
+    "ifs nested 3,000 deep": (nested_ifs(3000), "1\n"),
+    "a 2,000-branch else-if": ("x = 1999\nif x == 0:\n    print(0)\n"
+                               + "".join(f"else if x == {i}:\n    print({i})\n"
+                                         for i in range(1, 2000)) + "else:\n    print(-1)\n",
+                               "1999\n"),
+}
+
+
+@pytest.mark.parametrize("tier", ["1", "2"])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_deeply_nested_programs_compile_and_run(tmp_path, shape, tier):
+    import sys
+    source, expected = SHAPES[shape]
+    limit = sys.getrecursionlimit()
+    out = run_text(tmp_path, source, tier)
+    assert (out.error, out.stdout) == (None, expected)
+    assert sys.getrecursionlimit() == limit        # raised only while the compiler ran
+
+
+def arrays(depth: int) -> str:
+    """``x = [[...[1]...]]`` whose ``1`` is at level ``depth`` (the statement is level 1, the
+    assignment 2, the outermost array 3)."""
+    arrays = depth - 3
+    return "x = " + "[" * arrays + "1" + "]" * arrays + "\n"
+
+
+def test_nesting_at_the_bound_compiles():
+    from sensec.nesting import MAX_NESTING
+    compile_source(arrays(MAX_NESTING), "deep.sns")
+    compile_source("print(" + "-" * (MAX_NESTING - 3) + "1)\n", "deep.sns")
+
+
+@pytest.mark.parametrize("levels", [1, 100_000])
+def test_nesting_past_the_bound_is_a_positioned_error(levels):
+    from sensec.nesting import MAX_NESTING
+    with pytest.raises(SenseSyntaxError) as info:
+        compile_source("y = 1\n" + arrays(MAX_NESTING + levels), "deep.sns")
+    err = info.value
+    # At the first node past the bound: the array (or the 1) at level MAX_NESTING + 1.
+    assert (err.path, err.pos, err.message) == (
+        "deep.sns", Pos(2, 5 + MAX_NESTING - 2),
+        f"too deeply nested (more than {MAX_NESTING} levels of blocks and expressions)")
+
+
+def test_a_long_sum_past_the_bound_is_a_positioned_error():
+    from sensec.nesting import MAX_NESTING
+    # The sum nests to the left: its first term is its deepest node.
+    with pytest.raises(SenseSyntaxError) as info:
+        compile_source("x = " + " + ".join(["1"] * 100_000) + "\n", "sum.sns")
+    assert info.value.pos.line == 1 and "more than" in info.value.message
+    with pytest.raises(SenseSyntaxError) as info:
+        compile_source("x = " + " + ".join(["1"] * (MAX_NESTING - 1)) + "\n", "sum.sns")
+    assert info.value.pos == Pos(1, 5)
+    compile_source("x = " + " + ".join(["1"] * (MAX_NESTING - 2)) + "\n", "sum.sns")
+
+
+def test_blocks_nested_past_the_bound_are_a_positioned_error():
+    from sensec.nesting import MAX_NESTING
+    # Level k's `if` is line k; its condition is level k + 1.
+    with pytest.raises(SenseSyntaxError) as info:
+        compile_source(nested_ifs(MAX_NESTING + 50), "ifs.sns")
+    assert info.value.pos == Pos(MAX_NESTING, MAX_NESTING - 1 + 4)
+
+
+def test_sensec_and_sensevm_refuse_deep_nesting_with_a_clean_error(tmp_path):
+    from sensec.nesting import MAX_NESTING
+    path = tmp_path / "deep.sns"
+    path.write_text(arrays(MAX_NESTING + 10_000))
+    expected = (f"{path}:1:{5 + MAX_NESTING - 2}: SenseSyntaxError: too deeply nested (more "
+                f"than {MAX_NESTING} levels of blocks and expressions)")
+    for command in (sensec("build", str(path)), sensec("check", str(path)),
+                    sensec("fmt", str(path)), sensevm("run", str(path))):
+        assert command.returncode == 1, command.stderr
+        assert command.stderr.splitlines()[0] == expected
+
+
+def test_sensevm_runs_a_long_sum(tmp_path):
+    path = tmp_path / "sum.sns"
+    path.write_text("x = " + " + ".join(["1"] * 500) + "\nprint(x)\n")
+    result = sensevm("run", str(path))
+    assert (result.returncode, result.stdout, result.stderr) == (0, "500\n", "")
+
+
+def test_fmt_formats_deep_nesting_and_refuses_it_past_the_bound():
+    from sensec.fmt import format_source
+    from sensec.nesting import MAX_NESTING
+    source = "x = " + "[" * 3000 + "]" * 3000 + "\n" + "print(" + "-" * 3000 + "1)\n"
+    assert format_source(source) == source.replace("-", "- ").replace("- 1", "-1")
+    assert format_source(nested_ifs(3000)).endswith(" " * 4 * 3000 + "print(1)\n")
+    with pytest.raises(SenseSyntaxError) as info:
+        format_source("y = 1\n" + arrays(MAX_NESTING + 1), "deep.sns")
+    assert info.value.pos == Pos(2, 5 + MAX_NESTING - 2)
+
+
+@pytest.mark.parametrize("tier", ["1", "2"])
+def test_deeply_nested_values_end_in_a_sense_error_at_run_time(tmp_path, tier):
+    # Printing, str() and comparing values nested this deep recurse in the host: the VM turns
+    # a host RecursionError into the language's (as the reference reports them).
+    deep = "[" * 700 + "1" + "]" * 700
+    out = run_text(tmp_path, f"a = {deep}\nb = {deep}\nprint(a == b)\nprint(len(str(a)))\n",
+                   tier)
+    assert out.stdout == "true\n"
+    assert out.error.kind == "SenseRuntimeError"
+    assert out.error.message == "maximum recursion depth exceeded"
+    assert out.error.pos == Pos(4, 14)
+
+
+# ----------------------------------------------------------------------------- annotations
+
+def annotation(depth: int) -> str:
+    return "Array<" * depth + "Int" + ">" * depth
+
+
+@pytest.mark.parametrize("tier", ["1", "2"])
+def test_annotations_nested_to_the_bound_are_checked_at_run_time(tmp_path, tier):
+    from sensevm.program import MAX_ANNOTATION_NESTING as deepest
+    t = annotation(deepest)
+    good, bad = "[" * deepest + "1" + "]" * deepest, "[" * deepest + '"s"' + "]" * deepest
+    out = run_text(tmp_path, f"def f(x: {t}) -> {t}:\n    return x\ny: {t} = f({good})\n"
+                             f"print(len(y))\nprint(f({bad}))\n", tier)
+    assert out.stdout == "1\n"
+    assert (out.error.kind, out.error.pos, out.error.message) == (
+        "SenseTypeError", Pos(5, 8), f"argument 'x' of 'f' expects {t}, got Array")
+
+
+@pytest.mark.parametrize("source, at", [
+    ("def f(x: {t}):\n    return x\n", Pos(2, 10)),
+    ("def f() -> {t}:\n    return 1\n", Pos(2, 12)),
+    ("y: {t} = []\n", Pos(2, 4)),
+    ("def g():\n    local y: {t} = []\n", Pos(3, 14)),
+    ("tool t(x: {t}) returns String requires a.b:\n    return \"\"\n", Pos(2, 11)),
+    ("tool t() returns {t} requires a.b:\n    return []\n", Pos(2, 18)),
+    ("reversible action a(x: {t}) requires a.b:\n    print(x)\nrollback:\n    print(x)\n",
+     Pos(2, 24)),
+], ids=["parameter", "return", "declaration", "local", "tool parameter", "tool result",
+        "action parameter"])
+def test_an_annotation_nested_past_the_bound_is_a_positioned_error(source, at):
+    from sensec.fmt import format_source
+    from sensevm.program import MAX_ANNOTATION_NESTING as deepest
+    text = "x = 1\n" + source.format(t=annotation(deepest + 1))
+    message = f"type annotation nested too deeply (more than {deepest} levels of type arguments)"
+    for compile_it in (compile_source, format_source):
+        with pytest.raises(SenseSyntaxError) as info:
+            compile_it(text, "ann.sns")
+        assert (info.value.pos, info.value.message) == (at, message)
+    compile_source("x = 1\n" + source.format(t=annotation(deepest)), "ann.sns")
+
+
+def test_a_forged_deep_annotation_is_refused_before_anything_runs(tmp_path):
+    from dataclasses import replace
+    program = compile_source("def f(x: Int) -> Int:\n    return x\nprint(f(1))\n", "ann.sns")
+    forged = replace(program, codes=tuple(
+        replace(c, param_types=(annotation(5000),)) if c.name == "f" else c
+        for c in program.codes))
+    path = tmp_path / "ann.snb"
+    path.write_bytes(dump(forged))
+    result = sensevm("run", str(path))
+    assert (result.returncode, result.stdout, result.stderr) == (
+        1, "", f"{path}: VerifyError: f+0: type annotation for parameter 'x' nests type "
+               "arguments more than 100 deep\n")
