@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from sensevm.diagnostics import report
+from sensevm.diagnostics import report, report_file_error
 from sensevm.errors import SenseError, SnbFormatError, VerifyError
 
 
@@ -62,7 +62,7 @@ def dis(file, no_verify):
     except SenseError as err:
         _report_and_exit(err)
     except SnbFormatError as exc:
-        click.echo(f"{file}: SnbFormatError: {exc}", err=True)
+        report_file_error(file, exc, sys.stderr)
         sys.exit(1)
     failed = None
     if not no_verify:
@@ -70,9 +70,10 @@ def dis(file, no_verify):
             verify(program)
         except VerifyError as exc:
             failed = exc
-    click.echo(disassemble(program, verified=failed is None), nl=False)
+    # Listed as verified only when it was: --no-verify lists what the verifier would refuse.
+    click.echo(disassemble(program, verified=not no_verify and failed is None), nl=False)
     if failed is not None:
-        click.echo(f"{file}: VerifyError: {failed}", err=True)
+        report_file_error(file, failed, sys.stderr)
         sys.exit(1)
 
 

@@ -7,6 +7,9 @@ structure; the VM's scope chain resolves names.
 
 from __future__ import annotations
 
+import re
+
+from sensevm.diagnostics import CONTROL
 from sensevm.errors import SenseSyntaxError
 
 from . import nodes as n
@@ -61,6 +64,12 @@ class Resolver(n.NodeVisitor):
         for stmt in stmts:
             self.visit(stmt)
         self.loops, self.in_function, self.session = saved
+
+    def visit_ModRef(self, ref: n.ModRef):
+        # The path becomes the module's name and path in the .snb, which the verifier refuses
+        # with a control character in them (they reach messages and listings).
+        if not ref.text.isprintable() and re.search(CONTROL, ref.text):
+            self.error("an import path cannot hold control characters", ref.pos)
 
     def visit_TypeRef(self, t: n.TypeRef):
         err = annotation_error(t, self.path)      # its arguments are not entered: no recursion

@@ -152,7 +152,8 @@ def resume_agent(directory: str, name: str, answer: str, *, stdout=None, stderr=
                      f"{exc.strerror or exc}\n")
         return 1
     except (SnbFormatError, VerifyError) as exc:
-        stderr.write(f"{directory}/program.snb: {type(exc).__name__}: {exc}\n")
+        from .diagnostics import report_file_error
+        report_file_error(f"{directory}/program.snb", exc, stderr)
         return 1
     except StateError as exc:
         stderr.write(f"sensevm: cannot resume agent '{name}': {exc}\n")

@@ -623,7 +623,8 @@ def open_console(path: str, *, dry_run: bool = False, stdout=None, stderr=None,
         report(err, {}, stderr)
         return None, 1
     except (SnbFormatError, VerifyError) as exc:
-        stderr.write(f"{path}: {type(exc).__name__}: {exc}\n")
+        from .diagnostics import report_file_error
+        report_file_error(path, exc, stderr)
         return None, 1
     stale = stale_source(path, verified.program.source_hash)
     if stale:

@@ -13,11 +13,14 @@ instruction that some jump targets, and the parenthesised part resolves the oper
 constant in Sense syntax, the name, the annotation, the code object's name, the module's path,
 ``to N`` for a jump. With ``verified=False`` the listing is made without the verifier, so a
 broken code object is shown up to the first undecodable byte, which gets a ``!!`` line.
+Every text from the file (names, paths, constants) is shown with its control characters
+escaped: a forged file must not be able to drive the terminal of whoever lists it.
 """
 
 from __future__ import annotations
 
 from .decode import DecodeError, decode
+from .diagnostics import printable
 from .opcodes import Operand
 from .program import CodeKind, CodeObject, Program
 
@@ -126,13 +129,13 @@ def _header(program: Program, code: CodeObject) -> str:
         params = ", ".join(p if t is None else f"{p}: {t}" for p, t in zip(code.params, types))
         parts.append(f"params ({params})" + (f" -> {code.return_type}" if code.return_type else ""))
     parts.append(f"max stack {code.max_stack}")
-    return f"Disassembly of {code.name} ({', '.join(parts)}):"
+    return printable(f"Disassembly of {code.name} ({', '.join(parts)}):")
 
 
 def _resolve(program: Program, kind: Operand, value: int):
     """The parenthesised meaning of one operand, or None for a bare count."""
     def pick(table, show):
-        return show(table[value]) if 0 <= value < len(table) else "<out of range>"
+        return printable(show(table[value])) if 0 <= value < len(table) else "<out of range>"
 
     if kind is Operand.CONST:
         return pick(program.constants, sense_repr)
@@ -189,5 +192,5 @@ def _disassemble_code(program: Program, code: CodeObject, instructions, error) -
         lines.append(" ".join(fields).rstrip())
     if error is not None:
         lines.append(" ".join([" " * line_width, "!!", str(error.offset).rjust(offset_width),
-                               "<invalid>".ljust(OPNAME_WIDTH), error.message]))
+                               "<invalid>".ljust(OPNAME_WIDTH), printable(error.message)]))
     return "\n".join(lines)

@@ -87,7 +87,8 @@ def memory_path(path, *, stdout=None, stderr=None) -> int:
         report(err, {}, stderr)
         return 1
     except SnbFormatError as exc:
-        stderr.write(f"{path}: SnbFormatError: {exc}\n")
+        from .diagnostics import report_file_error
+        report_file_error(path, exc, stderr)
         return 1
     decls = persistent_declarations(module)
     if not decls:

@@ -61,7 +61,8 @@ def run_tests(path: str, *, stdout=None, stderr=None, limits: dict | None = None
         except (SnbFormatError, VerifyError) as exc:
             errored += 1
             stdout.flush()
-            stderr.write(f"  ERROR  {type(exc).__name__}: {exc}\n")
+            from .diagnostics import printable
+            stderr.write(f"  ERROR  {type(exc).__name__}: {printable(str(exc))}\n")
         for result in (vm.tests if vm is not None else ()):
             if result.passed:
                 passed += 1

@@ -183,6 +183,46 @@ def _check_tables(program: Program) -> None:
             for field in fields:
                 if "\0" in getattr(item, field):
                     fail(f"{what} {i} has a NUL character in its {field}")
+    _check_names(program, fail)
+
+
+def _check_names(program: Program, fail) -> None:
+    """No name holds a control character (diagnostics.CONTROL). The compiler writes only
+    identifiers, capabilities and annotations there (and a module's name and path as its
+    import wrote them, which it refuses with such characters too); names reach error
+    messages, listings, audit lines and printed values, where one could drive the terminal."""
+    names = list(program.strings)
+    for code in program.codes:
+        names.append(code.name)
+        names += code.params
+    names += [entry.name for entries in (program.actions, program.tools, program.agents)
+              for entry in entries]
+    names += [m.name + m.rel for m in program.modules]
+    names += [param for action in program.actions for param, _ in action.roles]
+    if "".join(names).isprintable():        # the usual case: one pass, in C
+        return
+    from .diagnostics import CONTROL
+
+    def check(what: str, text: str) -> None:
+        if re.search(CONTROL, text):
+            fail(f"{what} has a control character: {text!r}")
+
+    for i, text in enumerate(program.strings):
+        check(f"name {i}", text)
+    for i, code in enumerate(program.codes):
+        check(f"code {i}'s name", code.name)
+        for j, param in enumerate(code.params):
+            check(f"code {i}'s parameter {j}", param)
+    for what, entries in (("action", program.actions), ("tool", program.tools),
+                          ("agent", program.agents)):
+        for i, entry in enumerate(entries):
+            check(f"{what} {i}'s name", entry.name)
+    for i, action in enumerate(program.actions):
+        for param, _ in action.roles:
+            check(f"action {i}'s role parameter", param)
+    for i, module in enumerate(program.modules):
+        check(f"module {i}'s name", module.name)
+        check(f"module {i}'s path", module.rel)
 
 
 _KIND_NAMES = {CodeKind.MODULE: "a module body", CodeKind.FUNCTION: "a function",

@@ -291,3 +291,119 @@ def test_a_forged_deep_annotation_is_refused_before_anything_runs(tmp_path):
     assert (result.returncode, result.stdout, result.stderr) == (
         1, "", f"{path}: VerifyError: f+0: type annotation for parameter 'x' nests type "
                "arguments more than 100 deep\n")
+
+
+# ----------------------------------------------------------------------------- control characters
+
+FORGEABLE = '''\
+tool look(word: String) returns String requires dict.read "define a word":
+    return word
+irreversible action send(to: String) requires email.send:
+    print(to)
+agent helper:
+    print(look("x"))
+print(send)
+'''
+
+# What could drive a terminal: an escape sequence, BEL, DEL, a C1 CSI, bidi override, isolate.
+CONTROLS = ["\x1b[2J", "\x07", "\x7f", "\x9b31m", "\u202e", "\u2066"]
+
+
+def raw_controls(text: str) -> list:
+    import re
+    from sensevm.diagnostics import CONTROL
+    return [c for c in re.findall(CONTROL, text) if c not in "\n"]
+
+
+def _code(program, name):
+    return next(i for i, c in enumerate(program.codes) if c.name == name)
+
+
+def _rename_code(program, name, new):
+    from dataclasses import replace
+    i = _code(program, name)
+    return replace(program, codes=program.codes[:i] + (replace(program.codes[i], name=new),)
+                   + program.codes[i + 1:])
+
+
+def _forge(where: str, bad: str):
+    from dataclasses import replace
+    p = compile_source(FORGEABLE, "forge.sns")
+    if where == "code name":
+        return _rename_code(p, "look", "look" + bad), f"code {_code(p, 'look')}'s name"
+    if where == "parameter":
+        i = _code(p, "look")
+        code = replace(p.codes[i], params=("wo" + bad + "rd",))
+        return (replace(p, codes=p.codes[:i] + (code,) + p.codes[i + 1:]),
+                f"code {i}'s parameter 0")
+    if where == "name operand":
+        i = p.strings.index("print")
+        return (replace(p, strings=p.strings[:i] + ("pr" + bad + "int",) + p.strings[i + 1:]),
+                f"name {i}")
+    table = {"action": "actions", "tool": "tools", "agent": "agents"}[where]
+    entries = getattr(p, table)
+    return (replace(p, **{table: (replace(entries[0], name=entries[0].name + bad),)}),
+            f"{where} 0's name")
+
+
+@pytest.mark.parametrize("bad", CONTROLS, ids=repr)
+@pytest.mark.parametrize("where", ["code name", "parameter", "name operand", "action", "tool",
+                                   "agent"])
+def test_the_verifier_refuses_a_name_with_a_control_character(where, bad):
+    from sensevm.errors import VerifyError
+    forged, what = _forge(where, bad)
+    with pytest.raises(VerifyError) as info:
+        load_verified(dump(forged))
+    err = info.value
+    assert (err.code_name, err.offset, err.opname) == ("<program>", 0, None)
+    assert err.message.startswith(f"{what} has a control character: ")
+    assert not raw_controls(str(err))
+
+
+def test_an_import_path_with_a_control_character_is_a_positioned_error():
+    with pytest.raises(SenseSyntaxError) as info:
+        compile_source('x = 1\nimport "lib\x1b[2J.sns"\n', "imp.sns")
+    assert (info.value.pos, info.value.message) == (
+        Pos(2, 8), "an import path cannot hold control characters")
+
+
+def test_nothing_from_a_forged_file_reaches_the_terminal_raw(tmp_path):
+    forged, _ = _forge("code name", "\x1b]0;owned\x07\x1b[2J")
+    path = tmp_path / "forged.snb"
+    path.write_bytes(dump(forged))
+    run = sensevm("run", str(path))
+    assert run.returncode == 1 and "VerifyError" in run.stderr
+    listing = sensec("dis", str(path))
+    assert listing.returncode == 1 and "VerifyError" in listing.stderr
+    assert "Disassembly of look\\x1b]0;owned\\x07\\x1b[2J (tool_body" in listing.stdout
+    unverified = sensec("dis", "--no-verify", str(path))
+    assert unverified.returncode == 0
+    for text in (run.stdout, run.stderr, listing.stdout, listing.stderr, unverified.stdout):
+        assert not raw_controls(text)
+
+
+def test_errors_show_paths_messages_and_source_lines_escaped(tmp_path):
+    # A path, a source line and a message built from a String constant, all from the file:
+    # the renderer escapes them, and the caret stays under its character.
+    from dataclasses import replace
+    source = 'x = "\x1b[2J"\nassert(false, x + "\u202e!")\n'
+    p = compile_source(source, "evil\x1b[31m.sns")
+    p = replace(p, sources=(replace(p.sources[0], path="evil\x1b[31m.sns"),))
+    path = tmp_path / "evil.snb"
+    path.write_bytes(dump(p))
+    run = sensevm("run", str(path))
+    assert run.returncode == 1
+    assert not raw_controls(run.stderr)
+    assert run.stderr.splitlines() == [
+        "evil\\x1b[31m.sns:2:7: SenseRuntimeError: \\x1b[2J\\u202e!",
+        '    2 | assert(false, x + "\\u202e!")',
+        "      |       ^"]
+
+
+def test_the_caret_stays_under_its_character_after_escapes():
+    from sensevm.diagnostics import render
+    from sensevm.errors import SenseRuntimeError
+    err = SenseRuntimeError("division by zero", Pos(1, 12), path="p.sns")
+    assert render(err, 'x = "\x1b[2J" + 1 / 0\n').splitlines()[1:] == [
+        '    1 | x = "\\x1b[2J" + 1 / 0',
+        "      |               ^"]

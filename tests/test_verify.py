@@ -343,6 +343,12 @@ REJECTIONS = [
     ("declared type nested too deep",
      program((Op.LOAD_NIL,), (Op.CHECK_DECL, 0, 7), (Op.RETURN,), strings=STRINGS + (DEEP,)),
      ("<main>", 1, "CHECK_DECL", "type annotation nests type arguments more than 100 deep")),
+    ("module name with a control character",
+     replace(VALID, modules=(replace(VALID.modules[0], name="ut\x1bil"), VALID.modules[1])),
+     ("<program>", 0, None, "module 0's name has a control character: 'ut\\x1bil'")),
+    ("module path with a bidi override",
+     replace(VALID, modules=(VALID.modules[0], replace(VALID.modules[1], rel="\u202egone.sns"))),
+     ("<program>", 0, None, "module 1's path has a control character: '\\u202egone.sns'")),
     ("positions not increasing",
      replace(VALID, codes=(VALID.codes[0], replace(FUNC, positions=((2, 1, 1), (0, 1, 1))), UTIL)),
      ("f", 0, "LOAD_NAME", "position offsets not strictly increasing (0 after 2)")),
@@ -355,6 +361,12 @@ REJECTIONS = [
 @pytest.mark.parametrize("p, expected", [pytest.param(p, e, id=name) for name, p, e in REJECTIONS])
 def test_rejected(p, expected):
     assert rejects(p) == expected
+
+
+def test_a_source_path_may_hold_any_character():
+    # A path is the user's file system's (and is shown escaped), not a name the compiler made.
+    assert verify(replace(VALID, sources=(Source("/p/m\x1bain.sns", "x = 42\n"),
+                                          VALID.sources[1])))
 
 
 def test_error_text_names_code_offset_and_opcode():
