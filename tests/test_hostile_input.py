@@ -207,11 +207,17 @@ def test_sensec_and_sensevm_refuse_deep_nesting_with_a_clean_error(tmp_path):
         assert command.stderr.splitlines()[0] == expected
 
 
-def test_sensevm_runs_a_long_sum(tmp_path):
+def test_sensevm_runs_a_long_sum_and_deep_arrays(tmp_path):
     path = tmp_path / "sum.sns"
     path.write_text("x = " + " + ".join(["1"] * 500) + "\nprint(x)\n")
     result = sensevm("run", str(path))
     assert (result.returncode, result.stdout, result.stderr) == (0, "500\n", "")
+    # Printing arrays nested 700 deep runs out of host stack: the language's error, exit 1.
+    path.write_text("x = " + "[" * 700 + "]" * 700 + "\nprint(len(x))\nprint(x)\n")
+    result = sensevm("run", str(path))
+    assert (result.returncode, result.stdout) == (1, "1\n")
+    assert result.stderr.startswith(f"{path}:3:6: SenseRuntimeError: maximum recursion depth "
+                                    "exceeded\n")
 
 
 def test_fmt_formats_deep_nesting_and_refuses_it_past_the_bound():
