@@ -35,7 +35,7 @@ RECURSION_LIMIT = _FRAMES_PER_LEVEL * MAX_NESTING + _FRAMES_BESIDES
 # of a generator does) take far less; the pages are only mapped when used.
 STACK_BYTES = 256 * 1024 * 1024
 
-_on_pass_thread = threading.local()
+_pass_thread = threading.local()   # .active on a pass's own thread
 _raised = 0                     # passes running with the limit raised
 _saved_limit = 0
 _limit_lock = threading.Lock()
@@ -87,29 +87,36 @@ def nesting_error(tree: n.Node, path):
 def on_deep_stack(fn, *args, **kwargs):
     """``fn(*args, **kwargs)`` on a thread whose stack and recursion limit hold MAX_NESTING
     levels of any pass; its result, or its exception re-raised here."""
-    if getattr(_on_pass_thread, "yes", False):
+    if getattr(_pass_thread, "active", False):
         return fn(*args, **kwargs)          # already here (a pass that starts another)
     outcome = []
 
     def run():
-        _on_pass_thread.yes = True
+        _pass_thread.active = True
         try:
             outcome.append((True, fn(*args, **kwargs)))
         except BaseException as exc:        # handed to the caller's thread, which raises it
             outcome.append((False, exc))
 
+    # A daemon: Ctrl-C interrupts the caller's join, and the exit does not wait for it.
+    worker = threading.Thread(target=run, name="sensec-pass", daemon=True)
     _raise_limit()
     try:
-        previous = threading.stack_size(STACK_BYTES)
         try:
-            # A daemon: Ctrl-C interrupts the caller's join, and the exit does not wait for it.
-            worker = threading.Thread(target=run, name="sensec-pass", daemon=True)
-            worker.start()
-        finally:
-            threading.stack_size(previous)
-        worker.join()
+            previous = threading.stack_size(STACK_BYTES)
+            try:
+                worker.start()
+            finally:
+                threading.stack_size(previous)
+        except (ValueError, RuntimeError):  # a host with no such thread to give
+            started = False
+        else:
+            started = True
+            worker.join()
     finally:
         _restore_limit()
+    if not started:
+        return fn(*args, **kwargs)          # as before: Python's own limit, this stack
     ok, value = outcome[0]
     if ok:
         return value
