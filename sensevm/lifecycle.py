@@ -17,7 +17,7 @@ caller (IllegalTransition), never a user error.
 
 from __future__ import annotations
 
-from _thread import allocate_lock
+from _thread import RLock
 
 from .errors import SenseRuntimeError
 
@@ -70,11 +70,13 @@ class IllegalTransition(Exception):
 # an action with one unlocked statement (``action.state = EDGES[action.state]``). ``threaded``
 # turns True, for good, before the first such thread starts (an async tool or agent, a console
 # request); from then on every edge out of a state another thread could also leave is taken
-# under _MOVING. The edges out of ``committing`` and ``rolling_back`` need no lock: only the
-# thread that entered the state takes them, and no other edge leaves it.
+# under MOVING, together with its audit record (the VM holds MOVING around both), so the audit
+# log lists an action's events in the order it moved. The edges out of ``committing`` and
+# ``rolling_back`` need no lock: only the thread that entered the state takes them, and no
+# other edge leaves it.
 
 threaded = False
-_MOVING = allocate_lock()
+MOVING = RLock()
 
 
 def threads_start() -> None:
@@ -87,7 +89,7 @@ def move(action, edges: "Edges") -> str:
     """Take ``edges``' edge from the action's state as one compare-and-set; return the new
     state. When the state has no such edge (another thread moved the action after the caller's
     guard passed), raise the guard's ordinary error for the state the action is in now."""
-    with _MOVING:
+    with MOVING:
         new = edges.get(action.state)
         if new is not None:
             action.state = new
@@ -98,7 +100,7 @@ def move(action, edges: "Edges") -> str:
 
 def transition(action, event: str) -> str:
     """Move ``action`` along the table for ``event``; return the new state."""
-    return move(action, _EDGES[event])
+    return move(action, EDGES[event])
 
 
 def _refuse(action, event: str) -> None:
@@ -128,12 +130,12 @@ class Edges(dict):
         raise IllegalTransition(f"{self.event} from state {state!r}")
 
 
-_EDGES = {event: Edges(event) for event in {ev for _, ev in TRANSITIONS}}
-VERIFY_ALLOWED = _EDGES["verify_allowed"]
-COMMIT_BEGIN = _EDGES["commit_begin"]
-COMMIT_SUCCEEDED = _EDGES["commit_succeeded"]
-ROLLBACK_BEGIN = _EDGES["rollback_begin"]
-ROLLBACK_SUCCEEDED = _EDGES["rollback_succeeded"]
+EDGES = {event: Edges(event) for event in {ev for _, ev in TRANSITIONS}}
+VERIFY_ALLOWED = EDGES["verify_allowed"]
+COMMIT_BEGIN = EDGES["commit_begin"]
+COMMIT_SUCCEEDED = EDGES["commit_succeeded"]
+ROLLBACK_BEGIN = EDGES["rollback_begin"]
+ROLLBACK_SUCCEEDED = EDGES["rollback_succeeded"]
 
 
 # ----------------------------------------------------------------------------- guards (spec 10.4)

@@ -265,8 +265,7 @@ def route_commit(vm, f, action, scope, handle) -> bool:
                             lambda entry: _fire(vm, handle, action, scope),
                             after=_depends(handle, action.args))
     handle.queued[entry.n] = action
-    L.transition(action, "commit_queued")
-    vm.record(action, "queued", f, detail=f"session {session.name}", host_only=True)
+    vm.step(action, "commit_queued", "queued", f, None, f"session {session.name}", True)
     f.stack.append(action)
     return False
 

@@ -1240,6 +1240,19 @@ class VM:
         self.audit.append((definition.subject, definition.decl.name, definition.kind, event,
                            detail, line, lineage, _now(), host_only))
 
+    def step(self, action: PreparedAction, event: str, audited: str, frame, line=None,
+             detail=None, host_only: bool = False) -> None:
+        """Move ``action`` along the table for ``event`` and record ``audited``, as one step:
+        under the lifecycle lock once other threads run Sense code, so that the audit log lists
+        an action's events in the order its state moved (lifecycle.py)."""
+        if L.threaded:
+            with L.MOVING:
+                L.move(action, L.EDGES[event])
+                self.record(action, audited, frame, line, detail, host_only)
+        else:
+            L.move(action, L.EDGES[event])
+            self.record(action, audited, frame, line, detail, host_only)
+
     def prepare(self, f, definition: ActionDefinition, args: list,
                 line: Optional[int] = None) -> PreparedAction:
         """Prepare ``definition`` with ``args`` in frame ``f``; ``line`` is the frame's current
@@ -1259,16 +1272,15 @@ class VM:
             L.check_verify(action)
         cap = action.definition.decl.capability
         if cap is not None and self.denials.seen and not P.allowed(cap, scope, f):
-            L.transition(action, "verify_denied")
-            self.record(action, "denied", f, line=pos.line,
-                        detail=f"capability '{cap}' denied by policy")
+            self.step(action, "verify_denied", "denied", f, pos.line,
+                      f"capability '{cap}' denied by policy")
             raise SensePolicyError(f"action '{action.name}' requires capability '{cap}', "
                                    "which is denied by policy")
         if L.threaded:
-            L.move(action, L.VERIFY_ALLOWED)
+            self.step(action, "verify_allowed", "verified", f, pos.line)
         else:
             action.state = L.VERIFY_ALLOWED[action.state]
-        self.record(action, "verified", f, pos.line)
+            self.record(action, "verified", f, pos.line)
         look = self.look
         if look is not None and action.definition.outbound:
             self.second_look_at(f, action, "verify", pos.line)
@@ -1311,8 +1323,7 @@ class VM:
             return
         action.flag = evaluation.digest
         action.reason = reason = evaluation.reason()
-        L.transition(action, "commit_unapproved")
-        self.record(action, "denied", f, detail="second look: requires approval")
+        self.step(action, "commit_unapproved", "denied", f, None, "second look: requires approval")
         raise SenseApprovalError(f"action '{action.name}' needs a second look before commit(): "
                                  f"{reason} -- call {action.name}.approve() to send it anyway",
                                  located=False)
@@ -1343,8 +1354,7 @@ class VM:
         if cap is not None and self.denials.seen and not P.allowed(cap, scope, f):
             self._commit_denied(f, action, cap)
         if decl.approval and not action.approved and not confirmed:
-            L.transition(action, "commit_unapproved")
-            self.record(action, "denied", f, detail="requires approval")
+            self.step(action, "commit_unapproved", "denied", f, None, "requires approval")
             raise SenseApprovalError(f"action '{action.name}' requires approval before "
                                      f"commit() — call {action.name}.approve() first",
                                      located=False)
@@ -1352,8 +1362,7 @@ class VM:
         if look is not None and definition.outbound:
             self.second_look_at(f, action, "commit", None)
         if self.dry_run:
-            L.transition(action, "commit_dry_run")
-            self.record(action, "committed", f, detail="dry run — body not executed")
+            self.step(action, "commit_dry_run", "committed", f, None, "dry run — body not executed")
             if action.session is not None:
                 from .sessions import body_ran
                 body_ran(self, action)      # so a dry run shows the manifest a run will
@@ -1361,18 +1370,19 @@ class VM:
             return False
         # The body is entered only past this edge, taken once: a second commit (from the body
         # itself, or another thread) now meets E-COMMIT in state 'committing'.
+        # Its record is the intent before the effect: with a durable log, a crash inside the
+        # body still leaves a record that the commit began (host-side; audit_log() shows the
+        # outcome).
         if L.threaded:
-            L.move(action, L.COMMIT_BEGIN)
+            self.step(action, "commit_begin", "committing", f, None, None, True)
         else:
             action.state = L.COMMIT_BEGIN[action.state]
+            self.record(action, "committing", f, None, None, True)
         prepared = definition.body
         scope = Scope(definition.scope)
         scope.vars = dict(zip(prepared.code.params, action.args))
         action.body_scope = scope
         try:
-            # Intent before effect: with a durable log, a crash inside the body still leaves
-            # a record that the commit began (host-side only; audit_log() shows the outcome).
-            self.record(action, "committing", f, None, None, True)
             if action.session is not None:
                 from .sessions import body_begins
                 body_begins(self, action)       # the session's write-ahead record
@@ -1396,8 +1406,8 @@ class VM:
             self._commit_denied(f, action, cap)
 
     def _commit_denied(self, f, action: PreparedAction, cap: str):
-        L.transition(action, "commit_denied")
-        self.record(action, "denied", f, detail=f"capability '{cap}' denied by policy")
+        self.step(action, "commit_denied", "denied", f, None,
+                  f"capability '{cap}' denied by policy")
         raise SensePolicyError(f"action '{action.name}' requires capability '{cap}', "
                                "which is denied by policy", located=False)
 
@@ -1407,15 +1417,13 @@ class VM:
         cap = decl.capability
         line = pos.line
         if cap is not None and self.denials.seen and not P.allowed(cap, scope, f):
-            L.transition(action, "rollback_denied")
-            self.record(action, "denied", f, line=line,
-                        detail=f"capability '{cap}' denied by policy (rollback)")
+            self.step(action, "rollback_denied", "denied", f, line,
+                      f"capability '{cap}' denied by policy (rollback)")
             raise SensePolicyError(f"action '{action.name}' requires capability '{cap}', "
                                    "which is denied by policy", located=False)
         if self.dry_run:
-            L.transition(action, "rollback_dry_run")
-            self.record(action, "rolled_back", f, line=line,
-                        detail="dry run — rollback not executed")
+            self.step(action, "rollback_dry_run", "rolled_back", f, line,
+                      "dry run — rollback not executed")
             f.stack.append(None)
             return False
         # Taken once, as commit's: a rollback from inside the block meets E-RSTATE.
@@ -1524,15 +1532,13 @@ class VM:
         """A commit or rollback body failed: its state and audit record (``caller`` is the
         frame that called commit/rollback, where the lineage starts)."""
         if role == "commit":
-            L.transition(action, "commit_failed")
-            self.record(action, "failed", caller, detail=err.text)
+            self.step(action, "commit_failed", "failed", caller, None, err.text)
             if action.session is not None:
                 from .sessions import body_failed
                 body_failed(self, action, err.text)
         else:
-            L.transition(action, "rollback_failed")
-            self.record(action, "failed", caller, line=line,
-                        detail=f"rollback body failed: {err.text}")
+            self.step(action, "rollback_failed", "failed", caller, line,
+                      f"rollback body failed: {err.text}")
 
     # ------------------------------------------------------------------ tools
 
