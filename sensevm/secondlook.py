@@ -7,8 +7,9 @@ policy check, for actions that send data out (declared ``sends``, or requiring a
 capability: OUTBOUND). A flagged evaluation makes the action require ``.approve()``
 given *after* the flag, whatever the policy or declaration say; the approval is bound to a
 digest of the arguments and their origins, so changing an argument asks again. Every
-evaluation is recorded host-side in the audit trail. The matching rules are in endorse.py and
-the labels in provenance.py.
+evaluation is recorded host-side in the audit trail, each value with the kind it was
+recognised as and what vouched for it. The matching rules are in endorse.py and the labels in
+provenance.py.
 """
 
 from __future__ import annotations
@@ -45,31 +46,49 @@ def is_outbound(capability, sends: bool = False) -> bool:
                for p in OUTBOUND)
 
 
-class Finding:
-    __slots__ = ("param", "role", "value", "origins", "endorsed", "verdict")
+_RANK = {"user": 0, "literal": 1, "trusted": 2}
 
-    def __init__(self, param, role, value, origins, endorsed, verdict):
+
+class Finding:
+    __slots__ = ("param", "role", "value", "origins", "endorsed", "verdict", "kind", "path",
+                 "matched")
+
+    def __init__(self, param, role, value, origins, endorsed, verdict, kind=None, path=None,
+                 matched=None):
         self.param = param
         self.role = role
         self.value = value            # the plain value checked (a whole argument or a part)
         self.origins = origins
-        self.endorsed = endorsed      # (origin, text) of the clean span that vouched, or None
+        self.endorsed = endorsed      # (origin, text) of the clean text that vouched, or None
         self.verdict = verdict        # "clean" (not influenced), "endorsed" or "flagged"
+        self.kind = kind              # what the value was recognised as (endorse.py)
+        self.path = path              # where inside the argument (an element, an entry)
+        self.matched = matched        # the value as compared (its key), when it has a kind
+
+    def shown(self) -> str:
+        return _preview(self.value)
 
     def as_json(self) -> dict:
-        return {
-            "param": self.param, "role": self.role, "preview": _preview(self.value),
+        out = {
+            "param": self.param, "role": self.role, "kind": self.kind, "preview": self.shown(),
             "origins": sorted(P.origin_text(o) for o in self.origins) or ["literal"],
             "endorsed_by": (P.origin_text(self.endorsed[0]) if self.endorsed else None),
             "verdict": self.verdict,
         }
+        if self.path is not None and self.path != self.param:
+            out["path"] = self.path
+        if self.matched is not None:
+            out["compared_as"] = self.matched
+        if self.endorsed:
+            out["evidence"] = _preview(self.endorsed[1])
+        return out
 
 
 class Evaluation:
-    __slots__ = ("action", "findings", "digest", "stage")
+    __slots__ = ("name", "findings", "digest", "stage")
 
-    def __init__(self, action, findings, digest, stage):
-        self.action = action
+    def __init__(self, name, findings, digest, stage):
+        self.name = name
         self.findings = findings
         self.digest = digest
         self.stage = stage
@@ -91,9 +110,10 @@ class Evaluation:
             tail = f"came from {where}, and you never gave that amount"
         else:
             tail = f"came from {where}, not from you or your records"
+        kind = f", {_ARTICLE.get(f.kind)}" if f.kind in _ARTICLE else ""
         more = len(self.flagged) - 1
         extra = f" ({more} more value{'s' if more > 1 else ''} flagged)" if more else ""
-        return (f"'{self.action.name}' {what} {_preview(f.value)} (argument '{f.param}'), "
+        return (f"'{self.name}' {what} {f.shown()} (argument '{f.param}'{kind}), "
                 f"which {tail}{extra}")
 
     def as_json(self) -> dict:
@@ -101,6 +121,10 @@ class Evaluation:
                 "decision": "ask" if self.flagged else "pass",
                 "findings": [f.as_json() for f in self.findings]}
 
+
+# Kinds a reason names, because they say why an address that looks right is not the one given.
+_ARTICLE = {"malformed email": "a malformed e-mail address", "malformed url": "a malformed URL",
+            "iban (unverified)": "an IBAN whose check digits do not verify"}
 
 def _preview(value) -> str:
     text = str(P.plain(value)) if not isinstance(value, list) else repr(value)
@@ -121,6 +145,15 @@ class SecondLook:
         self.evidence: list = []          # (origin, text): the user's words, trusted records
         self._seen: set = set()
         self._literals = None
+        self._reset_index()
+
+    def _reset_index(self) -> None:
+        # What the evidence holds, by key, each with the best span (by precedence) holding it:
+        # built as the first checks need it, and extended as evidence grows.
+        self._keys: dict = {}
+        self._amounts: dict = {}          # Decimal -> [(currency, span)]
+        self._indexed = 0
+        self._literals_indexed = False
 
     # -- minting labels where values enter the program
 
@@ -162,84 +195,178 @@ class SecondLook:
         for v in values:
             for origin, text in P.clean_spans(v):
                 self.add_evidence(origin, text)
-            for x in _leaves(v):
+            for x in _flat(v):
                 if (type(x) in P.INT_TYPES or type(x) is P.LFloat) \
                         and not P.is_influenced(x.origins):
                     self.add_evidence(P._best(x.origins), str(P.plain(x)))
 
-    # -- the check
+    # -- the program's own words
 
     def add_unit(self, unit) -> None:
         """A loaded unit of code (its literals are gathered at the first check)."""
         self._units.append(unit)
         self._literals = None
+        self._literals_indexed = False
 
     def literals(self) -> list:
-        """The String constants the program's code pushes: its own words -- except inside
-        tool bodies, whose text stands for what the tool fetches."""
+        """The constants the program's code pushes: its own words and numbers -- except inside
+        tool bodies, whose text stands for what the tool fetches. Strings as (LITERAL, text);
+        numbers (Int and Float constants, amounts the author wrote) as (LITERAL, number)."""
         if self._literals is None:
             from .opcodes import Op
             from .program import CodeKind
             load_const = int(Op.LOAD_CONST)
             found = set()
+            numbers = set()
             for unit in self._units:
                 for prepared in unit:
                     if prepared.code.kind is CodeKind.TOOL_BODY:
                         continue
                     for op, a, _ in prepared.instrs:
-                        if op == load_const and type(a) is str and a:
-                            found.add(a)
-            self._literals = [(P.LITERAL, c) for c in sorted(found)]
+                        if op == load_const:
+                            t = type(a)
+                            if t is str and a:
+                                found.add(a)
+                            elif t is int or t is float:
+                                numbers.add(a)
+            self._literals = ([(P.LITERAL, c) for c in sorted(found)]
+                              + [(P.LITERAL, n) for n in sorted(numbers, key=repr)])
         return self._literals
+
+    def _index(self) -> None:
+        """Bring the index up to the evidence and literals seen so far."""
+        E = _endorse()
+        if not self._literals_indexed:
+            if self._indexed:
+                self._reset_index()
+            for span in self.literals():
+                if type(span[1]) is str:
+                    self._add_to_index(E, span)
+                else:
+                    amount = E.as_amount(span[1])
+                    if amount is not None:
+                        self._add_amount(amount[0], None, (P.LITERAL, repr(span[1])))
+            self._literals_indexed = True
+        evidence = self.evidence
+        while self._indexed < len(evidence):
+            self._add_to_index(E, evidence[self._indexed])
+            self._indexed += 1
+
+    def _add_to_index(self, E, span) -> None:
+        origin, text = span
+        analysis = E.analyse(text)
+        rank = _RANK.get(origin[0], 3)
+        keys = self._keys
+        for key in analysis.keys:
+            known = keys.get(key)
+            if known is None or _RANK.get(known[0][0], 3) > rank:
+                keys[key] = span
+        if origin[0] in ("user", "literal"):        # only you, or the author, give amounts
+            for value, currency in analysis.amounts:
+                self._add_amount(value, currency, span)
+
+    def _add_amount(self, value, currency, span) -> None:
+        entries = self._amounts.setdefault(value, [])
+        if (currency, span) not in entries:
+            entries.append((currency, span))
+            entries.sort(key=lambda e: _RANK.get(e[1][0][0], 3))
+
+    # -- the check
 
     def evaluate(self, action, stage: str) -> Evaluation:
         definition = action.definition
         roles = dict(getattr(definition.decl, "roles", ()))
+        E = _endorse()
         findings = []
         for param, value in zip(definition.params, action.args):
-            role = _endorse().role_of(param, roles.get(param))
-            for leaf in _leaves(value):
-                findings.extend(self._check(param, role, leaf))
-        return Evaluation(action, findings, _digest(action), stage)
+            role = E.role_of(param, roles.get(param))
+            for leaf, path in _leaves(value, param):
+                findings.extend(self._check(param, role, leaf, path, E))
+        return Evaluation(action.name, findings, _digest(action.name, action.args), stage)
 
-    def _check(self, param, role, leaf) -> list:
+    def _check(self, param, role, leaf, path, E) -> list:
         origins = P.origins_of(leaf)
+        if not origins:
+            return []
         value = P.plain(leaf)
-        E_ = _endorse()
+        influenced = P.is_influenced(origins)
         if role == "content":
             # Recipients and links inside any text an outgoing action sends are checked too,
-            # each in the span it came from.
-            if type(value) is not str or not P.is_influenced(origins):
+            # each by the spans it came from.
+            if type(value) is not str or not influenced:
                 return []
             out = []
-            for part, kind in ([(e, "recipient") for e in E_.find_emails(value)]
-                               + [(p, "recipient") for p in E_.find_phones(value)]
-                               + [(u, "link") for u in E_.find_urls(value)]):
-                part_origins = _origins_of_part(leaf, part)
+            for kind, key, start, end in E.analyse(value).parts:
+                part_origins = _origins_between(leaf, start, end)
                 if not P.is_influenced(part_origins):
                     continue
-                endorsed = _endorse().endorsed_by(kind, part, self._evidence(leaf, kind))
-                out.append(Finding(param, kind, part, part_origins, endorsed,
-                                   "endorsed" if endorsed else "flagged"))
+                part_role = "link" if key[0] in ("url", "url?") else "recipient"
+                part = (kind, key, value[start:end])
+                endorsed = self._endorsement(leaf, part_role, part, E)
+                out.append(Finding(param, part_role, part[2], part_origins, endorsed,
+                                   "endorsed" if endorsed else "flagged", kind, path,
+                                   _compared(part)))
             return out
-        if not P.is_influenced(origins):
-            return [Finding(param, role, value, origins, None, "clean")] if origins else []
-        endorsed = _endorse().endorsed_by(role, value, self._evidence(leaf, role))
-        return [Finding(param, role, value, origins, endorsed,
-                        "endorsed" if endorsed else "flagged")]
+        out = []
+        for part in E.value_parts(role, value):
+            kind, key, shown = part
+            if not influenced:
+                out.append(Finding(param, role, shown, origins, None, "clean", kind, path,
+                                   _compared(part)))
+                continue
+            endorsed = self._endorsement(leaf, role, part, E)
+            out.append(Finding(param, role, shown, origins, endorsed,
+                               "endorsed" if endorsed else "flagged", kind, path,
+                               _compared(part)))
+        return out
 
-    def _evidence(self, leaf, role) -> list:
-        """Clean text that may vouch, by precedence: user, literal, trusted."""
-        spans = P.clean_spans(leaf) + self.evidence + self.literals()
-        if role == "amount":
-            # Only an amount you gave (or the program's own text) vouches for an amount.
-            spans = [s for s in spans if s[0][0] in ("user", "literal")]
-        rank = {"user": 0, "literal": 1, "trusted": 2}
-        return sorted(spans, key=lambda s: rank.get(s[0][0], 3))
+    def _endorsement(self, leaf, role, part, E):
+        """The clean text that holds a value equal to ``part``, by precedence (user, literal,
+        trusted; the value's own clean spans first among equals), or None."""
+        best = None
+        for span in P.clean_spans(leaf):
+            if role == "amount" and span[0][0] not in ("user", "literal"):
+                continue
+            if E.matches(role, part, span[1]):
+                if best is None or _RANK.get(span[0][0], 3) < _RANK.get(best[0][0], 3):
+                    best = span
+        self._index()
+        kind, key, shown = part
+        if kind == "amount":
+            found = None
+            if key is not None:
+                for currency, span in self._amounts.get(key[1], ()):
+                    if key[2] is None or currency is None or currency == key[2]:
+                        found = span
+                        break
+        elif key is not None:
+            found = self._keys.get(key)
+        else:
+            found = None
+            for span in self.evidence + [s for s in self.literals() if type(s[1]) is str]:
+                if (found is None or _RANK.get(span[0][0], 3) < _RANK.get(found[0][0], 3)) \
+                        and E.text_match(role, shown, span[1]):
+                    found = span
+                    if _RANK.get(span[0][0], 3) == 0:
+                        break
+        if found is not None and (best is None
+                                  or _RANK.get(found[0][0], 3) < _RANK.get(best[0][0], 3)):
+            best = found
+        return best
 
 
-def _leaves(value):
-    """The values inside an argument (arrays flattened, as nested attendee lists are)."""
+def _compared(part):
+    """A part's key as the audit record shows it (None for text, which has no kind)."""
+    kind, key, shown = part
+    if key is None:
+        return None
+    if key[0] == "amount":
+        return str(key[1]) + (f" {key[2]}" if key[2] else "")
+    return key[1]
+
+
+def _flat(value):
+    """The values inside an array (nested arrays flattened), or the value itself."""
     if type(value) is not list:
         yield value
         return
@@ -255,21 +382,36 @@ def _leaves(value):
             yield x
 
 
-def _origins_of_part(leaf, part: str) -> frozenset:
-    """The origins of the spans that the first occurrence of ``part`` overlaps in ``leaf``."""
-    text = str(P.plain(leaf)).lower()
-    at = text.find(part.lower())
-    if at < 0 or type(leaf) is not P.LStr:
+def _leaves(value, param):
+    """(value, path) of the values inside an argument (arrays flattened, as nested attendee
+    lists are: ``attendees[1][0]``)."""
+    if type(value) is not list:
+        yield value, param
+        return
+    seen = set()
+    stack = [(value, param)]
+    while stack:
+        x, path = stack.pop()
+        if type(x) is list:
+            if id(x) not in seen:
+                seen.add(id(x))
+                stack.extend(reversed([(y, f"{path}[{i}]") for i, y in enumerate(x)]))
+        else:
+            yield x, path
+
+
+def _origins_between(leaf, start: int, end: int) -> frozenset:
+    """The origins of the spans of ``leaf`` that [start, end) overlaps."""
+    if type(leaf) is not P.LStr:
         return P.origins_of(leaf)
-    end = at + len(part)
     out = P.EMPTY
-    for start, stop, origins in leaf.spans:
-        if start < end and at < stop:
+    for a, b, origins in leaf.spans:
+        if a < end and start < b:
             out = P.union(out, origins)
     return out
 
 
-def _digest(action) -> str:
+def _digest(name, args) -> str:
     """The arguments and their origins, hashed: what an approval after a flag is bound to."""
     import hashlib
     import json
@@ -287,6 +429,6 @@ def _digest(action) -> str:
             return ["float", repr(p), origins]
         return ["other", str(p), origins]
 
-    doc = [action.name, [canon(a) for a in action.args]]
+    doc = [name, [canon(a) for a in args]]
     text = json.dumps(doc, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
     return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()

@@ -1,4 +1,4 @@
-"""The second look's matching rules: roles, bounded email matching, phones, amounts, links, endorsement."""
+"""The second look's matching rules: roles, and each kind of value (e-mail, phone, IBAN, card and account numbers, URLs, amounts, text) with its own exact comparison."""
 
 from __future__ import annotations
 
@@ -7,13 +7,27 @@ from decimal import Decimal
 import pytest
 from hypothesis import given, strategies as st
 
-from sensevm.endorse import (amount_in, as_amount, email_in, endorsed_by, find_amounts,
-                             find_emails, find_phones, phone_in, role_of, url_in)
+from sensevm.endorse import (amount_in, analyse, as_amount, email_in, endorsed_by, find_amounts,
+                             find_emails, find_phones, iban_valid, luhn_valid, phone_in,
+                             role_of, url_in, url_key, value_parts)
 from sensevm.secondlook import is_outbound
 
+USER = ("user",)
+
+
+def vouches(role, value, text) -> bool:
+    return endorsed_by(role, value, [(USER, text)]) is not None
+
+
+def kinds(role, value) -> list:
+    return [kind for kind, _, _ in value_parts(role, value)]
+
+
+# ----------------------------------------------------------------------------- roles
 
 @pytest.mark.parametrize("param, role", [
     ("to", "recipient"), ("CC", "recipient"), ("attendees", "recipient"), ("phone", "recipient"),
+    ("iban", "recipient"), ("recipient_email", "recipient"),
     ("amount", "amount"), ("total", "amount"), ("url", "link"), ("command", "code"),
     ("body", "content"), ("subject", "content"), ("destination", "content"),
 ])
@@ -23,6 +37,7 @@ def test_roles_from_parameter_names(param, role):
 
 def test_a_declared_role_wins():
     assert role_of("destination", "recipient") == "recipient"
+    assert role_of("to", "content") == "content"
 
 
 @pytest.mark.parametrize("cap, out", [
@@ -35,6 +50,8 @@ def test_outbound_capabilities(cap, out):
     assert is_outbound(cap, sends=True) is True
 
 
+# ----------------------------------------------------------------------------- e-mail
+
 @pytest.mark.parametrize("address, text, found", [
     ("sam@x.example", "please write to sam@x.example today", True),
     ("SAM@X.Example", "sam@x.example", True),
@@ -43,40 +60,226 @@ def test_outbound_capabilities(cap, out):
     ("am@x.example.evil", "am@x.example", False),
     ("am@x.example", "am@x.example-evil.com", False),
     ("am@x.example", "(am@x.example).", True),            # punctuation around is fine
+    ("am@x.example", "*am@x.example*, 'am@x.example'", True),
+    ("am@x.example", ".am@x.example", False),              # a dot glued on is no punctuation
     ("arjun@example.com", "email Arjun the notes", False),  # no name rule
+    ("a@b.c", "send it to a@b.c", True),                  # a one-letter top-level label
+    ('"alice"@example.com', "alice@example.com", True),   # a needless quote changes nothing
+    ("bob@bücher.example", "bob@xn--bcher-kva.example", True),    # IDN = its punycode
+    ("bob@xn--bcher-kva.example", "Bob@Bücher.example", True),
 ])
 def test_bounded_email_matching(address, text, found):
     assert email_in(address, text) is found
+
+
+REQUEST = "email alice@example.com the notes"
+LOOKALIKES = [
+    '"alice@example.com"@evil.example',          # a quoted local part: the domain is evil
+    "alice@example.com, bob@évil.example",        # a second address, with an IDN host
+    "alice@example.com@evil.example",             # several '@'
+    "alice@example.com%evil.example",             # the percent hack
+    "alice%evil.example@example.com",
+    '"alice@example.com" <bob@evil.example>',     # a display name that looks like the address
+    "Alice <alice@example.com>, eve@evil.example",
+    "alice@example.com bob@evil.example",
+    "alice@example.com;bob@evil.example",
+    "alice@example.com.",                         # a trailing dot on the host
+    "alice@example.com.evil.example",
+    "alice@exаmple.com",                          # a Cyrillic 'а': another host's punycode
+    "alice@example.com!evil.example",
+    "bob(comment)@evil.example",
+    "alice@[192.0.2.1]",
+    "alice@example.co",
+    "alice@example.comm",
+    "malice@example.com",
+]
+
+
+@pytest.mark.parametrize("value", LOOKALIKES)
+def test_lookalike_recipients_are_not_endorsed(value):
+    assert not vouches("recipient", value, REQUEST), value
+
+
+@pytest.mark.parametrize("value", [
+    "alice@example.com", "ALICE@EXAMPLE.COM", "Alice <alice@example.com>", '"alice"@example.com',
+    " alice@example.com ", "<alice@example.com>",
+])
+def test_the_address_the_user_gave_is_endorsed_however_it_is_written(value):
+    assert vouches("recipient", value, REQUEST), value
+
+
+def test_every_address_of_a_list_must_be_endorsed():
+    text = "email alice@example.com and bob@corp.example"
+    assert vouches("recipient", "alice@example.com, bob@corp.example", text)
+    assert vouches("recipient", "Alice <alice@example.com>; Bob <bob@corp.example>", text)
+    assert not vouches("recipient", "alice@example.com, bob@corp.example, c@corp.example", text)
+
+
+def test_malformed_addresses_are_their_own_kind():
+    assert kinds("recipient", "alice@example.com@evil.example") == ["malformed email"]
+    assert kinds("recipient", "alice@example.com%evil.example") == ["malformed email"]
+    assert kinds("recipient", '"alice@example.com"@evil.example') == ["email"]
+    # ... and only the very same text vouches for one.
+    assert vouches("recipient", "alice@example.com%evil.example",
+                   "send it to alice@example.com%evil.example")
+
+
+def test_a_user_who_wrote_a_lookalike_did_not_write_the_plain_address():
+    for text in LOOKALIKES[:5]:
+        assert not vouches("recipient", "alice@example.com".replace("alice", "x"), text)
+    assert not vouches("recipient", "alice@example.com", '"alice@example.com"@evil.example')
+    assert not vouches("recipient", "alice@example.com", "alice@example.com@evil.example")
+    assert not vouches("recipient", "alice@example.com", "alice@example.com%evil.example")
 
 
 ADDRESS = st.from_regex(r"[a-z]{1,6}@[a-z]{1,6}\.[a-z]{2,4}", fullmatch=True)
 
 
 @given(ADDRESS, st.from_regex(r"[a-z0-9._%+-]{1,4}", fullmatch=True),
-       st.from_regex(r"[a-z0-9]{1,4}", fullmatch=True))
-def test_an_address_is_never_found_inside_a_longer_one(address, before, after):
+       st.from_regex(r"[a-z0-9]{1,4}", fullmatch=True),
+       st.sampled_from(["@", "%", "!", "."]))
+def test_an_address_is_never_found_inside_a_longer_one(address, before, after, glue):
     assert email_in(address, "to: " + address + ", thanks")
     assert not email_in(address, before + address)
     assert not email_in(address, address + "." + after)
     assert not email_in(address, address + "-" + after)
+    assert not vouches("recipient", address + glue + after + ".example", address)
+    assert not vouches("recipient", f'"{address}"@{after}.example', address)
+    assert not vouches("recipient", f"{address}, {after}@{after}.example", address)
 
+
+def test_emails_are_extracted_lower_cased():
+    assert find_emails("To: Ann@X.Example; cc bob@y.example.") == ["ann@x.example",
+                                                                  "bob@y.example"]
+    assert find_emails("no address @ all, nor @handles") == []
+
+
+# ----------------------------------------------------------------------------- phones
 
 @pytest.mark.parametrize("number, text, found", [
-    ("4155550100", "call me at +1 (415) 555-0100", True),
-    ("+14155550100", "my number is 415.555.0100", True),      # same last ten digits
-    ("4155550199", "call me at +1 (415) 555-0100", False),
-    ("4155550100", "order 9941555501001 shipped", False),     # inside a longer digit run
+    ("+1 415 555 0100", "call me at +1 (415) 555-0100", True),
+    ("+14155550100", "call me at +1 (415) 555-0100", True),
+    ("0014155550100", "call me at +1 (415) 555-0100", True),      # 00 for +
+    ("+44 415 555 0100", "call me at +1 (415) 555-0100", False),  # the country code swapped
+    ("+1 415 555 0100", "my number is 415.555.0100", False),      # no country code given
+    ("4155550100", "call me at +1 (415) 555-0100", False),        # ... nor taken
+    ("415-555-0100", "my number is 415.555.0100", True),          # both national: digits
+    ("+1 415 555 0010", "call me at +1 (415) 555-0100", False),   # a digit moved
+    ("+1 415 555 0199", "call me at +1 (415) 555-0100", False),
+    ("4155550100", "order 9941555501001 shipped", False),         # inside a longer digit run
     ("5550100", "ext 5550100", True),
-    ("123", "123", False),                                    # too short to be a phone number
+    ("123", "123", False),                                        # too short to be a number
 ])
 def test_phone_matching(number, text, found):
     assert phone_in(number, text) is found
 
 
-def test_phone_numbers_are_found_with_their_separators():
-    assert find_phones("a: +1 (415) 555-0100, b: 020 7946 0018") == ["14155550100",
-                                                                    "02079460018"]
+def test_the_user_who_gave_plus_one_did_not_give_plus_forty_four():
+    assert vouches("recipient", "+1 555 010 0000", "text +1 555 010 0000 please")
+    assert not vouches("recipient", "+44 555 010 0000", "text +1 555 010 0000 please")
+    assert not vouches("recipient", "+15550100000", "text 555 010 0000 please")
 
+
+def test_phone_numbers_are_found_with_their_separators():
+    assert find_phones("a: +1 (415) 555-0100, b: 020 7946 0018") == ["+14155550100",
+                                                                    "02079460018"]
+    assert find_phones("+91 98765 43210 or 0044 20 7946 0018") == ["+919876543210",
+                                                                   "+442079460018"]
+
+
+def test_dates_versions_and_times_are_not_numbers():
+    assert find_phones("on 2022-04-01, 01/04/2022 or 1.4.2022, v10.0.19041 at 10:30") == []
+
+
+# ----------------------------------------------------------------------------- IBANs, cards
+
+VALID_IBANS = ["GB29NWBK60161331926819", "DE89370400440532013000", "NL91ABNA0417164300",
+               "FR1420041010050500013M02606", "NO9386011117947"]
+
+
+@pytest.mark.parametrize("iban", VALID_IBANS)
+def test_valid_ibans(iban):
+    assert iban_valid(iban)
+    assert kinds("recipient", iban) == ["iban"]
+    spaced = " ".join(iban[i:i + 4] for i in range(0, len(iban), 4))
+    assert kinds("recipient", spaced) == ["iban"]
+    assert vouches("recipient", iban, f"pay {spaced} please")
+    assert vouches("recipient", spaced, f"the account is {iban}.")
+
+
+@pytest.mark.parametrize("iban", VALID_IBANS)
+def test_iban_lookalikes(iban):
+    digits = [i for i, c in enumerate(iban) if c.isdigit() and i > 3]
+    check = iban[:2] + f"{(int(iban[2:4]) + 1) % 100:02d}" + iban[4:]
+    moved = iban[:digits[-2]] + iban[digits[-1]] + iban[digits[-2]] + iban[digits[-1] + 1:]
+    other = iban[:-1] + str((int(iban[-1], 36) + 1) % 10)
+    for lookalike in (check, other, moved if moved != iban else other,
+                      iban[:-1], iban + "0", "XX" + iban[2:]):
+        assert not iban_valid(lookalike) or lookalike == iban
+        assert not vouches("recipient", lookalike, f"pay {iban}"), lookalike
+
+
+def test_the_banking_minimal_case():
+    """Issue 30: the attacker's IBAN was endorsed by the user's, having the same last ten
+    digits. Neither verifies (US issues none); they are compared whole."""
+    user = "The recipient is US122000000121212121212."
+    assert kinds("recipient", "US133000000121212121212") == ["iban (unverified)"]
+    assert not vouches("recipient", "US133000000121212121212", user)
+    assert vouches("recipient", "US122000000121212121212", user)
+
+
+@pytest.mark.parametrize("card", ["4111111111111111", "5500 0000 0000 0004",
+                                  "3782-822463-10005"])
+def test_cards_are_luhn_checked_and_compared_whole(card):
+    digits = card.replace(" ", "").replace("-", "")
+    assert luhn_valid(digits)
+    assert kinds("recipient", card) == ["card number"]
+    assert vouches("recipient", card, f"charge card {digits}")
+    moved = digits[1:] + digits[0]
+    assert not vouches("recipient", moved, f"charge card {card}")
+    assert not vouches("recipient", digits[:-1], f"charge card {card}")
+    assert not vouches("recipient", "9" + digits, f"charge card {card}")
+
+
+def test_account_numbers_are_compared_whole():
+    assert kinds("recipient", "12345678901") == ["account number"]
+    assert vouches("recipient", "12345678901", "to account 12345678901")
+    assert not vouches("recipient", "2345678901", "to account 12345678901")
+    assert not vouches("recipient", "123456789012", "to account 12345678901")
+
+
+# ----------------------------------------------------------------------------- URLs
+
+@pytest.mark.parametrize("url, text, found", [
+    ("HTTPS://Example.COM/Path?q=1", "see https://example.com/Path?q=1.", True),
+    ("https://example.com/path", "see https://example.com/Path", False),
+    ("https://example.com/a", "https://example.com/ab", False),
+    ("https://example.com", "https://example.com/", True),
+    ("https://example.com:443/a", "https://example.com/a", True),         # the default port
+    ("https://example.com:8443/a", "https://example.com/a", False),
+    ("https://example.com./a", "https://example.com/a", False),           # a trailing dot
+    ("https://example.com/a", "https://example.com./a", False),
+    ("https://bücher.example/a", "https://xn--bcher-kva.example/a", True),  # punycode twins
+    ("https://xn--bcher-kva.example/a", "(https://BÜCHER.example/a)", True),
+    ("https://exаmple.com/a", "https://example.com/a", False),            # a Cyrillic 'а'
+    ("https://example.com@evil.example/a", "https://example.com/a", False),
+    ("https://evil.example/https://example.com/a", "https://example.com/a", False),
+    ("http://example.com/a", "https://example.com/a", False),
+    ("https://[2001:DB8::1]/a", "https://[2001:db8:0::1]/a", True),
+    ("https://example.com/a#x", "https://example.com/a", False),
+])
+def test_links_match_by_scheme_and_host_then_exactly(url, text, found):
+    assert url_in(url, text) is found
+
+
+def test_url_keys():
+    assert url_key("https://Bücher.Example./x") == ("url", "https://xn--bcher-kva.example./x")
+    assert url_key("https://example.com@evil.example:443/") == ("url",
+                                                                "https://example.com@evil.example/")
+    assert url_key("https://ex ample/") is None
+
+
+# ----------------------------------------------------------------------------- amounts
 
 @pytest.mark.parametrize("text, amounts", [
     ("pay $1,200 please", [(Decimal("1200"), "USD")]),
@@ -84,7 +287,18 @@ def test_phone_numbers_are_found_with_their_separators():
     ("₹1,20,000 is the fee", [(Decimal("120000"), "INR")]),
     ("transfer 5000", [(Decimal("5000"), None)]),
     ("€12.50 and 3 EUR", [(Decimal("12.50"), "EUR"), (Decimal("3"), "EUR")]),
+    ("USD 40 or 1200€", [(Decimal("40"), "USD"), (Decimal("1200"), "EUR")]),
     ("version 1.2.3", []),
+    # The digits of dates, times, ids, phone numbers, versions and IBANs are not amounts.
+    ("refund from 2022-04-01", []),
+    ("on 01/04/2022 and 1.4.2022", []),
+    ("on April 1, 2022 or 1 April 2022 or March 2022", []),
+    ("at 10:30, invoice INV-2022-001, order #4411, tx_77, ref A1B2", []),
+    ("call +1 555 010 0000 or 555-0100", []),
+    ("to GB29 NWBK 6016 1331 9268 19", []),
+    ("card 4111 1111 1111 1111", []),
+    ("v2.0.1 and 3rd and 5% and 10x", []),
+    ("from alice2022@example.com via https://example.com/2022/04", []),
 ])
 def test_amounts_are_found_as_decimals(text, amounts):
     assert find_amounts(text) == amounts
@@ -97,24 +311,43 @@ def test_amounts_are_found_as_decimals(text, amounts):
     (12000, "pay $1,200", False),
     ("500 INR", "send 500 rupees", True),
     ("500 USD", "send 500 rupees", False),                 # the currencies disagree
+    ("$500", "send 500 rupees", False),
     (5000, "transfer 5000", True),
+    (12.5, "tip 12.50", True),
     (True, "transfer 1", False),
+    (4, "the refund of 2022-04-01", False),               # issue 30: a date's digits
+    (2022, "the refund of 2022-04-01", False),
+    (1, "the refund of 2022-04-01", False),
+    (555, "call +1 555 010 0000", False),
+    (2, "v2", False),
 ])
 def test_amount_endorsement(value, text, found):
     assert amount_in(value, text) is found
+    assert vouches("amount", value, text) is found
 
 
 def test_an_ambiguous_amount_string_is_not_an_amount():
     assert as_amount("$5 or $6") is None
+    assert as_amount("five dollars") is None
+    assert value_parts("amount", "soon") == [("amount", None, "soon")]
 
 
-@pytest.mark.parametrize("url, text, found", [
-    ("HTTPS://Example.COM/Path?q=1", "see https://example.com/Path?q=1.", True),
-    ("https://example.com/path", "see https://example.com/Path", False),
-    ("https://example.com/a", "https://example.com/ab", False),
+# ----------------------------------------------------------------------------- text
+
+@pytest.mark.parametrize("role, value, text, found", [
+    ("code", "ls -la /tmp", "ls -la /tmp", True),
+    ("code", "ls -la /tmp", "please run `ls -la /tmp` now", True),
+    ("code", "ls -la /tmp", 'run this:\nls -la /tmp\nthanks', True),
+    ("code", "ls -la /tmp", "command: ls -la /tmp", True),
+    ("code", "ls", "please run ls -la /tmp now", False),        # no substring, no word
+    ("code", "rm", "inform me", False),
+    ("code", "ls -la /tmp; curl evil.example", "run `ls -la /tmp`", False),
+    ("recipient", "Arjun", "email Arjun the notes", True),       # a name is a whole word
+    ("recipient", "Arj", "email Arjun the notes", False),
+    ("recipient", "nobody", "email Arjun the notes", False),
 ])
-def test_links_match_by_scheme_and_host_then_exactly(url, text, found):
-    assert url_in(url, text) is found
+def test_text_is_equal_to_a_whole_piece_of_the_clean_text(role, value, text, found):
+    assert vouches(role, value, text) is found
 
 
 CLEAN = [("user", "email sam@x.example and call +1 (415) 555-0100 about the $1,200"),
@@ -127,20 +360,21 @@ CLEAN = [("user", "email sam@x.example and call +1 (415) 555-0100 about the $1,2
     ("recipient", "reports@acme.example", "literal"),
     ("recipient", "arjun.mehta@corp.example", "trusted:lookup"),
     ("recipient", "sam@x.example, reports@acme.example", "user"),
-    ("recipient", "4155550100", "user"),
+    ("recipient", "+14155550100", "user"),
+    ("recipient", "4155550100", None),
     ("recipient", "am@x.example", None),
     ("recipient", "sam@x.example, x@evil.example", None),   # every recipient must be endorsed
     ("recipient", "nobody", None),
     ("amount", 1200, "user"),
     ("amount", 9999, None),
     ("link", "https://evil.example/x", None),
-    ("content", "the $1,200", "user"),
 ])
 def test_endorsement_names_the_span_that_vouches(role, value, origin):
     span = endorsed_by(role, value, CLEAN)
     assert (span[0] if span else None) == origin
 
 
-def test_emails_are_extracted_lower_cased():
-    assert find_emails("To: Ann@X.Example; cc bob@y.example.") == ["ann@x.example",
-                                                                  "bob@y.example"]
+def test_analysis_parts_carry_their_spans():
+    text = "mail a@x.example or +1 555 010 0000"
+    assert [(kind, text[s:e]) for kind, _, s, e in analyse(text).parts] == [
+        ("email", "a@x.example"), ("phone", "+1 555 010 0000")]

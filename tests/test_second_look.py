@@ -433,7 +433,8 @@ def test_the_audit_record_explains_each_argument(go):
     assert look["stage"] == "verify" and look["decision"] == "ask"
     assert look["digest"].startswith("sha256:")
     (finding,) = [f for f in look["findings"] if f["param"] == "to"]
-    assert finding == {"param": "to", "role": "recipient", "preview": "'x@evil.example'",
+    assert finding == {"param": "to", "role": "recipient", "kind": "email",
+                       "preview": "'x@evil.example'", "compared_as": "x@evil.example",
                        "origins": ["untrusted:fetch_page"], "endorsed_by": None,
                        "verdict": "flagged"}
     # Evaluated again at commit, with the same digest.
@@ -687,10 +688,12 @@ def test_a_session_does_not_queue_a_flagged_send_without_the_approval(go):
     assert out.lines == ["verified", "queued", "sent to x@evil.example", "committed"]
 
 
-@pytest.mark.parametrize("number,committed", [("4155550100", True), ("+1 415-555-0100", True),
-                                              ("4155550199", False),
+@pytest.mark.parametrize("number,committed", [("+1 415-555-0100", True), ("+14155550100", True),
+                                              ("4155550100", False),      # no country code
+                                              ("+44 415 555 0100", False),
+                                              ("+1 415 555 0199", False),
                                               ("99 4155550100 1", False)])
-def test_phone_numbers_match_by_their_digits(go, number, committed):
+def test_phone_numbers_match_in_e164_form(go, number, committed):
     src = ('irreversible action text(phone: String, body: String) requires sms.send:\n'
            '    print("texted " + phone)\n'
            'said = ask_human("number?")\nprint(attempt(text(fetch_page("u"), "hi")))\n')
