@@ -368,8 +368,10 @@ def _is_chain_rule(func) -> bool:
 _ActionHead = namedtuple("_ActionHead", "pos kind name params capability approval sends roles")
 _ToolHead = namedtuple("_ToolHead",
                        "pos is_async name params returns capability description trusted")
-# The second look's roles that a `sends(role: param, ...)` clause may give a parameter.
-SEND_ROLES = ("recipient", "amount", "link", "code", "content")
+# The second look's roles that a `sends(role: param, ...)` clause may give a parameter
+# (`secret` is another name for `credential`).
+SEND_ROLES = ("recipient", "amount", "link", "code", "content", "credential")
+ROLE_ALIASES = {"secret": "credential"}
 
 
 # ----------------------------------------------------------------------------- the parser
@@ -1272,7 +1274,8 @@ class Parser:
         capability, approval = p[7] if len(p) == 8 else (None, False)
         names = {param.name for param in p[4]}
         seen = set()
-        for role, param, pos in p[5]:
+        given = [(ROLE_ALIASES.get(role, role), param, pos) for role, param, pos in p[5]]
+        for role, param, pos in given:
             if role not in SEND_ROLES:
                 self._check_failed(f"unknown role '{role}' in 'sends' (expected one of "
                                    f"{', '.join(SEND_ROLES)})", pos)
@@ -1283,7 +1286,7 @@ class Parser:
                 self._check_failed(f"'sends' gives '{param}' a role twice", pos)
             seen.add(param)
         p[0] = _ActionHead(self._pos(p, 1), p[1], p[3], p[4], capability, approval, True,
-                           tuple((param, role) for role, param, _ in p[5]))
+                           tuple((param, role) for role, param, _ in given))
 
     def p_sends_clause(self, p):
         """sends_clause : IDENT

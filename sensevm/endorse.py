@@ -21,9 +21,9 @@ Every comparison is whole and exact for its kind; there is no suffix, prefix or 
   look-alike host (its punycode differs), is another host.
 * **amount**: a decimal, with its currency when stated; the digits of dates, times, versions,
   ids, phone, card and account numbers are not amounts.
-* **text** (code, recipients of no known kind): equal to a whole clean text, one of its
-  lines, a quoted piece or what follows a colon; a recipient or link of no known kind also to
-  one of its words.
+* **text** (code, credentials, recipients of no known kind): equal to a whole clean text, one
+  of its lines, a quoted piece or what follows a colon; a recipient or link of no known kind
+  also to one of its words.
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ from __future__ import annotations
 import re
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
+
+from .secondlook import is_credential_name
 
 # ----------------------------------------------------------------------------- roles
 
@@ -43,14 +45,19 @@ ROLE_BY_NAME = {
     **{n: "link" for n in ("url", "link", "links")},
     **{n: "code" for n in ("code", "command", "script")},
 }
-ROLES = ("recipient", "amount", "link", "code", "content")
+ROLES = ("recipient", "amount", "link", "code", "content", "credential")
 
 
 def role_of(param: str, override: str | None = None) -> str:
-    """The role of a parameter: the declaration's override, else from its name, else content."""
+    """The role of a parameter: the declaration's override, else from its name (a credential's
+    by is_credential_name), else content."""
     if override is not None:
         return override
-    return ROLE_BY_NAME.get(param.lower(), "content")
+    name = param.lower()
+    role = ROLE_BY_NAME.get(name)
+    if role is not None:
+        return role
+    return "credential" if is_credential_name(name) else "content"
 
 
 # ----------------------------------------------------------------------------- hosts
@@ -585,8 +592,9 @@ _QUOTED = re.compile(r"```(?:[\w+-]*\n)?(.*?)```|`([^`\n]+)`|\"([^\"\n]+)\""
 
 
 def _pieces(text: str) -> tuple[frozenset, frozenset]:
-    """The pieces of a clean text that vouch for a value of no kind: the whole text, its
-    lines, quoted pieces and what follows a colon; then its words."""
+    """The pieces of a clean text that vouch for a value of no kind (a code, a credential):
+    the whole text, its lines, quoted pieces and what follows a colon; and its words, which
+    vouch only for recipients and links."""
     whole = set()
     stripped = text.strip()
     if stripped:
@@ -675,13 +683,13 @@ def value_parts(role: str, value) -> list:
 
 def text_match(role: str, value: str, text: str) -> bool:
     """Is ``value`` a whole piece of ``text`` -- the text, a line, a quoted piece, what follows
-    a colon, or (for a recipient or a link of no known kind) a word? A code is never vouched
-    for by a word of prose."""
+    a colon, or (for a recipient or a link of no known kind) a word? A code or a credential
+    is never vouched for by a word: a page must not set the password to one of yours."""
     whole, words = analyse(text).pieces(text)
     value = value.strip()
     if not value:
         return False
-    return value in whole or (role != "code" and value in words)
+    return value in whole or (role not in ("code", "credential") and value in words)
 
 
 def matches(role: str, part, text: str) -> bool:

@@ -1,15 +1,15 @@
 """The second look: before an outgoing action verifies and again before it commits, every
-recipient, amount, link and code argument that outside content influenced must be vouched for
-by the user's words, the program's own text or an uninfluenced trusted record.
+recipient, amount, link, code and credential argument that outside content influenced must be
+vouched for by the user's words, the program's own text or an uninfluenced trusted record.
 
 The VM calls ``SecondLook.evaluate`` from its verify and commit handlers (vm.py), after the
-policy check, for actions that send data out (declared ``sends``, or requiring an outbound
-capability: OUTBOUND). A flagged evaluation makes the action require ``.approve()``
-given *after* the flag, whatever the policy or declaration say; the approval is bound to a
-digest of the arguments and their origins, so changing an argument asks again. Every
-evaluation is recorded host-side in the audit trail, each value with the kind it was
-recognised as and what vouched for it. The matching rules are in endorse.py and the labels in
-provenance.py.
+policy check, for actions that send data out (declared ``sends``, requiring an outbound
+capability, or taking a credential: ``is_outbound``). A flagged evaluation makes the action
+require ``.approve()`` given *after* the flag, whatever the policy or declaration say; the
+approval is bound to a digest of the arguments and their origins, so changing an argument asks
+again. Every evaluation is recorded host-side in the audit trail, each value with the kind it
+was recognised as and what vouched for it. The matching rules are in endorse.py and the labels
+in provenance.py.
 """
 
 from __future__ import annotations
@@ -30,20 +30,44 @@ def _endorse():
 
 PREVIEW = 60        # characters of a value shown in a reason or an audit record
 
-# Capabilities that send data out of the program, as prefixes ("email." covers email.send).
-# (Here, not in endorse.py: telling whether an action is outgoing must not cost the import of
-# the matching rules, which a program that sends nothing never needs.)
+# Capabilities that send data out of the program, or hand over who may act as the user
+# (account.*, auth.*), as prefixes ("email." covers email.send). (Here, not in endorse.py:
+# telling whether an action is outgoing must not cost the import of the matching rules, which
+# a program that sends nothing never needs.)
 OUTBOUND = ("email.", "mail.", "sms.", "payment.", "pay.", "calendar.invite", "http.post",
-            "net.post", "shell.exec")
+            "net.post", "shell.exec", "account.", "auth.")
+
+# Parameter names (or "_"-separated parts of them) that hold a credential.
+_CREDENTIAL_WORDS = frozenset(("password", "passwd", "passphrase", "passcode", "pin", "secret",
+                               "token", "credential", "credentials", "apikey", "otp"))
 
 
-def is_outbound(capability, sends: bool = False) -> bool:
+def is_credential_name(name: str) -> bool:
+    """``password``, ``new_password``, ``api_key``, ``auth_token``...: a credential's name."""
+    name = name.lower()
+    if name == "key" or name.endswith("_key"):
+        return True
+    return any(part in _CREDENTIAL_WORDS for part in name.split("_"))
+
+
+_OUTBOUND_CACHE: dict = {}
+
+
+def is_outbound(capability, sends: bool = False, params=()) -> bool:
+    """Does a declaration send data out: ``sends``, an outbound capability, or a credential
+    among its parameters (a password chosen by a page is as bad as a recipient)?"""
     if sends:
         return True
-    if capability is None:
-        return False
-    return any(capability == p or (p.endswith(".") and capability.startswith(p))
-               for p in OUTBOUND)
+    key = (capability, tuple(params))
+    known = _OUTBOUND_CACHE.get(key)
+    if known is None:
+        known = (capability is not None
+                 and any(capability == p or (p.endswith(".") and capability.startswith(p))
+                         for p in OUTBOUND)) \
+            or any(is_credential_name(p) for p in params)
+        if len(_OUTBOUND_CACHE) < 4096:
+            _OUTBOUND_CACHE[key] = known
+    return known
 
 
 _RANK = {"user": 0, "literal": 1, "trusted": 2}
@@ -66,7 +90,7 @@ class Finding:
         self.matched = matched        # the value as compared (its key), when it has a kind
 
     def shown(self) -> str:
-        return _preview(self.value)
+        return _masked(self.value) if self.role == "credential" else _preview(self.value)
 
     def as_json(self) -> dict:
         out = {
@@ -77,9 +101,9 @@ class Finding:
         }
         if self.path is not None and self.path != self.param:
             out["path"] = self.path
-        if self.matched is not None:
+        if self.matched is not None and self.role != "credential":
             out["compared_as"] = self.matched
-        if self.endorsed:
+        if self.endorsed and self.role != "credential":
             out["evidence"] = _preview(self.endorsed[1])
         return out
 
@@ -105,7 +129,8 @@ class Evaluation:
             sources = sorted({P.describe(o) for o in f.origins})
         where = ", ".join(sources)
         what = {"recipient": "goes to", "link": "carries the link", "code": "runs the code",
-                "amount": "is for the amount", "content": "contains"}[f.role]
+                "amount": "is for the amount", "content": "contains",
+                "credential": "sets the credential"}[f.role]
         if f.role == "amount":
             tail = f"came from {where}, and you never gave that amount"
         else:
@@ -129,6 +154,12 @@ _ARTICLE = {"malformed email": "a malformed e-mail address", "malformed url": "a
 def _preview(value) -> str:
     text = str(P.plain(value)) if not isinstance(value, list) else repr(value)
     return repr(text if len(text) <= PREVIEW else text[:PREVIEW] + "...")
+
+
+def _masked(value) -> str:
+    """A credential is never written out: the reason and the audit trail give its length."""
+    text = str(P.plain(value))
+    return f"<secret, {len(text)} character{'' if len(text) == 1 else 's'}>"
 
 
 class SecondLook:

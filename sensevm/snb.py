@@ -41,8 +41,9 @@ from itertools import accumulate, chain
 from .errors import SnbFormatError
 from .opcodes import FINGERPRINT, FORMAT_MAJOR, FORMAT_MINOR, int_enum
 
-# The second look's roles, by their number in an action's role list (the manifest).
-SEND_ROLES = ("recipient", "amount", "link", "code", "content")
+# The second look's roles, by their number in an action's role list (the manifest). New roles
+# are appended: a file that uses none of them is byte for byte what it was.
+SEND_ROLES = ("recipient", "amount", "link", "code", "content", "credential")
 from .program import (ActionDecl, AgentDecl, ToolDecl, CodeKind, CodeObject, ModuleEntry, Program, Source, encode_positions,
                       unzigzag, write_uvarint, zigzag)
 

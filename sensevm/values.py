@@ -538,7 +538,7 @@ class ActionDefinition:
         self.tags = (f"{kind}:{decl.name}",)
         self.rollback_tags = self.tags + (f"rollback:{decl.name}",)
         # Whether the second look checks it at verify and commit (secondlook.is_outbound).
-        self.outbound = _is_outbound(decl.capability, decl.sends)
+        self.outbound = _is_outbound(decl.capability, decl.sends, self.params)
 
     @property
     def name(self) -> str:

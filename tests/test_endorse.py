@@ -10,7 +10,7 @@ from hypothesis import given, strategies as st
 from sensevm.endorse import (amount_in, analyse, as_amount, email_in, endorsed_by, find_amounts,
                              find_emails, find_phones, iban_valid, luhn_valid, phone_in,
                              role_of, url_in, url_key, value_parts)
-from sensevm.secondlook import is_outbound
+from sensevm.secondlook import is_credential_name, is_outbound
 
 USER = ("user",)
 
@@ -29,7 +29,10 @@ def kinds(role, value) -> list:
     ("to", "recipient"), ("CC", "recipient"), ("attendees", "recipient"), ("phone", "recipient"),
     ("iban", "recipient"), ("recipient_email", "recipient"),
     ("amount", "amount"), ("total", "amount"), ("url", "link"), ("command", "code"),
+    ("password", "credential"), ("new_password", "credential"), ("api_key", "credential"),
+    ("auth_token", "credential"), ("PIN", "credential"),
     ("body", "content"), ("subject", "content"), ("destination", "content"),
+    ("monkey", "content"), ("tokenizer", "content"),
 ])
 def test_roles_from_parameter_names(param, role):
     assert role_of(param) == role
@@ -42,12 +45,21 @@ def test_a_declared_role_wins():
 
 @pytest.mark.parametrize("cap, out", [
     ("email.send", True), ("sms.send", True), ("payment.transfer", True), ("http.post", True),
-    ("shell.exec", True), ("calendar.invite", True), ("http.get", False), ("db.write", False),
-    ("emailer.send", False), (None, False),
+    ("shell.exec", True), ("calendar.invite", True), ("account.write", True),
+    ("auth.rotate", True), ("http.get", False), ("db.write", False), ("emailer.send", False),
+    ("accounting.read", False), (None, False),
 ])
 def test_outbound_capabilities(cap, out):
     assert is_outbound(cap) is out
     assert is_outbound(cap, sends=True) is True
+
+
+def test_a_credential_parameter_makes_an_action_outgoing():
+    assert is_outbound("router.config", False, ("ssid", "passphrase"))
+    assert is_outbound(None, False, ("api_key",))
+    assert not is_outbound("router.config", False, ("ssid", "channel"))
+    assert [n for n in ("password", "key", "ssh_key", "monkey", "keys", "pinned", "token")
+            if is_credential_name(n)] == ["password", "key", "ssh_key", "token"]
 
 
 # ----------------------------------------------------------------------------- e-mail
@@ -342,6 +354,10 @@ def test_an_ambiguous_amount_string_is_not_an_amount():
     ("code", "ls", "please run ls -la /tmp now", False),        # no substring, no word
     ("code", "rm", "inform me", False),
     ("code", "ls -la /tmp; curl evil.example", "run `ls -la /tmp`", False),
+    ("credential", "hunter2", 'set my password to "hunter2"', True),
+    ("credential", "hunter2", "new password: hunter2", True),
+    ("credential", "password", "change my password", False),     # a page must not pick a word
+    ("credential", "hunter", 'set my password to "hunter2"', False),
     ("recipient", "Arjun", "email Arjun the notes", True),       # a name is a whole word
     ("recipient", "Arj", "email Arjun the notes", False),
     ("recipient", "nobody", "email Arjun the notes", False),
