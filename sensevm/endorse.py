@@ -41,23 +41,43 @@ ROLE_BY_NAME = {
                                 "phone", "attendees", "attendee", "recipient_email",
                                 "email_address", "phone_number", "iban", "account",
                                 "account_number")},
-    **{n: "amount" for n in ("amount", "price", "total", "fee")},
+    **{n: "amount" for n in ("amount", "price", "total", "fee", "cents")},
     **{n: "link" for n in ("url", "link", "links")},
-    **{n: "code" for n in ("code", "command", "script")},
+    **{n: "code" for n in ("code", "command", "script", "cmd")},
 }
 ROLES = ("recipient", "amount", "link", "code", "content", "credential")
 
 
-def role_of(param: str, override: str | None = None) -> str:
-    """The role of a parameter: the declaration's override, else from its name (a credential's
-    by is_credential_name), else content."""
-    if override is not None:
-        return override
+def named_role(param: str, declared: str | None = None) -> str | None:
+    """The role a declaration or a parameter's name gives, or None (then the value decides)."""
+    if declared is not None:
+        return declared
     name = param.lower()
     role = ROLE_BY_NAME.get(name)
     if role is not None:
         return role
-    return "credential" if is_credential_name(name) else "content"
+    return "credential" if is_credential_name(name) else None
+
+
+def role_of(param: str, declared: str | None = None, capability: str | None = None,
+            value=None) -> str:
+    """A parameter's role: the declared one; else by its name; else numbers paid out by a
+    ``payment.*``/``pay.*`` action are amounts and Strings run by ``shell.*`` are code; else
+    content."""
+    role = named_role(param, declared)
+    if role is not None:
+        return role
+    return value_role(capability, value)
+
+
+def value_role(capability: str | None, value) -> str:
+    if capability is not None:
+        t = type(value)
+        if (t is int or t is float) and capability.startswith(("payment.", "pay.")):
+            return "amount"
+        if t is str and capability.startswith("shell."):
+            return "code"
+    return "content"
 
 
 # ----------------------------------------------------------------------------- hosts

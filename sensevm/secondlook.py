@@ -71,6 +71,7 @@ def is_outbound(capability, sends: bool = False, params=()) -> bool:
 
 
 _RANK = {"user": 0, "literal": 1, "trusted": 2}
+_PYTHON = P.only(P.untrusted("python"))
 
 
 class Finding:
@@ -160,6 +161,10 @@ def _masked(value) -> str:
     """A credential is never written out: the reason and the audit trail give its length."""
     text = str(P.plain(value))
     return f"<secret, {len(text)} character{'' if len(text) == 1 else 's'}>"
+
+
+# Arguments of these types are not labelled and hold nothing: the common case, decided first.
+_PLAIN_TYPES = frozenset((str, int, float, bool, type(None)))
 
 
 class SecondLook:
@@ -306,12 +311,14 @@ class SecondLook:
 
     def evaluate(self, action, stage: str) -> Evaluation:
         definition = action.definition
-        roles = dict(getattr(definition.decl, "roles", ()))
+        decl = definition.decl
         E = _endorse()
+        roles = dict(getattr(decl, "roles", ()))
         findings = []
         for param, value in zip(definition.params, action.args):
-            role = E.role_of(param, roles.get(param))
-            for leaf, path in _leaves(value, param):
+            named = E.named_role(param, roles.get(param))
+            for leaf, hint, path in _leaves(value, param, E):
+                role = named or hint or E.value_role(decl.capability, P.plain(leaf))
                 findings.extend(self._check(param, role, leaf, path, E))
         return Evaluation(action.name, findings, _digest(action.name, action.args), stage)
 
@@ -413,22 +420,71 @@ def _flat(value):
             yield x
 
 
-def _leaves(value, param):
-    """(value, path) of the values inside an argument (arrays flattened, as nested attendee
-    lists are: ``attendees[1][0]``)."""
-    if type(value) is not list:
-        yield value, param
+def _leaves(value, param, E):
+    """(value, role hint, path) of every value inside an argument: array elements (nested
+    arrays included), an Answer's value, a Memory's entries, and a Python map's, list's or
+    object's contents (all of which Python code chose). An entry whose key names a role
+    (``{"recipient": ..., "amount": ...}``) has that role unless the parameter has one."""
+    t = type(value)
+    if t in _PLAIN_TYPES or t in P.LABELLED:
+        yield value, None, param
         return
     seen = set()
-    stack = [(value, param)]
+    stack = [(value, None, param)]
     while stack:
-        x, path = stack.pop()
-        if type(x) is list:
+        x, hint, path = stack.pop()
+        t = type(x)
+        if t is list:
             if id(x) not in seen:
                 seen.add(id(x))
-                stack.extend(reversed([(y, f"{path}[{i}]") for i, y in enumerate(x)]))
+                stack.extend(reversed([(y, hint, f"{path}[{i}]") for i, y in enumerate(x)]))
+            continue
+        if t in _PLAIN_TYPES or t in P.LABELLED:
+            yield x, hint, path
+            continue
+        kind = getattr(t, "type_name", None)
+        if kind == "Answer":
+            stack.append((x.value, hint, f"{path}.value"))
+        elif kind == "Memory" and hasattr(x, "snapshot"):
+            if id(x) not in seen:
+                seen.add(id(x))
+                entries = x.snapshot((None, None))
+                stack.extend(reversed([(v, E.named_role(k) or hint, f"{path}[{k!r}]")
+                                       for k, v in entries]))
+        elif kind == "Python" and hasattr(x, "value"):
+            yield from _python_leaves(x.value, hint, path, seen, E)
+        # Functions, actions, agents, futures... carry no data of their own to look into.
+
+
+def _python_leaves(obj, hint, path, seen, E):
+    """The contents of a Python value, labelled as what Python code gives is (untrusted)."""
+    stack = [(obj, hint, path)]
+    while stack:
+        x, hint, path = stack.pop()
+        if x is None:
+            continue
+        if isinstance(x, (str, int, float)):
+            yield P.label(x if type(x) in (str, int, float, bool) else _py_str(x), _PYTHON), \
+                hint, path
+        elif isinstance(x, dict):
+            if id(x) not in seen:
+                seen.add(id(x))
+                stack.extend(reversed([(v, E.named_role(str(k)) or hint, f"{path}[{k!r}]")
+                                       for k, v in list(x.items())]))
+        elif isinstance(x, (list, tuple, set, frozenset)):
+            if id(x) not in seen:
+                seen.add(id(x))
+                stack.extend(reversed([(v, hint, f"{path}[{i}]") for i, v in enumerate(list(x))]))
         else:
-            yield x, path
+            yield P.label(_py_str(x), _PYTHON), hint, path
+
+
+def _py_str(x) -> str:
+    try:
+        text = str(x)
+        return text if type(text) is str else str.__str__(text)
+    except Exception:       # a broken __str__ must not break the check
+        return f"<python {type(x).__name__}>"
 
 
 def _origins_between(leaf, start: int, end: int) -> frozenset:

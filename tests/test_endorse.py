@@ -28,7 +28,8 @@ def kinds(role, value) -> list:
 @pytest.mark.parametrize("param, role", [
     ("to", "recipient"), ("CC", "recipient"), ("attendees", "recipient"), ("phone", "recipient"),
     ("iban", "recipient"), ("recipient_email", "recipient"),
-    ("amount", "amount"), ("total", "amount"), ("url", "link"), ("command", "code"),
+    ("amount", "amount"), ("total", "amount"), ("cents", "amount"), ("url", "link"),
+    ("command", "code"), ("cmd", "code"),
     ("password", "credential"), ("new_password", "credential"), ("api_key", "credential"),
     ("auth_token", "credential"), ("PIN", "credential"),
     ("body", "content"), ("subject", "content"), ("destination", "content"),
@@ -41,6 +42,18 @@ def test_roles_from_parameter_names(param, role):
 def test_a_declared_role_wins():
     assert role_of("destination", "recipient") == "recipient"
     assert role_of("to", "content") == "content"
+    assert role_of("n", "amount", "shell.exec", "x") == "amount"
+
+
+@pytest.mark.parametrize("param, cap, value, role", [
+    ("n", "payment.send", 1200, "amount"), ("n", "pay.out", 12.5, "amount"),
+    ("n", "payment.send", True, "content"), ("n", "payment.send", "12", "content"),
+    ("memo", "shell.exec", "ls", "code"), ("n", "shell.exec", 3, "content"),
+    ("n", "email.send", 1200, "content"),
+    ("to", "payment.send", 5, "recipient"),          # the name comes first
+])
+def test_roles_from_the_capability_and_the_value(param, cap, value, role):
+    assert role_of(param, None, cap, value) == role
 
 
 @pytest.mark.parametrize("cap, out", [
