@@ -1,15 +1,18 @@
-"""The second look: before an outgoing action verifies and again before it commits, every
-recipient, amount, link, code and credential argument that outside content influenced must be
-vouched for by the user's words, the program's own text or an uninfluenced trusted record.
+"""The second look: before an outgoing action verifies and again before it commits, and before
+an outgoing tool runs, every recipient, amount, link, code and credential argument that outside
+content influenced must be vouched for by the user's words, the program's own text or an
+uninfluenced trusted record.
 
 The VM calls ``SecondLook.evaluate`` from its verify and commit handlers (vm.py), after the
 policy check, for actions that send data out (declared ``sends``, requiring an outbound
 capability, or taking a credential: ``is_outbound``). A flagged evaluation makes the action
 require ``.approve()`` given *after* the flag, whatever the policy or declaration say; the
 approval is bound to a digest of the arguments and their origins, so changing an argument asks
-again. Every evaluation is recorded host-side in the audit trail, each value with the kind it
-was recognised as and what vouched for it. The matching rules are in endorse.py and the labels
-in provenance.py.
+again. An outgoing tool is evaluated at each call, before its body runs (``evaluate_tool``): a
+flagged call is refused, and ``t.approve()`` after the refusal lets the same call run once.
+Every evaluation is recorded host-side in the audit trail, each value with the kind it was
+recognised as and what vouched for it. The matching rules are in endorse.py and the labels in
+provenance.py.
 """
 
 from __future__ import annotations
@@ -312,15 +315,23 @@ class SecondLook:
     def evaluate(self, action, stage: str) -> Evaluation:
         definition = action.definition
         decl = definition.decl
+        return self._evaluate(action.name, definition.params, action.args, decl,
+                              decl.capability, stage)
+
+    def evaluate_tool(self, tool, args) -> Evaluation:
+        """An outgoing tool's call, before its body runs (stage ``call``)."""
+        return self._evaluate(tool.name, tool.params, args, tool.decl, tool.capability, "call")
+
+    def _evaluate(self, name, params, args, decl, capability, stage) -> Evaluation:
         E = _endorse()
         roles = dict(getattr(decl, "roles", ()))
         findings = []
-        for param, value in zip(definition.params, action.args):
+        for param, value in zip(params, args):
             named = E.named_role(param, roles.get(param))
             for leaf, hint, path in _leaves(value, param, E):
-                role = named or hint or E.value_role(decl.capability, P.plain(leaf))
+                role = named or hint or E.value_role(capability, P.plain(leaf))
                 findings.extend(self._check(param, role, leaf, path, E))
-        return Evaluation(action.name, findings, _digest(action.name, action.args), stage)
+        return Evaluation(name, findings, _digest(name, args), stage)
 
     def _check(self, param, role, leaf, path, E) -> list:
         origins = P.origins_of(leaf)
@@ -329,7 +340,7 @@ class SecondLook:
         value = P.plain(leaf)
         influenced = P.is_influenced(origins)
         if role == "content":
-            # Recipients and links inside any text an outgoing action sends are checked too,
+            # Recipients and links inside any text an outgoing call sends are checked too,
             # each by the spans it came from.
             if type(value) is not str or not influenced:
                 return []
@@ -519,3 +530,49 @@ def _digest(name, args) -> str:
     doc = [name, [canon(a) for a in args]]
     text = json.dumps(doc, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
     return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+# ----------------------------------------------------------------------------- outgoing tools
+
+def tool_member(tool, vm, name: str):
+    """``t.second_look`` and ``t.approve`` of an outgoing tool; any other member (and these,
+    on a tool that sends nothing) is the error every Tool gives."""
+    from .errors import SenseRuntimeError
+    if tool.outbound:
+        if name == "second_look":
+            return tool.reason if tool.flag is not None else None
+        if name == "approve":
+            return ToolApproval(tool, vm.frame.pos)
+    raise SenseRuntimeError(f"cannot access member '{name}' on type Tool")
+
+
+class ToolApproval:
+    """``t.approve``: after a refused call, lets exactly that call (the same arguments, from
+    the same origins) run once."""
+
+    __slots__ = ("tool", "pos")
+    type_name = "Function"
+    is_function = True
+
+    def __init__(self, tool, pos):
+        self.tool = tool
+        self.pos = pos
+
+    def __str__(self) -> str:
+        return f"<builtin {self.tool.name}.approve>"
+
+    def sense_call(self, vm, frame, args) -> bool:
+        from .audit import AuditRecord
+        from .errors import SenseRuntimeError
+        if args:
+            raise SenseRuntimeError(f"'{self.tool.name}.approve' expects 0 argument(s), "
+                                    f"got {len(args)}")
+        tool = self.tool
+        if tool.flag is not None:
+            tool.cleared = tool.flag
+            # Host-side, as an action's approval is (spec 21.9).
+            vm.audit.append(AuditRecord.make(tool.subject, tool.name, "tool", "approved",
+                                             "second look", self.pos.line, vm.lineage(frame),
+                                             True))
+        frame.stack.append(None)
+        return False

@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # annotations only: importing typing would slow every start
 from .errors import SenseNameError, SenseRuntimeError, SenseTypeError
 from . import provenance as _P
 from .provenance import LABELLED as _LT, LStr as _LStr
-from .secondlook import is_outbound as _is_outbound
+from .secondlook import is_outbound as _is_outbound, tool_member as _tool_member
 from .limits import DEFAULT_MAX_ARRAY, DEFAULT_MAX_STRING, array_limit, string_limit
 
 # The size limits of the running VM (set by VM._loop; see sensevm/limits.py): kept here so
@@ -631,7 +631,8 @@ class ToolDefinition:
     """What a tool declaration binds: calling it runs the body after the call-site checks."""
 
     __slots__ = ("decl", "body", "scope", "params", "param_checks", "return_check", "subject",
-                 "tags", "name", "arity", "capability", "is_async")
+                 "tags", "name", "arity", "capability", "is_async", "outbound", "flag",
+                 "cleared", "reason")
     type_name = "Tool"
 
     def __init__(self, decl, body, scope: Scope):
@@ -648,9 +649,16 @@ class ToolDefinition:
         self.is_async = decl.is_async
         self.subject = f"tool '{decl.name}'"     # its audit records' subject, made once
         self.tags = (f"tool:{decl.name}",)      # its body's lineage frame
+        # The second look checks each call of an outgoing tool before its body runs; a refused
+        # call's digest, the one an approval after it cleared, and the reason (secondlook.py).
+        self.outbound = _is_outbound(decl.capability, False, self.params)
+        self.flag = self.cleared = self.reason = None
 
     def __str__(self) -> str:
         return f"<tool {self.decl.name}>"
+
+    def sense_member(self, vm, name: str):
+        return _tool_member(self, vm, name)
 
 
 class Future:

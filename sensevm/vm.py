@@ -1328,6 +1328,30 @@ class VM:
                                  f"{reason} -- call {action.name}.approve() to send it anyway",
                                  located=False)
 
+    def second_look_tool(self, f, tool: ToolDefinition, args: list, line) -> None:
+        """An outgoing tool's call, before its body runs: evaluated as an action is, recorded
+        host-side, and refused if flagged -- unless ``tool.approve()`` followed the refusal of
+        this very call (same arguments, same origins), which lets it run once."""
+        evaluation = self.look.evaluate_tool(tool, args)
+        if not evaluation.findings:
+            return
+        import json
+        self.audit.append((tool.subject, tool.name, "tool", "second_look",
+                           json.dumps(evaluation.as_json(), ensure_ascii=False, sort_keys=True),
+                           line, self.lineage(f), _now(), True))
+        if not evaluation.flagged:
+            return
+        digest = evaluation.digest
+        if tool.cleared == digest:
+            tool.flag = tool.cleared = tool.reason = None     # one approval, one call
+            return
+        tool.flag = digest
+        tool.reason = reason = evaluation.reason()
+        self.record_tool(tool, "denied", f, line, "second look: requires approval")
+        raise SenseApprovalError(f"tool '{tool.name}' needs a second look before it runs: "
+                                 f"{reason} -- call {tool.name}.approve(), then call it again, "
+                                 "to run it anyway")
+
     def approve(self, f, action: PreparedAction, pos: Pos) -> PreparedAction:
         if action.state not in L.APPROVE_FROM:
             L.check_approve(action)
@@ -1567,6 +1591,8 @@ class VM:
         for i, name, text, check, exact in tool.param_checks:
             if type(args[i]) is not exact and not check(args[i]):
                 raise V.param_error(name, tool.name, text, args[i])
+        if tool.outbound and self.look is not None:
+            self.second_look_tool(f, tool, args, line)
         # record_tool(tool, "called", f, line), written out: this runs for every tool call.
         self.audit.append((tool.subject, tool.name, "tool", "called", None, line,
                            self.lineage(f), _now(), False))
