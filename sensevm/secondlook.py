@@ -10,9 +10,9 @@ require ``.approve()`` given *after* the flag, whatever the policy or declaratio
 approval is bound to a digest of the arguments and their origins, so changing an argument asks
 again. An outgoing tool is evaluated at each call, before its body runs (``evaluate_tool``): a
 flagged call is refused, and ``t.approve()`` after the refusal lets the same call run once.
-Every evaluation is recorded host-side in the audit trail, each value with the kind it was
-recognised as and what vouched for it. The matching rules are in endorse.py and the labels in
-provenance.py.
+Every evaluation with labelled arguments is recorded host-side in the audit trail, each value
+with the kind it was recognised as and what vouched for it. The matching rules are in
+endorse.py and the labels in provenance.py.
 """
 
 from __future__ import annotations
@@ -113,13 +113,22 @@ class Finding:
 
 
 class Evaluation:
-    __slots__ = ("name", "findings", "digest", "stage")
+    __slots__ = ("name", "args", "findings", "stage", "_digest")
 
-    def __init__(self, name, findings, digest, stage):
+    def __init__(self, name, args, findings, stage):
         self.name = name
+        self.args = args
         self.findings = findings
-        self.digest = digest
         self.stage = stage
+        self._digest = None
+
+    @property
+    def digest(self) -> str:
+        """Made only for an evaluation that has findings (an unlabelled call has nothing to
+        bind an approval to), when the VM reads it -- at once, before an argument can change."""
+        if self._digest is None:
+            self._digest = _digest(self.name, self.args)
+        return self._digest
 
     @property
     def flagged(self) -> list:
@@ -154,6 +163,9 @@ class Evaluation:
 # Kinds a reason names, because they say why an address that looks right is not the one given.
 _ARTICLE = {"malformed email": "a malformed e-mail address", "malformed url": "a malformed URL",
             "iban (unverified)": "an IBAN whose check digits do not verify"}
+
+_NOTHING = Evaluation("", (), [], "")
+
 
 def _preview(value) -> str:
     text = str(P.plain(value)) if not isinstance(value, list) else repr(value)
@@ -313,13 +325,24 @@ class SecondLook:
     # -- the check
 
     def evaluate(self, action, stage: str) -> Evaluation:
+        args = action.args
+        for a in args:
+            if type(a) not in _PLAIN_TYPES:
+                break
+        else:
+            return _NOTHING         # nothing labelled, nothing inside: nothing to look at
         definition = action.definition
         decl = definition.decl
-        return self._evaluate(action.name, definition.params, action.args, decl,
-                              decl.capability, stage)
+        return self._evaluate(action.name, definition.params, args, decl, decl.capability,
+                              stage)
 
     def evaluate_tool(self, tool, args) -> Evaluation:
         """An outgoing tool's call, before its body runs (stage ``call``)."""
+        for a in args:
+            if type(a) not in _PLAIN_TYPES:
+                break
+        else:
+            return _NOTHING
         return self._evaluate(tool.name, tool.params, args, tool.decl, tool.capability, "call")
 
     def _evaluate(self, name, params, args, decl, capability, stage) -> Evaluation:
@@ -331,7 +354,7 @@ class SecondLook:
             for leaf, hint, path in _leaves(value, param, E):
                 role = named or hint or E.value_role(capability, P.plain(leaf))
                 findings.extend(self._check(param, role, leaf, path, E))
-        return Evaluation(name, findings, _digest(name, args), stage)
+        return Evaluation(name, list(args), findings, stage)
 
     def _check(self, param, role, leaf, path, E) -> list:
         origins = P.origins_of(leaf)
