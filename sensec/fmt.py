@@ -423,6 +423,9 @@ class _Printer:
 
     def stmt_ActionDef(self, s, indent):
         header = f"{s.kind} action {s.name}({_params(s.params)})"
+        if s.sends:     # the second look's clause: dropping it would drop the checks
+            roles = ", ".join(f"{role}: {param}" for param, role in s.roles)
+            header += f" sends({roles})" if roles else " sends"
         reqs = ([s.capability] if s.capability else []) + (["approval"] if s.approval else [])
         if reqs:
             header += " requires " + ", ".join(reqs)
@@ -433,7 +436,8 @@ class _Printer:
             self.block(s.rollback, indent + 1, line.col if line is not None else s.pos.col)
 
     def stmt_ToolDef(self, s, indent):
-        header = ("async tool " if s.is_async else "tool ") + f"{s.name}({_params(s.params)})"
+        header = (("trusted " if s.trusted else "") + ("async tool " if s.is_async else "tool ")
+                  + f"{s.name}({_params(s.params)})")
         if s.returns is not None:
             header += f" returns {s.returns.text}"
         if s.capability is not None:

@@ -244,6 +244,13 @@ CASES = [
      "irreversible action a() requires model.anthropic, approval:\n    nil\n"),
     ("reversible action r(x: Array<Int>): nil\nrollback: nil\n",
      "reversible action r(x: Array<Int>):\n    nil\nrollback:\n    nil\n"),
+    # the second look's clauses are kept (`untrusted tool` is a plain tool; `secret` is
+    # `credential`)
+    ("irreversible action a(to, n) sends(recipient: to, secret: n) requires x.y: nil\n",
+     "irreversible action a(to, n) sends(recipient: to, credential: n) requires x.y:\n    nil\n"),
+    ("irreversible action a(to) sends: nil\n", "irreversible action a(to) sends:\n    nil\n"),
+    ("trusted async tool t(x): return x\nuntrusted tool u(): return 1\n",
+     "trusted async tool t(x):\n    return x\ntool u():\n    return 1\n"),
     # 'rollback' is an ordinary name elsewhere
     ("rollback: Int = 1\nrollback = rollback + 1\n",
      "rollback: Int = 1\nrollback = rollback + 1\n"),
@@ -277,6 +284,16 @@ FLOATS = [
     (5e-324, "0." + "0" * 323 + "5"),
     (float("inf"), "1" + "0" * 309 + ".0"),
 ]
+
+
+def test_the_second_look_clauses_keep_the_manifest():
+    """`sends(...)` and `trusted` were dropped, and fmt then refused the file with an internal
+    AssertionError (the formatted text parsed to another program)."""
+    check_properties("trusted tool t(x) requires a.b: return x\n"
+                     "irreversible action a(to, n, k) sends(recipient: to, amount: n, secret: k)"
+                     " requires x.y: nil\nirreversible action b(w) sends: nil\n")
+    with open(os.path.join(ROOT, "examples", "second_look.sns"), encoding="utf-8") as fh:
+        check_properties(fh.read())
 
 
 @pytest.mark.parametrize("value, text", FLOATS)
