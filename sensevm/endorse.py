@@ -29,9 +29,8 @@ Every comparison is whole and exact for its kind; there is no suffix, prefix or 
 from __future__ import annotations
 
 import re
+from _thread import allocate_lock
 from decimal import Decimal, InvalidOperation
-from functools import lru_cache
-
 from .secondlook import is_credential_name
 
 # ----------------------------------------------------------------------------- roles
@@ -658,10 +657,37 @@ class Analysis:
         return self._pieces
 
 
-@lru_cache(maxsize=4096)
+# Analyses by (text, prose): the same evidence and arguments are read at verify, at commit and
+# by every later check. Bounded by count and by the characters it keeps alive (pages are big).
+_CACHE: dict = {}
+_CACHE_ENTRIES = 2048
+_CACHE_CHARS = 4_000_000
+_cached_chars = 0
+_CACHE_LOCK = allocate_lock()
+
+
 def analyse(text: str, prose: bool = True) -> Analysis:
     """Every address, number, link and amount in ``text``. ``prose``: the text is sentences
     (an address at the end of one may be followed by a full stop); an argument is not."""
+    global _cached_chars
+    key = (text, prose)
+    found = _CACHE.get(key)
+    if found is None:
+        found = _analyse(text, prose)
+        if len(text) <= _CACHE_CHARS // 8:
+            with _CACHE_LOCK:       # async tools and agents check from threads of their own
+                while _CACHE and (len(_CACHE) >= _CACHE_ENTRIES
+                                  or _cached_chars + len(text) > _CACHE_CHARS):
+                    old = next(iter(_CACHE))
+                    del _CACHE[old]
+                    _cached_chars -= len(old[0])
+                if key not in _CACHE:
+                    _CACHE[key] = found
+                    _cached_chars += len(text)
+    return found
+
+
+def _analyse(text: str, prose: bool) -> Analysis:
     taken: list = []
     parts = _urls(text, prose, taken)
     parts += _emails(text, prose, taken)

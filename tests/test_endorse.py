@@ -407,3 +407,24 @@ def test_analysis_parts_carry_their_spans():
     text = "mail a@x.example or +1 555 010 0000"
     assert [(kind, text[s:e]) for kind, _, s, e in analyse(text).parts] == [
         ("email", "a@x.example"), ("phone", "+1 555 010 0000")]
+
+
+PIECES = st.sampled_from(["@", "@@", '"', "\\", ".", "%", "+", "(", ")", "[", "]", "<", ">", ",",
+                          " ", "-", "xn--", "://", "http", "$", "€", "1,200", "2022-04-01", "00",
+                          "GB29", "NWBK", "4111", "é", "а", "\u00ad", "\u200d", ":", "#", "'",
+                          "`", "\n", "a", "Z", "9", "0" * 20, "ß", "ﬀ", "\udc80", "١٢٣"])
+
+
+@given(st.lists(PIECES | st.text(max_size=6), max_size=14).map("".join))
+def test_no_text_breaks_the_rules(text):
+    """Whatever a page or a user writes, reading it never raises (an error here would be a
+    Python traceback in the middle of a commit)."""
+    analysis = analyse(text)
+    analyse(text, False)
+    find_amounts(text)
+    for role in ("recipient", "link", "amount", "code", "credential", "content"):
+        for part in value_parts(role, text):
+            assert part[0]
+        endorsed_by(role, text, [(USER, text), (USER, text[::-1])])
+    for kind, key, start, end in analysis.parts:
+        assert 0 <= start < end <= len(text) and key[0]
