@@ -500,17 +500,30 @@ def _python_leaves(obj, hint, path, seen, E):
         if isinstance(x, (str, int, float)):
             yield P.label(x if type(x) in (str, int, float, bool) else _py_str(x), _PYTHON), \
                 hint, path
-        elif isinstance(x, dict):
-            if id(x) not in seen:
-                seen.add(id(x))
-                stack.extend(reversed([(v, E.named_role(str(k)) or hint, f"{path}[{k!r}]")
-                                       for k, v in list(x.items())]))
-        elif isinstance(x, (list, tuple, set, frozenset)):
-            if id(x) not in seen:
-                seen.add(id(x))
-                stack.extend(reversed([(v, hint, f"{path}[{i}]") for i, v in enumerate(list(x))]))
+        elif isinstance(x, (dict, list, tuple, set, frozenset)):
+            if id(x) in seen:
+                continue
+            seen.add(id(x))
+            try:        # a subclass's own items() or __iter__ may raise: then it is its text
+                if isinstance(x, dict):
+                    inside = [(v, E.named_role(_py_str(k)) or hint, f"{path}[{_py_repr(k)}]")
+                              for k, v in list(x.items())]
+                else:
+                    inside = [(v, hint, f"{path}[{i}]") for i, v in enumerate(list(x))]
+            except Exception:
+                yield P.label(_py_str(x), _PYTHON), hint, path
+                continue
+            stack.extend(reversed(inside))
         else:
             yield P.label(_py_str(x), _PYTHON), hint, path
+
+
+def _py_repr(x) -> str:
+    try:
+        text = repr(x)
+        return text if type(text) is str else str.__str__(text)
+    except Exception:
+        return f"<python {type(x).__name__}>"
 
 
 def _py_str(x) -> str:
