@@ -82,18 +82,37 @@ def value_role(capability: str | None, value) -> str:
 # ----------------------------------------------------------------------------- hosts
 
 def _host(host: str) -> str | None:
-    """A host name as compared: IDN labels as punycode, lower-cased; None if it is not one."""
-    if not host or host.startswith(".") or ".." in host:
+    """A host name as compared: lower-cased, each non-ASCII label in NFC as its punycode
+    (``bücher`` is ``xn--bcher-kva``); None if it is not one.
+
+    Not Python's "idna" codec: it is IDNA 2003, whose mappings make distinct IDNA 2008 domains
+    one (``straße`` -> ``strasse``) and drop characters (a zero-width joiner, a soft hyphen),
+    so a look-alike host would compare equal. Here a character that is not a letter, a digit,
+    a mark or '-' makes the name unreadable, and a value with it is only its own text."""
+    if not host or host.startswith(".") or ".." in host or len(host) > 253:
         return None
-    try:
-        ascii_host = host.encode("idna").decode("ascii").lower()
-    except (UnicodeError, ValueError):
-        return None
-    for label in ascii_host.rstrip(".").split("."):
-        if not label or label[0] == "-" or label[-1] == "-" \
-                or not all(c.isalnum() or c == "-" for c in label):
+    labels = []
+    for label in (host[:-1] if host.endswith(".") else host).split("."):
+        if not label or label[0] == "-" or label[-1] == "-":
             return None
-    return ascii_host
+        if label.isascii():
+            if not all(c.isalnum() or c == "-" for c in label):
+                return None
+            label = label.lower()
+        else:
+            import unicodedata      # only for a non-ASCII name
+            label = unicodedata.normalize("NFC", label).lower()
+            if not all(c.isalnum() or c == "-" or unicodedata.category(c)[0] == "M"
+                       for c in label):
+                return None
+            try:
+                label = "xn--" + label.encode("punycode").decode("ascii")
+            except UnicodeError:
+                return None
+        if len(label) > 63:
+            return None
+        labels.append(label)
+    return ".".join(labels) + ("." if host.endswith(".") else "")
 
 
 def _ip(text: str) -> str | None:

@@ -92,6 +92,14 @@ def test_a_credential_parameter_makes_an_action_outgoing():
     ('"alice"@example.com', "alice@example.com", True),   # a needless quote changes nothing
     ("bob@bücher.example", "bob@xn--bcher-kva.example", True),    # IDN = its punycode
     ("bob@xn--bcher-kva.example", "Bob@Bücher.example", True),
+    ("bob@bu\u0308cher.example", "bob@bücher.example", True),     # NFC
+    # IDNA 2003 would make these equal; under IDNA 2008 they are other domains, or none.
+    ("a@straße.example", "a@strasse.example", False),
+    ("a@strasse.example", "a@straße.example", False),
+    ("a@exam\u200dple.com", "a@example.com", False),          # a zero-width joiner
+    ("a@ex\u00adample.com", "a@example.com", False),          # a soft hyphen
+    ("a@example\u3002com", "a@example.com", False),           # an ideographic full stop
+    ("a@ｅxample.com", "a@example.com", False),               # a fullwidth letter
 ])
 def test_bounded_email_matching(address, text, found):
     assert email_in(address, text) is found
@@ -287,6 +295,8 @@ def test_account_numbers_are_compared_whole():
     ("https://bücher.example/a", "https://xn--bcher-kva.example/a", True),  # punycode twins
     ("https://xn--bcher-kva.example/a", "(https://BÜCHER.example/a)", True),
     ("https://exаmple.com/a", "https://example.com/a", False),            # a Cyrillic 'а'
+    ("https://straße.example/a", "https://strasse.example/a", False),     # IDNA 2008
+    ("https://xn--strae-oqa.example/a", "https://STRAßE.example/a", True),
     ("https://example.com@evil.example/a", "https://example.com/a", False),
     ("https://evil.example/https://example.com/a", "https://example.com/a", False),
     ("http://example.com/a", "https://example.com/a", False),
