@@ -45,8 +45,9 @@ except ImportError:     # pragma: no cover - a Python without it makes them the 
 from .digest import sha256    # not hashlib: see sensevm.digest (start-up time)
 
 FORMAT_MAJOR = 5          # 5: IMPORT_PYTHON
-FORMAT_MINOR = 0          # the manifest's flags: action "immediate" (4), "sends" (8) with
-                          # second-look roles (16); tool "trusted" (2)
+FORMAT_MINOR = 1          # 0: the manifest's flags: action "immediate" (4), "sends" (8) with
+                          # second-look roles (16); tool "trusted" (2). 1: the role
+                          # "credential" (5), which a 5.0 reader refuses as unknown
 
 
 _PLAIN: dict = {}
