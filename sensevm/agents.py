@@ -50,7 +50,11 @@ def b_start(vm, frame, args):
     agent.status = "running"
     agent.pause_reason = None
     if agent.decl.is_async:
-        _start_worker(vm, frame, agent)
+        try:
+            _start_worker(vm, frame, agent)
+        except SenseError:          # too deep, or too many workers: it never started
+            agent.status, agent.base, agent.thread = "created", None, None
+            raise
         frame.stack.append(agent)
         return False
     vm.enter_frames(1)
@@ -202,7 +206,7 @@ def b_receive(vm, frame, args):
 
 def _start_worker(vm, frame, agent: AgentValue) -> None:
     import threading
-    worker = vm.worker()
+    worker = vm.worker(1)
     worker.worker_agent = agent
     body = worker.new_frame(agent.body, agent.scope, None, agent, "agent",
                             (f"agent:{agent.name}",))
@@ -219,6 +223,7 @@ def _start_worker(vm, frame, agent: AgentValue) -> None:
             agent.error = SenseRuntimeError(f"internal error in async agent: {exc!r}",
                                             located=False)
         finally:
+            workers.leave()         # first: a program that saw it end may start another
             with agent.cond:
                 if agent.error is not None:
                     agent.status = "failed"
@@ -227,9 +232,10 @@ def _start_worker(vm, frame, agent: AgentValue) -> None:
                 agent.pause_reason = None
                 agent.cond.notify_all()
 
+    workers = vm.workers
     agent.thread = threading.Thread(target=run, name=f"sense-agent-{agent.name}", daemon=True)
     threads_start()
-    agent.thread.start()
+    workers.start(agent.thread)
 
 
 def await_agent(vm, agent: AgentValue):

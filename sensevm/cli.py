@@ -29,12 +29,15 @@ def _limit_value(ctx, param, value):
 
 def limit_options(command):
     """The resource-limit options (docs/limits.md); each also read from the environment."""
-    from .limits import DEFAULT_MAX_ARRAY, DEFAULT_MAX_DEPTH, DEFAULT_MAX_STRING
+    from .limits import (DEFAULT_MAX_ARRAY, DEFAULT_MAX_DEPTH, DEFAULT_MAX_STRING,
+                         DEFAULT_MAX_WORKERS)
     helps = {
         "max_steps": ("N", "Stop the program after N steps (loop iterations and calls) "
                            "[SENSE_MAX_STEPS; default: no limit]."),
         "max_depth": ("N", "Allow at most N nested calls "
                            f"[SENSE_MAX_DEPTH; default: {DEFAULT_MAX_DEPTH:,}]."),
+        "max_workers": ("N", "Allow at most N async tools and agents running at once "
+                             f"[SENSE_MAX_WORKERS; default: {DEFAULT_MAX_WORKERS:,}]."),
         "max_string": ("N", "Allow Strings of at most N characters "
                             f"[SENSE_MAX_STRING; default: {DEFAULT_MAX_STRING:,}]."),
         "max_array": ("N", "Allow Arrays of at most N elements "

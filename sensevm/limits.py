@@ -1,10 +1,10 @@
-"""Resource limits of a run: steps, call depth, String and Array sizes, wall-clock time.
+"""Resource limits of a run: steps, call depth, live workers, String and Array sizes, wall-clock time.
 
 See docs/limits.md. Every limit is a VM constructor argument; ``sensevm run`` and ``sensevm test``
 take them as options (``--max-steps N`` ...) and every command also reads them from the
 environment (``SENSE_MAX_STEPS`` ...), the option winning. The defaults let every ordinary
-program run: no step or time limit, 20,000 nested calls, Strings of 100,000,000 characters,
-Arrays of 10,000,000 elements.
+program run: no step or time limit, 20,000 nested calls, 1,000 async tools and agents running
+at once, Strings of 100,000,000 characters, Arrays of 10,000,000 elements.
 
 Steps and time are counted only when one of them is set, so a run without them pays nothing:
 a *step* is one backward jump taken (a loop iteration) or one call instruction executed (CALL,
@@ -22,6 +22,7 @@ import sys
 from .errors import SenseLimitError
 
 DEFAULT_MAX_DEPTH = 20_000
+DEFAULT_MAX_WORKERS = 1_000     # async tool and agent threads alive at once (docs/limits.md)
 DEFAULT_MAX_STRING = 100_000_000
 DEFAULT_MAX_ARRAY = 10_000_000
 LIMIT_EXIT = 4                  # `sensevm run` exit status when a SenseLimitError stops it
@@ -32,6 +33,7 @@ RECHECK = 0.05                  # seconds between repeated alarms once the time 
 SPECS = (
     ("max_steps", "--max-steps", "SENSE_MAX_STEPS"),
     ("max_depth", "--max-depth", "SENSE_MAX_DEPTH"),
+    ("max_workers", "--max-workers", "SENSE_MAX_WORKERS"),
     ("max_string", "--max-string", "SENSE_MAX_STRING"),
     ("max_array", "--max-array", "SENSE_MAX_ARRAY"),
     ("timeout", "--timeout", "SENSE_TIMEOUT"),
@@ -86,6 +88,47 @@ def string_limit(length: int, limit: int) -> SenseLimitError:
 def array_limit(length: int, limit: int, located: bool = True) -> SenseLimitError:
     return SenseLimitError(f"array size limit exceeded (an Array of {length} elements; "
                            f"the limit is {limit})", "array", located=located)
+
+
+def worker_limit(limit: int) -> SenseLimitError:
+    return SenseLimitError(f"worker limit exceeded ({limit} async tools and agents running at "
+                           "once)", "workers")
+
+
+class Workers:
+    """How many async tool bodies and async agents are running on threads of their own, shared
+    by the VM and its workers: starting one more than ``limit`` is refused, before its thread
+    exists, so a program that starts async calls in a loop (or recurses through them) without
+    waiting is stopped instead of exhausting the host's threads and memory."""
+
+    __slots__ = ("limit", "live", "_lock")
+
+    def __init__(self, limit: int):
+        from _thread import allocate_lock      # a builtin module: no threading import
+        self.limit = limit
+        self.live = 0
+        self._lock = allocate_lock()
+
+    def enter(self) -> None:
+        with self._lock:
+            if self.live >= self.limit:
+                raise worker_limit(self.limit)
+            self.live += 1
+
+    def leave(self) -> None:
+        with self._lock:
+            self.live -= 1
+
+    def start(self, thread) -> None:
+        """Count ``thread`` in and start it (its body calls leave() as it ends); a host that
+        cannot start another thread is the same limit, reached early."""
+        self.enter()
+        try:
+            thread.start()
+        except RuntimeError:            # "can't start new thread"
+            self.leave()
+            raise SenseLimitError(f"worker limit exceeded (the host could not start another "
+                                  f"thread with {self.live} running)", "workers") from None
 
 
 def _waiting(frame) -> bool:

@@ -24,7 +24,8 @@ from .audit import AuditLog
 from .builtins import builtin_scope
 from .errors import (Pos, SenseError, SenseImportError, SenseLimitError, SenseNameError,
                      SenseRecursionError, SenseRuntimeError, SenseSyntaxError)
-from .limits import DEFAULT_MAX_ARRAY, DEFAULT_MAX_DEPTH, DEFAULT_MAX_STRING, Budget
+from .limits import (DEFAULT_MAX_ARRAY, DEFAULT_MAX_DEPTH, DEFAULT_MAX_STRING,
+                     DEFAULT_MAX_WORKERS, Budget, Workers)
 from .opcodes import Op, Operand
 from . import lifecycle as L
 from . import policy as P
@@ -202,7 +203,7 @@ class VM:
                  state_dir: Optional[str] = None, tier: Optional[str] = None,
                  max_string: int = DEFAULT_MAX_STRING, max_steps: Optional[int] = None,
                  timeout: Optional[float] = None, second_look: bool = True,
-                 dry_run_allow=frozenset()):
+                 dry_run_allow=frozenset(), max_workers: int = DEFAULT_MAX_WORKERS):
         from .verify import VerifiedProgram
         if not isinstance(verified, VerifiedProgram):
             raise TypeError("the VM runs only a VerifiedProgram (see sensevm.verify)")
@@ -214,6 +215,7 @@ class VM:
         self.max_depth = max_depth
         self.max_array = max_array
         self.max_string = max_string
+        self.workers = Workers(max_workers)     # async bodies running (shared with workers)
         # Steps and time are counted only when limited (docs/limits.md): shared with workers.
         self.budget = (Budget(max_steps, timeout)
                        if max_steps is not None or timeout is not None else None)
@@ -1639,7 +1641,6 @@ class VM:
         propagates. When ``start`` pushes nothing (a dry run), its result is on ``f``'s stack.
         """
         worker = self.worker()
-        worker.depth = self.depth
         if not start(worker):
             return f.stack.pop()
         body = worker.frame
@@ -1676,10 +1677,11 @@ class VM:
         """
         import threading
         future = Future(tool, f.pos, f.prepared.path)
-        worker = self.worker()
+        worker = self.worker(1)
         body = Frame(tool.body, scope, None, action=tool, role="async_tool", tags=tags)
         body.origin = _snapshot(f)
         worker.frame = body
+        workers = self.workers
 
         def run():
             try:
@@ -1691,11 +1693,12 @@ class VM:
                 future.error = SenseRuntimeError(f"internal error in async tool: {exc!r}",
                                                  located=False)
             finally:
+                workers.leave()         # first: a program that saw it done may start another
                 future.finished = True
 
         future.thread = threading.Thread(target=run, name=f"sense-tool-{tool.name}", daemon=True)
         L.threads_start()
-        future.thread.start()
+        workers.start(future.thread)
         return future
 
 
@@ -1735,12 +1738,16 @@ class VM:
                 save_agent(self, agent, self.state_dir)     # records that it has ended
         return agent
 
-    def worker(self) -> "VM":
-        """An execution state for another thread: shares everything but frames and depth."""
+    def worker(self, frames: int = 0) -> "VM":
+        """An execution state for another thread: shares everything but frames. Its depth
+        goes on from this one's, plus the ``frames`` it starts with (an async body's frame),
+        so recursion through async tools and agents meets ``max_depth`` as calls do."""
         import copy
+        if self.depth + frames > self.max_depth:
+            raise SenseRecursionError()
         worker = copy.copy(self)
         worker.frame = None
-        worker.depth = 1
+        worker.depth = self.depth + frames
         worker.result = None
         worker.inlined = 0
         worker.worker_agent = None
