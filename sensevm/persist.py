@@ -43,7 +43,8 @@ from . import lifecycle as L
 from . import provenance as PV
 from .files import atomic_write
 from .values import (ActionDefinition, AgentValue, ArrayIterator, BoundLifecycleMethod, Builtin,
-                     Closure, Future, ModuleValue, PreparedAction, Scope, ToolDefinition)
+                     Closure, Future, ModuleValue, PreparedAction, Scope, StringIterator,
+                     ToolDefinition)
 
 STATE_VERSION = 3         # 3: authenticated, hex Ints, flat object table (2: provenance)
 MAC_PURPOSE = "sense.state.v3"
@@ -149,6 +150,9 @@ class _Saver:
             return self.ref(v, lambda: self.agent(v, where))
         if t is ArrayIterator:
             return self.ref(v, lambda: {"type": "iter", "items": self.value(v.items, where),
+                                        "i": v.i})
+        if t is StringIterator:
+            return self.ref(v, lambda: {"type": "str_iter", "text": self.value(v.text, where),
                                         "i": v.i})
         if t is Future:
             if not v.finished:
@@ -688,6 +692,16 @@ class _Shape:
         self.ref(raw["items"], at + ".items", ("array",))
         self.nat(raw["i"], at + ".i")
 
+    def o_str_iter(self, raw, at):
+        self.fields(raw, {"type", "text", "i"}, at)
+        text = raw["text"]
+        if not (type(text) is str or (type(text) is dict and text.keys() == {"lstr", "spans"})):
+            self.where(at + ".text", "not a String")
+        self.value(text, at + ".text")
+        length = len(text if type(text) is str else text["lstr"])
+        if type(raw["i"]) is not int or not 0 <= raw["i"] <= length:
+            self.where(at + ".i", "not a position in its String")
+
     def o_future(self, raw, at):
         self.fields(raw, {"type", "tool", "value", "pos", "path"}, at)
         self.ref(raw["tool"], at + ".tool", ("tool_def",))
@@ -773,7 +787,7 @@ class _At:
 
 # The object kinds a value may refer to (a frame's owner, say, is not written inline).
 _VALUE_TYPES = frozenset({"array", "scope", "closure", "module", "action_def", "action", "bound",
-                          "tool_def", "agent", "iter", "future", "python", "model", "bound_ask",
+                          "tool_def", "agent", "iter", "str_iter", "future", "python", "model", "bound_ask",
                           "answer", "skill", "memory", "pmemory", "memory_method"})
 
 
@@ -995,7 +1009,7 @@ class _Check:
                                       f"{depth - 1}")
         for k, v in enumerate(stack):
             kind = self.objects[v["ref"]]["type"] if type(v) is dict and "ref" in v else None
-            if (kind == "iter") != bool(iters >> k & 1):
+            if (kind in _ITERATORS) != bool(iters >> k & 1):
                 self.where(f"{at}.stack[{k}]", "an iterator where none is, or none where one is")
             if mods >> k & 1 and kind not in ("module", "python"):
                 self.where(f"{at}.stack[{k}]", "not a module where IMPORT_FROM will read one")
@@ -1026,6 +1040,9 @@ class _Check:
             out.append(scope)
             scope = self.obj(scope)["parent"]
         return out
+
+
+_ITERATORS = ("iter", "str_iter")
 
 
 def _kinds():
@@ -1098,6 +1115,10 @@ class _Loader:
             return AgentValue(decl, unit[decl.body], None)
         if kind == "iter":
             return ArrayIterator([])
+        if kind == "str_iter":          # its text is inline: no reference to wait for
+            it = StringIterator(self.value(raw["text"]))
+            it.i = raw["i"]
+            return it
         if kind == "future":
             f = Future(None, Pos(*raw["pos"]), raw["path"])
             f.finished = True

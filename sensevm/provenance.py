@@ -408,16 +408,33 @@ def char_at(s: str, i: int):
     return ch
 
 
-def chars(s: str) -> list:
-    """The characters of a String, each with its own origins (``for c in s``)."""
-    text = str.__str__(s)
-    out = []
-    for start, end, origins in spans_of(s):
-        if origins:
-            out.extend(LStr(text[i], ((0, 1, origins),)) for i in range(start, end))
-        else:
-            out.extend(text[start:end])
-    return out
+class Chars:
+    """The characters of a labelled String, read by index (``for c in s``, values.StringIterator),
+    each with its span's origins, without copying the String: reading them in order walks its
+    spans once."""
+
+    __slots__ = ("text", "spans", "k")
+
+    def __init__(self, s: str):
+        self.text = str.__str__(s)
+        self.spans = spans_of(s)
+        self.k = 0              # the span of the character read last
+
+    def __len__(self) -> int:
+        return len(self.text)
+
+    def __getitem__(self, i: int):
+        spans = self.spans
+        k = self.k
+        start, end, origins = spans[k]
+        if not start <= i < end:
+            k = k if i >= end else 0
+            while not spans[k][0] <= i < spans[k][1]:
+                k += 1
+            self.k = k
+            origins = spans[k][2]
+        ch = self.text[i]
+        return LStr(ch, ((0, 1, origins),)) if origins else ch
 
 
 def clean_spans(v) -> list:

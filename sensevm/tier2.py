@@ -50,8 +50,7 @@ from .errors import SenseError, SenseRecursionError, SenseRuntimeError
 from .opcodes import JUMPS, POPS, PUSHES, TERMINATORS, Op
 from .program import CodeKind
 from .values import (ActionDefinition, ArrayIterator, Builtin, Closure, PreparedAction, Scope,
-                     ToolDefinition, index_get, index_set, load_name, store_name, store_outer,
-                     type_name)
+                     ToolDefinition, index_get, index_set, load_name, store_name, store_outer)
 from .builtins import CORE
 from .vm import DIRECT_ARITIES, DIRECT_LIMIT, Deoptimize, Frame
 
@@ -124,16 +123,6 @@ class Compiled:
 # ----------------------------------------------------------------------------- run-time helpers
 
 UNSET = object()     # a variable mirrored in a Python local that is not bound (yet)
-
-
-def get_iter(obj):
-    if type(obj) is list:
-        return ArrayIterator(obj)
-    if type(obj) is str:
-        return ArrayIterator(list(obj))
-    if type(obj) is PV.LStr:
-        return ArrayIterator(PV.chars(obj))
-    raise SenseRuntimeError(f"cannot iterate over value of type {type_name(obj)}")
 
 
 def chain(scope, *levels):
@@ -223,7 +212,7 @@ _int_add = int.__add__
 _RUNTIME = {
     "load_name": load_name, "store_name": store_name, "store_outer": store_outer,
     "chain": chain, "store_found": store_found,
-    "index_get": index_get, "index_set": index_set, "get_iter": get_iter,
+    "index_get": index_get, "index_set": index_set, "get_iter": V.get_iter,
     "decl_error": V.decl_error, "return_error": V.return_error, "direct_error": direct_error,
     "arity_error": V.arity_error, "param_error": V.param_error,
     "SenseRecursionError": SenseRecursionError,

@@ -104,6 +104,30 @@ class ArrayIterator:
         self.i = 0
 
 
+class StringIterator:
+    """Iterates a String's characters where they are, copying nothing: FOR_ITER reads
+    ``items[i]`` as for an Array, ``items`` being the String itself or, for a labelled one,
+    a view that gives each character its span's origins (provenance.Chars). ``text`` is the
+    String, which is what a saved agent keeps."""
+
+    __slots__ = ("items", "i", "text")
+
+    def __init__(self, text: str):
+        self.text = text
+        self.items = text if type(text) is str else _P.Chars(text)
+        self.i = 0
+
+
+def get_iter(obj):
+    """GET_ITER, in both tiers: the iterator a ``for`` loop walks."""
+    t = type(obj)
+    if t is list:
+        return ArrayIterator(obj)
+    if t is str or t is _P.LStr:
+        return StringIterator(obj)
+    raise SenseRuntimeError(f"cannot iterate over value of type {type_name(obj)}")
+
+
 # ----------------------------------------------------------------------------- types
 
 def type_name(v: Any) -> str:

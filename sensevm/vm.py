@@ -33,7 +33,7 @@ from . import provenance as PV
 from .provenance import LABELLED as _LT
 from .audit import AuditRecord
 from .errors import SenseApprovalError, SensePolicyError
-from .values import (ActionDefinition, AgentValue, ArrayIterator, Builtin, Closure, Future, ModuleValue,
+from .values import (ActionDefinition, AgentValue, Builtin, Closure, Future, ModuleValue,
                      PreparedAction, Scope, ToolDefinition, index_get, index_set, load_name,
                      store_name, type_name)
 
@@ -989,15 +989,7 @@ class VM:
         return getter(self, name)
 
     def op_GET_ITER(self, f, a, b):
-        obj = f.stack[-1]
-        if type(obj) is list:
-            f.stack[-1] = ArrayIterator(obj)
-        elif type(obj) is str:
-            f.stack[-1] = ArrayIterator(list(obj))
-        elif type(obj) is PV.LStr:
-            f.stack[-1] = ArrayIterator(PV.chars(obj))
-        else:
-            raise SenseRuntimeError(f"cannot iterate over value of type {type_name(obj)}")
+        f.stack[-1] = V.get_iter(f.stack[-1])
 
     def op_FOR_ITER(self, f, a, b):
         it = f.stack[-1]

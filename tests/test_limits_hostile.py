@@ -131,3 +131,64 @@ def test_cli_worker_limit_reached_inside_a_worker_ends_the_run_with_exit_4(tmp_p
     assert proc.returncode == 4
     proc = sensevm(["run", src, "--max-workers", "0"], tmp_path)
     assert proc.returncode == 2 and "must be at least 1" in proc.stderr
+
+
+# ----------------------------------------------------------------------------- for c in s
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_for_over_a_string_copies_nothing(tmp_path, tier):
+    # 4,194,304 characters; a list of them would be 32 MB of references.
+    import tracemalloc
+    source = ('s = "ab"\nfor i in range(21):\n    s = s + s\nn = 0\nfor c in s:\n    n = n + 1\n'
+              '    if n == 3:\n        print(n, c)\n        break\n')
+    tracemalloc.start()
+    try:
+        out, err, _ = run_vm(source, tmp_path, tier)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert (out, err) == ("3 a\n", None)
+    assert peak < 12_000_000                 # the String itself, twice over while doubling
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_for_over_a_string_prints_what_it_printed(tmp_path, tier):
+    source = ('out = ""\nfor c in "héllo, wörld":\n    if c != "o":\n        out = c + out\n'
+              'print(out)\nfor c in "":\n    print("never")\nfor x in ["a", "bc"]:\n'
+              "    for c in x:\n        print(c)\n")
+    out, err, _ = run_vm(source, tmp_path, tier)
+    assert (out, err) == ("dlröw ,lléh\na\nb\nc\n", None)
+
+
+def test_a_labelled_strings_characters_keep_their_spans_origins():
+    from sensevm import provenance as PV
+    from sensevm.values import StringIterator
+    page, user = frozenset({PV.untrusted("page")}), frozenset({"user"})
+    text = PV.LStr("abcdef", ((0, 2, page), (2, 3, PV.EMPTY), (3, 6, user)))
+    it = StringIterator(text)
+    chars = [it.items[i] for i in range(len(it.items))]
+    assert "".join(chars) == "abcdef"
+    assert [PV.origins_of(c) for c in chars] == [page, page, PV.EMPTY, user, user, user]
+    assert type(chars[2]) is str
+    # Read out of order too (a restored iterator starts anywhere).
+    assert [PV.origins_of(it.items[i]) for i in (5, 0, 3, 1)] == [user, page, user, page]
+
+
+def test_an_agent_paused_in_a_loop_over_a_string_is_saved_and_resumed(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from conftest import ROOT
+    (tmp_path / "spell.sns").write_text(
+        'agent speller:\n    for c in "abc":\n        print("letter", c)\n'
+        '        pause("next?")\n    print("done")\nstart(speller)\n')
+    env = dict(os.environ, PYTHONPATH=ROOT, NO_COLOR="1")
+
+    def sensevm_cli(*args):
+        return subprocess.run([sys.executable, "-m", "sensevm", *args], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=120)
+    outs = [sensevm_cli("run", "spell.sns", "--state-dir", "state")]
+    for _ in range(3):
+        outs.append(sensevm_cli("resume", "state", "speller", "go"))
+    assert [p.returncode for p in outs] == [0, 0, 0, 0], [p.stderr for p in outs]
+    assert "".join(p.stdout for p in outs) == "letter a\nletter b\nletter c\ndone\n"
