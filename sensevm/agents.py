@@ -153,11 +153,14 @@ def b_ask_human(vm, frame, args):
     flush = getattr(vm.out, "flush", None)
     if flush:
         flush()
-    line = vm.stdin.readline() if vm.stdin is not None else ""
+    from .values import MAX_STRING, sized_string
+    # One character more than a String may hold (its newline): a longer line is refused, and
+    # never read whole into memory.
+    line = vm.stdin.readline(MAX_STRING + 1) if vm.stdin is not None else ""
     if line == "":
         # The reference crashes here (spec 20 item 14); this is a clean error instead.
         raise _error("ask_human() reached the end of input: no answer to read")
-    answer = line[:-1] if line.endswith("\n") else line
+    answer = sized_string(line[:-1] if line.endswith("\n") else line)
     if vm.look is not None:
         answer = vm.look.user_text(answer)      # the user's own words (the second look)
     frame.stack.append(answer)

@@ -12,7 +12,7 @@ from .errors import SenseRuntimeError
 from . import provenance as PV
 from .provenance import LABELLED
 from .limits import array_limit
-from .values import Builtin, Scope, to_str, type_name
+from .values import Builtin, Scope, sized_array, to_str, type_name
 
 
 def host_repr(v: Any) -> str:
@@ -141,7 +141,7 @@ def b_user_request(vm, args):
 
 
 def b_audit_log(vm, args):
-    return vm.audit.lines()
+    return sized_array(vm.audit.lines())
 
 
 def b_await(vm, args):

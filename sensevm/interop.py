@@ -27,6 +27,7 @@ from . import policy as P
 from . import provenance as PV
 from .audit import AuditRecord
 from .errors import SenseImportError, SensePolicyError, SenseRuntimeError
+from .values import sized_array, sized_string
 
 CAPABILITY = "python.import"
 
@@ -203,6 +204,8 @@ def from_python(value, *, member=None, origin=None, look=None):
     read it from anywhere (docs/second_look.md)."""
     t = type(value)
     if value is None or t is int or t is float or t is str or t is bool:
+        if t is str:
+            sized_string(value)
         return value if look is None or value is None else _untrusted(value, look)
     if member is not None and callable(value):
         return PyFunction(value, member, origin, look)
@@ -219,8 +222,10 @@ def _untrusted(value, look):
 
 def _convert(value, origin, memo, look=None):
     t = type(value)
-    if value is None or t is int or t is float or t is str or t is bool:
+    if value is None or t is int or t is float or t is bool:
         return value
+    if t is str:
+        return sized_string(value)
     if isinstance(value, bool):
         return bool(value)
     if isinstance(value, int):
@@ -228,8 +233,9 @@ def _convert(value, origin, memo, look=None):
     if isinstance(value, float):
         return float.__float__(value)
     if isinstance(value, str):
-        return str.__str__(value)
+        return sized_string(str.__str__(value))
     if isinstance(value, list):
+        sized_array(value)          # before a copy is made
         return _copy_list(value, memo, lambda item, m: _convert(item, None, m, look))
     if t is SenseValue:
         return _HANDED[value._token]

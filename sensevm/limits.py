@@ -12,12 +12,14 @@ TOOL_CALL, ACTION_*, IMPORT, CALL_LABELED). Both tiers count exactly the same st
 count of a run is the same in tier 1 and tier 2, and between two steps a frame runs at most its
 own code once through: a program can run forever only by taking steps.
 
-This module is imported at every start of ``sensevm run``: it imports nothing beyond sys and errors.
+This module is imported at every start of ``sensevm run``: it imports nothing beyond sys, time
+and errors.
 """
 
 from __future__ import annotations
 
 import sys
+from time import monotonic
 
 from .errors import SenseLimitError
 
@@ -28,6 +30,9 @@ DEFAULT_MAX_ARRAY = 10_000_000
 LIMIT_EXIT = 4                  # `sensevm run` exit status when a SenseLimitError stops it
 UNLIMITED = 1 << 62             # steps left when only the clock is limited
 RECHECK = 0.05                  # seconds between repeated alarms once the time is up
+# An Int of up to FREE_DIGITS digits converts to its text in a fraction of a millisecond: str()
+# makes it at once if it fits (values.int_text measures or refuses a longer one).
+FREE_DIGITS = 5_000
 
 # The limits: VM keyword, command-line option, environment variable.
 SPECS = (
@@ -80,13 +85,25 @@ def seconds(value: float) -> str:
     return f"{value:g} second" + ("" if value == 1 else "s")
 
 
-def string_limit(length: int, limit: int) -> SenseLimitError:
-    return SenseLimitError(f"string size limit exceeded (a String of {length} characters; "
-                           f"the limit is {limit})", "string")
+def count(n: int) -> str:
+    """``n`` in an error message: its digits, or for a count of more digits than are quick to
+    make (``range(x)`` of a huge Int) the power of ten it is at least."""
+    bits = n.bit_length()
+    if bits <= FREE_DIGITS * 3321928 // 1000000:         # log2(10), rounded down
+        return str(n)
+    return f"at least 10**{(bits - 1) * 30102999566 // 100000000000}"
+
+
+def string_limit(length: int, limit: int, located: bool = True,
+                 at_least: bool = False) -> SenseLimitError:
+    """``at_least``: ``length`` is a lower bound (the text of an Int refused unmade)."""
+    size = f"at least {length}" if at_least else count(length)
+    return SenseLimitError(f"string size limit exceeded (a String of {size} characters; "
+                           f"the limit is {limit})", "string", located=located)
 
 
 def array_limit(length: int, limit: int, located: bool = True) -> SenseLimitError:
-    return SenseLimitError(f"array size limit exceeded (an Array of {length} elements; "
+    return SenseLimitError(f"array size limit exceeded (an Array of {count(length)} elements; "
                            f"the limit is {limit})", "array", located=located)
 
 
@@ -152,7 +169,7 @@ class Budget:
     undo it.
     """
 
-    __slots__ = ("left", "start", "max_steps", "timeout", "expired", "_stop")
+    __slots__ = ("left", "start", "max_steps", "timeout", "expired", "_stop", "deadline")
 
     def __init__(self, max_steps=None, timeout=None):
         self.max_steps = max_steps
@@ -160,6 +177,7 @@ class Budget:
         self.start = self.left = max_steps if max_steps is not None else UNLIMITED
         self.expired = False
         self._stop = None
+        self.deadline = None        # time.monotonic() when the clock runs out, while it runs
 
     @property
     def steps(self) -> int:
@@ -192,6 +210,7 @@ class Budget:
         """
         if self.timeout is None or self._stop is not None:
             return
+        self.deadline = monotonic() + self.timeout
         import signal
 
         def alarm(signum, frame):
@@ -226,6 +245,7 @@ class Budget:
         self._stop = stop
 
     def stop_clock(self) -> None:
+        self.deadline = None
         stop, self._stop = self._stop, None
         if stop is not None:
             stop()

@@ -21,7 +21,7 @@ from _thread import allocate_lock
 
 from .errors import Pos, SenseRuntimeError
 from .provenance import LBool, LStr
-from .values import Closure, to_str, type_name
+from .values import Closure, sized, sized_array, to_str, type_name
 
 SUFFIX = ".sense_memory.db"
 ENV_DIR = "SENSE_MEMORY_DIR"
@@ -136,7 +136,7 @@ class SessionMemory:
         self.store.pop(_check_key(key, at), None)
 
     def keys(self, at):
-        return list(self.store)
+        return sized_array(list(self.store))
 
     def snapshot(self, at) -> list:
         return list(self.store.items())
@@ -244,11 +244,12 @@ class PersistentMemory:
     def _decode(self, text: str, at):
         import json
         try:
-            return json.loads(text)
+            value = json.loads(text)
         # A hand-edited file: a value that is not text (TypeError) or nested too deeply to
         # read (RecursionError) is as damaged as one that is not JSON.
         except (ValueError, TypeError, RecursionError) as exc:
             raise self._failed(exc, at) from None
+        return sized(value)         # (the file may have been written under other limits)
 
     def _when(self, stamp, key: str, version, at) -> str:
         """The ``time.ctime`` text of a record's timestamp; a timestamp that is no time (a
@@ -291,7 +292,7 @@ class PersistentMemory:
                               "ORDER BY version")
 
     def keys(self, at):
-        return [key for key, _ in self._latest(at)]
+        return sized_array([key for key, _ in self._latest(at)])
 
     def snapshot(self, at) -> list:
         return [(key, self._decode(value, at)) for key, value in self._latest(at)]
@@ -308,7 +309,7 @@ class PersistentMemory:
                 lines.append(f"[v{version}] remember '{key}' = {shown} ({when})")
             else:
                 lines.append(f"[v{version}] forget '{key}' ({when})")
-        return lines
+        return sized_array(lines)
 
     def as_of(self, at, key, version):
         key = _check_key(key, at)

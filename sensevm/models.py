@@ -10,17 +10,19 @@ Every provider that leaves the process (``capability`` not None) is gated by pol
 and call chain, spec 21.2) before each call and audited as a ``model`` event after it. A tool
 call a model asks for goes through ``VM.call_tool``, the same path as ``TOOL_CALL``: arity,
 capability (audited), argument types, body, return type. Its failure is handed back to the
-model as text, never raised.
+model as text, never raised, unless it is a limit of the run, which stops the program as
+anywhere else.
 """
 
 from __future__ import annotations
 
 import os
 
-from .errors import SenseError, SensePolicyError, SenseRuntimeError, SenseTypeError
+from .errors import (SenseError, SenseLimitError, SensePolicyError, SenseRuntimeError,
+                     SenseTypeError)
 from . import policy as P
 from . import provenance as PV
-from .values import ToolDefinition, equal, to_str, type_name
+from .values import ToolDefinition, equal, sized, sized_string, to_str, type_name
 
 DELEGATION = "@delegation"
 MAX_TOOL_ROUNDS = 10
@@ -316,7 +318,7 @@ def ask_model(vm, frame, model: Model, prompt, what: str = "ask()", at=None,
     if cap is not None:
         _record(vm, frame, model, "called", at=at)
     if type(text) is str:
-        text = model_output(vm, model, text, (prompt,) + tuple(context))
+        text = model_output(vm, model, sized_string(text), (prompt,) + tuple(context))
     return Answer(text, confidence, model.name)
 
 
@@ -442,8 +444,8 @@ def b_ask_with_tools(vm, frame, args):
         if not turn.calls:
             if cap is not None:
                 _record(vm, frame, model, "called")
-            frame.stack.append(Answer(model_output(vm, model, turn.text or "", context), None,
-                                      model.name))
+            frame.stack.append(Answer(model_output(vm, model, sized_string(turn.text or ""),
+                                                   context), None, model.name))
             return False
         for call in turn.calls:
             result = _run_requested(vm, frame, by_name, call, model, context)
@@ -468,10 +470,12 @@ def _run_requested(vm, frame, by_name: dict, call, model, context) -> str:
             return remote(vm, frame, call.arguments)
         args = []
         for param in tool.params:
-            args.append(model_output(vm, model, from_json(call.arguments.get(param), param),
-                                     context))
+            args.append(model_output(vm, model, sized(from_json(call.arguments.get(param),
+                                                                param)), context))
         result = vm.call_tool_now(frame, tool, args)
         return PV.like(to_str(result), result)
+    except SenseLimitError:
+        raise
     except SenseError as err:
         err.with_pos(frame.pos, frame.prepared.path)
         return f"error: {err.text}"

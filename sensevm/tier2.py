@@ -213,6 +213,7 @@ _RUNTIME = {
     "load_name": load_name, "store_name": store_name, "store_outer": store_outer,
     "chain": chain, "store_found": store_found,
     "index_get": index_get, "index_set": index_set, "get_iter": V.get_iter,
+    "array_limit": V.array_limit,
     "decl_error": V.decl_error, "return_error": V.return_error, "direct_error": direct_error,
     "arity_error": V.arity_error, "param_error": V.param_error,
     "SenseRecursionError": SenseRecursionError,
@@ -366,9 +367,10 @@ def _literal(value) -> Optional[str]:
 
 
 class _Gen:
-    def __init__(self, prepared, counting=False):
+    def __init__(self, prepared, counting=False, max_array=None):
         self.prepared = prepared
         self.counting = counting      # a step budget: count backward jumps and calls
+        self.max_array = max_array    # --max-array, when an array literal could exceed it
         self.instrs = prepared.instrs
         code = prepared.code
         self.kind = code.kind
@@ -1089,7 +1091,9 @@ class _Gen:
             e(indent, f"if {'not ' if op is Op.JUMP_IF_FALSE_OR_POP else ''}{top}:", ip)
             self.goto(a, indent + 1, ip)
         elif op is Op.BUILD_ARRAY:
-            if a:
+            if self.max_array is not None and a > self.max_array:
+                e(indent, f"raise array_limit({a}, {self.max_array})", ip)
+            elif a:
                 items = s[depth - a:depth]
                 e(indent, f"{items[0]} = [{', '.join(items)}]", ip)
             else:
@@ -1285,7 +1289,8 @@ class _Gen:
             self.emit(indent + 1, f"{a[0]}.append({a[1]})", ip)
             self.emit(indent + 1, f"{c} = {a[0]}", ip)
         elif name == "str" and n == 1:
-            self.emit(indent, f"if {c} is B_STR and type({a[0]}) is int: {c} = str({a[0]})", ip)
+            self.emit(indent, f"if {c} is B_STR and type({a[0]}) is int and "
+                              f"V.INT_LOW < {a[0]} < V.INT_HIGH: {c} = str({a[0]})", ip)
         else:
             return "if"
         return "elif"
@@ -1512,10 +1517,12 @@ class _Deeper(Exception):
         self.block = block
 
 
-def compile_code(prepared, counting: bool = False) -> Optional[Compiled]:
+def compile_code(prepared, counting: bool = False,
+                 max_array: Optional[int] = None) -> Optional[Compiled]:
     """The tier-2 form of ``prepared``, or None when it stays in tier 1. With ``counting`` (a
-    step or time limit), the code counts the steps tier 1 counts (sensevm/limits.py)."""
-    gen = _Gen(prepared, counting)
+    step or time limit), the code counts the steps tier 1 counts (sensevm/limits.py); an array
+    literal longer than ``max_array`` raises tier 1's error."""
+    gen = _Gen(prepared, counting, max_array)
     try:
         gen.analyse()
     except _Declined:

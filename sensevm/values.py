@@ -18,17 +18,65 @@ from .errors import SenseNameError, SenseRuntimeError, SenseTypeError
 from . import provenance as _P
 from .provenance import LABELLED as _LT, LStr as _LStr
 from .secondlook import is_outbound as _is_outbound, tool_member as _tool_member
-from .limits import DEFAULT_MAX_ARRAY, DEFAULT_MAX_STRING, array_limit, string_limit
+from .limits import (DEFAULT_MAX_ARRAY, DEFAULT_MAX_STRING, FREE_DIGITS, array_limit,
+                     string_limit)
 
-# The size limits of the running VM (set by VM._loop; see sensevm/limits.py): kept here so
-# that `+` and to_str() check them without being handed the VM.
+# The limits of the running VM (set by VM._loop; see sensevm/limits.py): kept here so that
+# `+`, to_str(), the builtins and the host's readers check them without being handed the VM.
 MAX_STRING = DEFAULT_MAX_STRING
 MAX_ARRAY = DEFAULT_MAX_ARRAY
+BUDGET = None           # the run's steps and time (limits.Budget), None when neither is limited
+# An Int strictly between these has few enough digits to make its text at once (FREE_DIGITS),
+# and that text fits in MAX_STRING: str() and printing need not ask (see int_text).
+INT_HIGH = 10 ** FREE_DIGITS
+INT_LOW = -INT_HIGH
 
 
-def set_sizes(max_string: int, max_array: int) -> None:
-    global MAX_STRING, MAX_ARRAY
-    MAX_STRING, MAX_ARRAY = max_string, max_array
+def set_limits(max_string: int, max_array: int, budget=None) -> None:
+    global MAX_STRING, MAX_ARRAY, BUDGET, INT_HIGH, INT_LOW
+    if max_string != MAX_STRING:
+        INT_HIGH = 10 ** min(max_string - 1, FREE_DIGITS)
+        INT_LOW = -INT_HIGH
+    MAX_STRING, MAX_ARRAY, BUDGET = max_string, max_array, budget
+
+
+# The checks of every String and Array a builtin makes or the host brings in (a model's answer,
+# a memory's contents, Python's results, a line of input): `+`, push() and range() make theirs
+# before the value exists, and tier 2 inlines the same tests.
+
+def sized_string(text: str) -> str:
+    """``text``, if --max-string allows a String that long."""
+    if len(text) > MAX_STRING:
+        raise string_limit(len(text), MAX_STRING, located=False)
+    return text
+
+
+def sized_array(items: list) -> list:
+    """``items``, if --max-array allows an Array that long."""
+    if len(items) > MAX_ARRAY:
+        raise array_limit(len(items), MAX_ARRAY, located=False)
+    return items
+
+
+def sized(value):
+    """``value``, from outside the program (decoded JSON, a memory's record), if every String
+    and Array in it, at any depth, is within the size limits."""
+    t = type(value)
+    if t is str or t is _P.LStr:
+        return sized_string(value)
+    if t is list:
+        seen = set()
+        todo = [value]
+        while todo:
+            x = todo.pop()
+            tx = type(x)
+            if tx is list:
+                if id(x) not in seen:
+                    seen.add(id(x))
+                    todo.extend(sized_array(x))
+            elif tx is str or tx is _P.LStr:
+                sized_string(x)
+    return value
 
 
 class Scope:
@@ -172,7 +220,9 @@ def to_str(v: Any, _seen: Optional[set] = None) -> str:
     if t is str:
         return v
     if t is int:
-        return str(v)
+        if INT_LOW < v < INT_HIGH:
+            return str(v)
+        return int_text(v)
     if t is bool:
         return "true" if v else "false"
     if v is None:
@@ -187,12 +237,9 @@ def to_str(v: Any, _seen: Optional[set] = None) -> str:
             raise SenseRuntimeError("maximum recursion depth exceeded", located=False)
         seen.add(id(v))
         try:
-            text = "[" + ", ".join(to_str(x, seen) for x in v) + "]"
+            return _array_text(v, seen)
         finally:
             seen.discard(id(v))
-        if len(text) > MAX_STRING:
-            raise string_limit(len(text), MAX_STRING)
-        return text
     if t is Closure:
         return f"<fn {v.name}>"
     if t is Builtin:
@@ -201,7 +248,41 @@ def to_str(v: Any, _seen: Optional[set] = None) -> str:
         return f"<module {v.name}>"
     if t in _LT:
         return to_str(_P.plain(v))
-    return str(v)
+    return sized_string(str(v))
+
+
+def _array_text(items: list, seen: set) -> str:
+    """``[a, b, ...]``, refused when longer than MAX_STRING: its parts are kept only while
+    they fit (so memory stays near the limit whatever the Array holds), and their lengths
+    counted to the end, for the error to say how long it would have been. The run's clock
+    (while it runs) is checked at every element: nothing else could stop a long walk."""
+    parts = []
+    size = 2 * len(items) if items else 2       # the brackets and the ", " between elements
+    budget = BUDGET
+    for x in items:
+        part = to_str(x, seen)
+        size += len(part)
+        if size <= MAX_STRING:
+            parts.append(part)
+        elif parts:
+            parts = []
+        if budget is not None and budget.expired and budget.deadline is not None:
+            raise budget.exceeded()
+    if size > MAX_STRING:
+        raise string_limit(size, MAX_STRING)
+    return "[" + ", ".join(parts) + "]"
+
+
+def int_text(v: int) -> str:
+    """The decimal text of an Int too large for to_str's quick test: refused before it is made
+    when it would be longer than MAX_STRING."""
+    bits = v.bit_length()
+    sign = v < 0
+    # The fewest digits an Int of this many bits has (log10(2) rounded down, so never more).
+    fewest = (bits - 1) * 30102999566 // 100000000000 + 1
+    if fewest + sign > MAX_STRING and fewest > FREE_DIGITS:     # (else made and measured)
+        raise string_limit(fewest + sign, MAX_STRING, at_least=True)
+    return sized_string(str(v))
 
 
 # ----------------------------------------------------------------------------- names (spec 5)

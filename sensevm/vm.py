@@ -377,7 +377,7 @@ class VM:
         budget = self.budget
         # JUMP is done in the loop only when nothing counts it (tier 2's heat, a step budget).
         jumps = not tiered and budget is None
-        V.set_sizes(self.max_string, self.max_array)
+        V.set_limits(self.max_string, self.max_array, budget)
         while self.frame is not None:
             frame = self.frame
             try:
@@ -685,7 +685,8 @@ class VM:
             if self.tier == "auto" and code.heat < HOT_THRESHOLD:
                 return None
             from .tier2 import compile_code
-            t2 = code.t2 = compile_code(code, counting=self.budget is not None) or False
+            t2 = code.t2 = compile_code(code, counting=self.budget is not None,
+                                        max_array=self.max_array) or False
             if t2 and t2.direct is not None:
                 t2.set_direct(code, t2.direct)
         return t2 or None
@@ -955,6 +956,8 @@ class VM:
 
     def op_BUILD_ARRAY(self, f, a, b):
         stack = f.stack
+        if a > self.max_array:      # (tier 2 compiles no inline form for such a literal)
+            raise V.array_limit(a, self.max_array)
         if a:
             items = stack[-a:]
             del stack[-a:]

@@ -133,6 +133,128 @@ def test_cli_worker_limit_reached_inside_a_worker_ends_the_run_with_exit_4(tmp_p
     assert proc.returncode == 2 and "must be at least 1" in proc.stderr
 
 
+# ----------------------------------------------------------------------------- sizes
+
+# 10 ** 127, an Int of 128 digits.
+BIG = "x = 1\ni = 0\nwhile i < 127:\n    x = x * 10\n    i = i + 1\n"
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_str_of_an_int_meets_the_string_limit(tmp_path, tier):
+    out, err, _ = run_vm(BIG + "print(len(str(x)))\n", tmp_path, tier, max_string=200)
+    assert (out, err) == ("128\n", None)
+    for use in ("s = str(x)\n", "print(x)\n", "a = [x]\nprint(a)\n"):
+        out, err, _ = run_vm(BIG + use, tmp_path, tier, max_string=100)
+        assert err.kind == "SenseLimitError" and err.limit == "string", use
+        assert err.message == ("string size limit exceeded (a String of 128 characters; the "
+                               "limit is 100)"), use
+    out, err, _ = run_vm(BIG + "print(str(-x))\n", tmp_path, tier, max_string=128)
+    assert "a String of 129 characters" in err.message
+    out, err, _ = run_vm(BIG + "print(str(x))\n", tmp_path, tier, max_string=128)
+    assert err is None and len(out) == 129
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_a_huge_int_is_refused_before_its_text_is_made(tmp_path, tier):
+    # 10 ** 65536: its text would be 65,537 characters; decided from its bits alone.
+    source = "x = 10\nfor i in range(16):\n    x = x * x\nprint(str(x))\n"
+    out, err, _ = run_vm(source, tmp_path, tier, max_string=1000)
+    assert err.kind == "SenseLimitError" and err.limit == "string"
+    assert err.message == ("string size limit exceeded (a String of at least 65536 characters; "
+                           "the limit is 1000)")
+
+
+def test_range_of_a_huge_int_is_refused_without_writing_out_its_length(tmp_path):
+    # 10 ** 16384: its digits would be quick enough here, but an error message has no use for
+    # a count of more than FREE_DIGITS digits.
+    source = "x = 10\ni = 0\nwhile i < 14:\n    x = x * x\n    i = i + 1\na = range(x)\n"
+    _, err, _ = run_vm(source, tmp_path, "1", max_array=10)
+    assert err.kind == "SenseLimitError" and err.limit == "array"
+    assert err.message == ("array size limit exceeded (an Array of at least 10**16383 elements; "
+                           "the limit is 10)")
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_audit_log_meets_the_array_limit(tmp_path, tier):
+    source = ("reversible action a():\n    x = 1\nrollback:\n    x = 0\n"
+              "i = 0\nwhile i < 4:\n    p = a()\n    i = i + 1\nprint(len(audit_log()))\n")
+    out, err, _ = run_vm(source, tmp_path, tier, max_array=4)
+    assert (out, err) == ("4\n", None)
+    out, err, _ = run_vm(source.replace("i < 4", "i < 5"), tmp_path, tier, max_array=4)
+    assert err.kind == "SenseLimitError" and err.limit == "array"
+    assert err.message == "array size limit exceeded (an Array of 5 elements; the limit is 4)"
+    assert err.pos.line == 9
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_memory_keys_meet_the_array_limit(tmp_path, tier):
+    source = ('memory notes: "scratch"\ni = 0\nwhile i < 6:\n    notes.remember("k" + str(i), i)\n'
+              "    i = i + 1\nprint(len(notes.keys()))\n")
+    out, err, _ = run_vm(source, tmp_path, tier, max_array=6)
+    assert (out, err) == ("6\n", None)
+    out, err, _ = run_vm(source, tmp_path, tier, max_array=5)
+    assert err.kind == "SenseLimitError" and err.limit == "array" and err.pos.line == 6
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_an_array_literal_meets_the_array_limit(tmp_path, tier):
+    source = "def f(n):\n    return [n, n, n, n]\nt = 0\ni = 0\nwhile i < 50:\n" \
+             "    t = t + len(f(i))\n    i = i + 1\nprint(t)\n"
+    out, err, _ = run_vm(source, tmp_path, tier, max_array=4)
+    assert (out, err) == ("200\n", None)
+    out, err, _ = run_vm(source, tmp_path, tier, max_array=3)
+    assert err.kind == "SenseLimitError" and err.limit == "array" and err.pos.line == 2
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_strings_and_arrays_from_python_meet_the_limits(tmp_path, tier):
+    head = 'policy:\n    allow python.import\nfrom python "json" import loads\n'
+    _, err, _ = run_vm(head + 'a = loads("[1, 2, 3, 4, 5, 6]")\n', tmp_path, tier, max_array=5)
+    assert err.kind == "SenseLimitError" and err.limit == "array" and err.pos.line == 4
+    _, err, _ = run_vm(head + 'a = loads("[[\\"' + "y" * 30 + '\\"]]")\n', tmp_path, tier,
+                       max_string=20)
+    assert err.kind == "SenseLimitError" and err.limit == "string"
+    out, err, _ = run_vm(head + 'print(loads("[1, 2, 3, 4, 5]"))\n', tmp_path, tier, max_array=5)
+    assert (out, err) == ("[1, 2, 3, 4, 5]\n", None)
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_a_model_answer_meets_the_string_limit(tmp_path, tier):
+    source = ('model m = inference("mock", response_template: "{prompt}{prompt}{prompt}")\n'
+              "set delegation = m\nprint(len(ask(PROMPT).value))\n")
+    out, err, _ = run_vm(source.replace("PROMPT", '"' + "q" * 30 + '"'), tmp_path, tier,
+                         max_string=90)
+    assert (out, err) == ("90\n", None)
+    _, err, _ = run_vm(source.replace("PROMPT", '"' + "q" * 31 + '"'), tmp_path, tier,
+                       max_string=90)
+    assert err.kind == "SenseLimitError" and err.limit == "string" and err.pos.line == 3
+
+
+def test_a_line_of_input_meets_the_string_limit_and_is_not_read_whole(tmp_path):
+    source = 'a = ask_human("name?")\nprint(len(a))\nb = ask_human("again?")\n'
+    out, err, _ = run_vm(source, tmp_path, "1", stdin="x" * 50 + "\n" + "y" * 51 + "\nz\n",
+                         max_string=50)
+    assert out == "name?\n> 50\nagain?\n> "
+    assert err.kind == "SenseLimitError" and err.limit == "string" and err.pos.line == 3
+    assert err.message == "string size limit exceeded (a String of 51 characters; the limit is 50)"
+
+
+def test_the_text_of_an_array_that_is_too_long_is_never_held_whole(tmp_path):
+    # A thousand references to one String of 10,000 characters: its text would be 10 MB.
+    import tracemalloc
+    source = ('s = "x"\nfor i in range(13):\n    s = s + s\na = []\nfor i in range(1000):\n'
+              "    push(a, s)\nprint(a)\n")
+    tracemalloc.start()
+    try:
+        _, err, _ = run_vm(source, tmp_path, "1", max_string=100_000)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert err.kind == "SenseLimitError" and err.message.startswith(
+        "string size limit exceeded (a String of 8194000 characters; the limit is 100000)")
+    assert peak < 2_000_000
+
+
 # ----------------------------------------------------------------------------- for c in s
 
 @pytest.mark.parametrize("tier", TIERS)
