@@ -11,7 +11,8 @@ from importlib import import_module
 from .errors import SenseRuntimeError
 from . import provenance as PV
 from .provenance import LABELLED
-from .limits import array_limit
+from .limits import FREE_DIGITS, array_limit
+from . import values as V
 from .values import Builtin, Scope, sized_array, to_str, type_name
 
 
@@ -89,11 +90,25 @@ def b_int(vm, args):
     try:
         if t is int:
             return x
+        if t is str and len(x) > FREE_DIGITS:
+            _check_digits(x)
         if t is bool or t is float or t is str:
             return int(x)
     except (ValueError, OverflowError):
         pass
     raise _error(f"cannot convert {host_repr(x)} to Int")
+
+
+def _check_digits(text: str) -> None:
+    """Refuse int() of a String of more digits than can be converted in the time given
+    (limits.check_conversion); a String that is not a number is left to fail as usual."""
+    from .limits import check_conversion
+    body = text.strip()
+    if body[:1] in ("+", "-"):
+        body = body[1:]
+    digits = len(body) - body.count("_")
+    if digits > FREE_DIGITS and body.replace("_", "").isdecimal():
+        check_conversion(digits, "int() of a String", V.BUDGET, to_text=False)
 
 
 def b_float(vm, args):

@@ -133,7 +133,8 @@ class SenseRecursionError(SenseRuntimeError):
 class SenseLimitError(SenseError):
     """A resource limit of the run was reached (docs/limits.md): steps, time, string or array
     size. It stops the program: test blocks do not catch it, and ``sensevm run`` exits with
-    status 4 (``limits.LIMIT_EXIT``). ``limit`` names the limit: steps, timeout, string, array.
+    status 4 (``limits.LIMIT_EXIT``). ``limit`` names the limit: steps, timeout, string, array,
+    workers, digits (an Int conversion refused without --timeout).
     The recursion limit keeps the reference's SenseRecursionError (exit 1, catchable)."""
 
     kind = "SenseLimitError"

@@ -30,9 +30,12 @@ DEFAULT_MAX_ARRAY = 10_000_000
 LIMIT_EXIT = 4                  # `sensevm run` exit status when a SenseLimitError stops it
 UNLIMITED = 1 << 62             # steps left when only the clock is limited
 RECHECK = 0.05                  # seconds between repeated alarms once the time is up
-# An Int of up to FREE_DIGITS digits converts to its text in a fraction of a millisecond: str()
-# makes it at once if it fits (values.int_text measures or refuses a longer one).
+# Converting between an Int and its decimal text takes time quadratic in the digits in CPython
+# 3.11 (a million digits: seconds; four million: minutes), all of it in one C call that neither
+# the clock nor Ctrl-C can interrupt. Up to FREE_DIGITS it is a fraction of a millisecond and
+# nothing is asked; beyond, check_conversion decides before it starts.
 FREE_DIGITS = 5_000
+UNTIMED_DIGITS = 1_000_000      # the most digits converted in a run without --timeout
 
 # The limits: VM keyword, command-line option, environment variable.
 SPECS = (
@@ -148,6 +151,61 @@ class Workers:
                                   f"thread with {self.live} running)", "workers") from None
 
 
+# Seconds per squared digit of int(text) and of str(int), measured once when first needed.
+_RATES = None
+
+
+def _rates() -> tuple:
+    global _RATES
+    if _RATES is None:
+        from time import perf_counter
+        n = 20_000
+        text = "7" * n
+        best = [1.0, 1.0]
+        for _ in range(2):      # the better of two: a busy machine only ever slows a run
+            start = perf_counter()
+            value = int(text)
+            middle = perf_counter()
+            str(value)
+            end = perf_counter()
+            best = [min(best[0], middle - start), min(best[1], end - middle)]
+        _RATES = (best[0] / n / n, best[1] / n / n)
+    return _RATES
+
+
+def check_conversion(digits: int, what: str, budget, to_text: bool) -> None:
+    """Refuse, before it starts, a conversion of a number of ``digits`` digits (``what``:
+    "int() of a String", "str() of an Int") that cannot finish in the time given: with a time
+    limit, when its estimated time (quadratic in the digits, at this machine's measured rate)
+    is more than the run has left; without one, when it has more than UNTIMED_DIGITS digits."""
+    if digits <= FREE_DIGITS:
+        return
+    timeout = budget.timeout if budget is not None else None
+    if timeout is None:
+        if digits > UNTIMED_DIGITS:
+            raise SenseLimitError(f"conversion size limit exceeded ({what} of {digits} digits; "
+                                  f"without --timeout the limit is {UNTIMED_DIGITS} digits)",
+                                  "digits", located=False)
+        return
+    need = _rates()[1 if to_text else 0] * digits * digits
+    left = budget.time_left()
+    if need > left:
+        raise SenseLimitError(f"time limit exceeded ({seconds(timeout)}): {what} of {digits} "
+                              f"digits would take about {need:.2g} seconds, and "
+                              f"{max(left, 0):.2g} are left", "timeout", located=False)
+
+
+def digits_to_int(text: str) -> int:
+    """``int(text)`` of a number in JSON from outside (a model server's reply, a persistent
+    memory's record), refused like int() when it has too many digits to convert in the time
+    given."""
+    if len(text) > FREE_DIGITS:
+        from . import values
+        check_conversion(len(text) - text.startswith("-"), "a number read from outside",
+                         values.BUDGET, to_text=False)
+    return int(text)
+
+
 def _waiting(frame) -> bool:
     """Whether the main thread, interrupted in ``frame``, is only waiting: for a line of
     input (ask_human) or for another thread (await, join, a condition). There an exception
@@ -198,6 +256,14 @@ class Budget:
     def expire(self) -> None:
         self.expired = True
         self.left = -UNLIMITED
+
+    def time_left(self) -> float:
+        """Seconds until the clock runs out (the whole timeout before it starts)."""
+        if self.expired:
+            return 0.0
+        if self.deadline is None:
+            return self.timeout
+        return self.deadline - monotonic()
 
     # -- the clock
 

@@ -243,8 +243,9 @@ class PersistentMemory:
 
     def _decode(self, text: str, at):
         import json
+        from .limits import digits_to_int
         try:
-            value = json.loads(text)
+            value = json.loads(text, parse_int=digits_to_int)
         # A hand-edited file: a value that is not text (TypeError) or nested too deeply to
         # read (RecursionError) is as damaged as one that is not JSON.
         except (ValueError, TypeError, RecursionError) as exc:

@@ -275,13 +275,16 @@ def _array_text(items: list, seen: set) -> str:
 
 def int_text(v: int) -> str:
     """The decimal text of an Int too large for to_str's quick test: refused before it is made
-    when it would be longer than MAX_STRING."""
+    when it would be longer than MAX_STRING, or (limits.check_conversion) take longer to make
+    than the run has left."""
+    from .limits import check_conversion
     bits = v.bit_length()
     sign = v < 0
     # The fewest digits an Int of this many bits has (log10(2) rounded down, so never more).
     fewest = (bits - 1) * 30102999566 // 100000000000 + 1
     if fewest + sign > MAX_STRING and fewest > FREE_DIGITS:     # (else made and measured)
         raise string_limit(fewest + sign, MAX_STRING, at_least=True)
+    check_conversion(fewest, "str() of an Int", BUDGET, to_text=True)
     return sized_string(str(v))
 
 

@@ -314,3 +314,57 @@ def test_an_agent_paused_in_a_loop_over_a_string_is_saved_and_resumed(tmp_path):
         outs.append(sensevm_cli("resume", "state", "speller", "go"))
     assert [p.returncode for p in outs] == [0, 0, 0, 0], [p.stderr for p in outs]
     assert "".join(p.stdout for p in outs) == "letter a\nletter b\nletter c\ndone\n"
+
+
+# ----------------------------------------------------------------------------- conversions
+
+# A String of 4,194,304 digits, made quickly by doubling.
+DIGITS = 's = "7"\nfor i in range(22):\n    s = s + s\n'
+# An Int of 1,048,577 digits (10 ** 2 ** 20), made by squaring in well under a second.
+HUGE = "x = 10\nfor i in range(20):\n    x = x * x\n"
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_int_of_millions_of_digits_is_refused_before_it_starts(tmp_path, tier):
+    started = time.monotonic()
+    _, err, _ = run_vm(DIGITS + "n = int(s)\n", tmp_path, tier, timeout=2.0)
+    assert time.monotonic() - started < 1.5          # (it would take minutes)
+    assert err.kind == "SenseLimitError" and err.limit == "timeout" and err.pos.line == 4
+    assert err.message.startswith("time limit exceeded (2 seconds): int() of a String of "
+                                  "4194304 digits would take about ")
+    # Without --timeout: a fixed limit on digits.
+    _, err, _ = run_vm(DIGITS + "n = int(s)\n", tmp_path, tier)
+    assert err.kind == "SenseLimitError" and err.limit == "digits"
+    assert err.message == ("conversion size limit exceeded (int() of a String of 4194304 "
+                           "digits; without --timeout the limit is 1000000 digits)")
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_str_of_an_int_of_a_million_digits_is_refused_before_it_starts(tmp_path, tier):
+    started = time.monotonic()
+    _, err, _ = run_vm(HUGE + "t = str(x)\n", tmp_path, tier, timeout=3.0)
+    assert time.monotonic() - started < 2.5
+    assert err.kind == "SenseLimitError" and err.limit == "timeout" and err.pos.line == 4
+    assert "str() of an Int of 1048576 digits would take about" in err.message
+    _, err, _ = run_vm(HUGE + "print(x)\n", tmp_path, tier)
+    assert err.kind == "SenseLimitError" and err.limit == "digits"
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_conversions_that_fit_still_convert(tmp_path, tier):
+    source = ('s = "12345"\nfor i in range(11):\n    s = s + s\nn = int(s)\nt = str(n)\n'
+              'print(len(t), t == s, int(" -1_000 "), int("x" + s) == 0)\n')
+    out, err, _ = run_vm(source, tmp_path, tier, timeout=60.0)
+    assert err is not None and err.message.startswith("cannot convert 'x1234512345")
+    out, err, _ = run_vm(source.replace(', int("x" + s) == 0', ""), tmp_path, tier, timeout=60.0)
+    assert (out, err) == ("10240 true -1000\n", None)
+
+
+def test_cli_int_of_millions_of_digits_exits_4(tmp_path):
+    src = write(tmp_path, "digits.sns", DIGITS + "n = int(s)\nprint(n)\n")
+    started = time.monotonic()
+    proc = sensevm(["run", src, "--timeout", "2"], tmp_path, timeout=120)
+    assert time.monotonic() - started < 30
+    assert proc.returncode == 4
+    assert proc.stderr.startswith(f"{src}:4:8: SenseLimitError: time limit exceeded (2 seconds): "
+                                  "int() of a String of 4194304 digits would take about ")
