@@ -195,6 +195,30 @@ def check_conversion(digits: int, what: str, budget, to_text: bool) -> None:
                               f"{max(left, 0):.2g} are left", "timeout", located=False)
 
 
+class Deadline:
+    """When a wait for something outside must end (a model server's reply, an MCP server's):
+    after its own ``timeout``, or when the run's --timeout runs out, if that comes first."""
+
+    __slots__ = ("at", "timeout", "budget")
+
+    def __init__(self, timeout: float, budget=None):
+        self.timeout = timeout
+        self.at = monotonic() + timeout
+        self.budget = None          # the run's budget, when its clock ends the wait
+        end = budget.deadline if budget is not None else None
+        if end is not None and end <= self.at:
+            self.at = end
+            self.budget = budget
+
+    def left(self) -> float:
+        return self.at - monotonic()
+
+    def run_out(self, waiting_for: str):
+        """The run's time-limit error for a wait that ran out, naming what it waited for; None
+        when the wait's own timeout ended it (the caller says so in its own words)."""
+        return self.budget.out_of_time(waiting_for) if self.budget is not None else None
+
+
 def digits_to_int(text: str) -> int:
     """``int(text)`` of a number in JSON from outside (a model server's reply, a persistent
     memory's record), refused like int() when it has too many digits to convert in the time
@@ -256,6 +280,12 @@ class Budget:
     def expire(self) -> None:
         self.expired = True
         self.left = -UNLIMITED
+
+    def out_of_time(self, waiting_for: str) -> SenseLimitError:
+        """The time-limit error of a wait for something outside that the clock ended."""
+        self.expire()
+        return SenseLimitError(f"time limit exceeded ({seconds(self.timeout)}) waiting for "
+                               f"{waiting_for}", "timeout")
 
     def time_left(self) -> float:
         """Seconds until the clock runs out (the whole timeout before it starts)."""

@@ -7,7 +7,8 @@ extra: ``pip install mcp``). The SDK is asynchronous (anyio); each server gets a
 background thread running an event loop of its own, in which one task opens the transport and
 the session, lists the tools and then waits to be told to stop. Calls from the VM are handed to
 that loop and waited for with a timeout, so to Sense code a server is an ordinary synchronous
-value.
+value. Each wait ends at its timeout or at the end of the run's --timeout, whichever comes first
+(limits.Deadline); the latter is the run's time-limit error, naming the server.
 
 Policy (docs/mcp.md):
 
@@ -26,9 +27,11 @@ here imports ``mcp``, ``anyio`` or even ``asyncio`` until ``connect_mcp`` runs.
 
 from __future__ import annotations
 
-from .errors import SensePolicyError, SenseRuntimeError
+from .errors import SenseLimitError, SensePolicyError, SenseRuntimeError
 from . import policy as P
 from . import provenance as PV
+from . import values as V
+from .limits import Deadline
 
 CONNECT_CAPABILITY = "mcp.connect"
 DEFAULT_TIMEOUT = 30.0          # seconds: each tool call (timeout: option), and at least the handshake
@@ -91,6 +94,8 @@ class Bridge:
         asyncio.set_event_loop(loop)
         try:
             self._main = loop.create_task(self._serve())
+            if self.closed:                     # closed while this thread was starting
+                self._main.cancel()
             loop.run_until_complete(self._main)
         except BaseException as exc:            # noqa: BLE001 - reported to the VM's thread
             if self.failure is None and not self.closed:
@@ -128,12 +133,31 @@ class Bridge:
 
     # -- the VM's side
 
+    @property
+    def what(self) -> str:
+        return f"MCP server '{self.label}'"
+
+    def _out_of_time(self, err: SenseLimitError) -> SenseLimitError:
+        """The run's time-limit error, which the clock's alarm raises in whatever wait the main
+        thread is in (starting the thread, waiting for a reply), worded to name the server."""
+        budget = V.BUDGET
+        return err if budget is None else budget.out_of_time(self.what)
+
     def start(self) -> list:
         """Start the server and wait for the handshake and its list of tools."""
-        self._thread.start()
         wait = max(self.timeout, DEFAULT_TIMEOUT)      # starting may take longer than a call
-        if not self._ready.wait(wait):
+        deadline = Deadline(wait, V.BUDGET)
+        try:
+            self._thread.start()
+            ready = self._ready.wait(max(deadline.left(), 0))
+        except SenseLimitError as err:
             self.close()
+            raise self._out_of_time(err) from None
+        if not ready:
+            self.close()
+            error = deadline.run_out(self.what)
+            if error is not None:
+                raise error
             raise BridgeError(f"TimeoutError: no answer from the server within {wait:g}s")
         if self._session is None or self.stopped:
             self.close()
@@ -153,11 +177,18 @@ class Bridge:
                 self._session.call_tool(tool, arguments), self._loop)
         except RuntimeError:                    # the loop closed just now
             raise BridgeError(f"the server has stopped ({self.failure})") from None
+        deadline = Deadline(self.timeout, V.BUDGET)
         try:
-            result = future.result(self.timeout)
+            result = future.result(max(deadline.left(), 0))
         except cf.TimeoutError:
             future.cancel()
+            error = deadline.run_out(self.what)
+            if error is not None:
+                raise error from None
             raise BridgeError(f"TimeoutError: no reply within {self.timeout:g}s") from None
+        except SenseLimitError as err:
+            future.cancel()
+            raise self._out_of_time(err) from None
         except cf.CancelledError:
             raise BridgeError(f"the server stopped during the call ({self.failure})") from None
         except Exception as exc:                # noqa: BLE001 - the SDK's errors, as text
@@ -170,7 +201,7 @@ class Bridge:
         if _field(result, "is_error", "isError"):
             raise BridgeError("RuntimeError: " + (text or f"MCP tool '{tool}' failed with no "
                                                           "error message"))
-        return text
+        return V.sized_string(text)
 
     def close(self) -> None:
         """Stop the session and the server process; idempotent."""
@@ -178,18 +209,27 @@ class Bridge:
             return
         self.closed = True
         _OPEN.discard(self)
-        if not self._thread.is_alive():
-            if not self.stopped and not self._thread.ident:
-                self._loop.close()              # never started
+        if not self._thread.ident:
+            self._loop.close()                  # never started
             return
+        if self.stopped:
+            return
+        # Running, or only starting (the clock's alarm can interrupt start() in its wait for
+        # the thread): told to stop either way, here or by _run itself.
         try:
-            if self._stop is not None:
+            if self._stop is not None and self._session is not None:
                 self._loop.call_soon_threadsafe(self._stop.set)
-            elif self._main is not None:
+            elif self._main is not None:        # still connecting: nothing to wait for
                 self._loop.call_soon_threadsafe(self._main.cancel)
         except RuntimeError:                    # the loop has already closed
             pass
-        self._thread.join(CLOSE_TIMEOUT)
+        from time import monotonic
+        end = monotonic() + CLOSE_TIMEOUT
+        while self._thread.is_alive() and end > monotonic():
+            try:
+                self._thread.join(end - monotonic())
+            except SenseLimitError:     # the run's clock, repeating once it has run out
+                pass
 
 
 def _field(obj, *names):
@@ -331,6 +371,9 @@ class McpTool:
         except BridgeError as err:
             _record(vm, frame, name, "failed", line, str(err))
             raise _error(f"mcp tool '{name}' failed: {err}", located=True) from None
+        except SenseLimitError as err:      # a limit of the run: it stops the program
+            _record(vm, frame, name, "failed", line, err.message)
+            raise
         _record(vm, frame, name, "called", line)
         look = vm.look
         if look is None:
@@ -417,6 +460,9 @@ def b_connect_mcp(vm, args, labels=None):
     except BridgeError as err:
         _record_server(vm, frame, name, "failed", str(err))
         raise _error(f"connect_mcp() failed to connect to '{name}': {err}") from None
+    except SenseLimitError as err:              # the run's time is up (start closed it)
+        _record_server(vm, frame, name, "failed", err.message)
+        raise
     except Exception as err:                    # noqa: BLE001 - e.g. no threads left
         bridge.close()
         _record_server(vm, frame, name, "failed", describe(err))

@@ -6,7 +6,10 @@ kept in a neutral form by models.py — dicts with ``role`` "user" (``text``), "
 (``text``, ``calls``) and "tool" (``id``, ``name``, ``text``) — and each HTTP provider renders it
 into its own wire format. Failures are ``ProviderError`` with a reason a person can act on
 (``HTTP 500 from URL: ...``, ``no reply from URL within 2s``, ``malformed reply ...``); nothing
-here raises anything else.
+here raises anything else but the run's own limits (SenseLimitError): a request waits for its
+reply at most until its own ``timeout`` or the end of the run's --timeout, whichever comes
+first, however slowly the server sends it, and reads no more of a reply than --max-string
+could hold (sensevm/bounded_http.py, docs/limits.md).
 
 The HTTP providers speak the OpenAI chat-completions protocol (api.openai.com, and any server
 that implements it: Ollama, LM Studio, vLLM, llama.cpp) and Anthropic's messages protocol, with
@@ -189,34 +192,58 @@ class ScriptedProvider:
 
 # ----------------------------------------------------------------------------- HTTP
 
+# A reply's bytes per character of the longest String it may carry: JSON writes a character
+# outside the BMP as two \\uXXXX escapes. And room for the reply's own fields.
+REPLY_BYTES_PER_CHAR = 12
+REPLY_SLACK = 1 << 20
+
+
 def post_json(url: str, payload: dict, headers: dict, timeout: float) -> Any:
     """POST JSON and return the decoded JSON reply, or raise ProviderError saying why not."""
     import socket
     import urllib.error
     import urllib.request
+    from . import values as V
+    from .bounded_http import read_at_most, urlopen
+    from .errors import SenseLimitError
+    from .limits import Deadline, digits_to_int
+    deadline = Deadline(timeout, V.BUDGET)
+    limit = REPLY_BYTES_PER_CHAR * V.MAX_STRING + REPLY_SLACK
     body = json.dumps(payload).encode("utf-8")
     request = urllib.request.Request(url, data=body, method="POST", headers={
         "Content-Type": "application/json", "Accept": "application/json", **headers})
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as reply:
-            raw = reply.read()
+        with urlopen(request, deadline) as reply:
+            raw = read_at_most(reply, limit)
     except urllib.error.HTTPError as exc:
-        detail = _excerpt(exc.read() if exc.fp is not None else b"")
+        try:
+            detail = _excerpt(exc.read(4096) if exc.fp is not None else b"")
+        except OSError:         # (it too stops at the deadline)
+            detail = ""
         raise ProviderError(f"HTTP {exc.code} from {url}" + (f": {detail}" if detail else "")) \
             from None
     except (socket.timeout, TimeoutError):
-        raise ProviderError(f"no reply from {url} within {timeout:g}s") from None
+        raise _no_reply(url, deadline) from None
     except urllib.error.URLError as exc:
         reason = exc.reason
         if isinstance(reason, (socket.timeout, TimeoutError)):
-            raise ProviderError(f"no reply from {url} within {timeout:g}s") from None
+            raise _no_reply(url, deadline) from None
         raise ProviderError(f"cannot reach {url}: {reason}") from None
     except (OSError, ValueError) as exc:      # a reset connection, a malformed URL
         raise ProviderError(f"cannot reach {url}: {exc}") from None
+    if raw is None:
+        raise SenseLimitError(f"string size limit exceeded (a reply of more than {limit} bytes "
+                              f"from {url}; the limit is {V.MAX_STRING} characters)", "string")
     try:
-        return json.loads(raw.decode("utf-8"))
+        return json.loads(raw.decode("utf-8"), parse_int=digits_to_int)
     except (UnicodeDecodeError, json.JSONDecodeError):
         raise ProviderError(f"malformed reply from {url}: not JSON: {_excerpt(raw)!r}") from None
+
+
+def _no_reply(url: str, deadline):
+    """The error of a request whose deadline passed: the run's time limit if it was that."""
+    return (deadline.run_out(f"a reply from {url}")
+            or ProviderError(f"no reply from {url} within {deadline.timeout:g}s"))
 
 
 def _excerpt(raw: bytes, limit: int = 200) -> str:

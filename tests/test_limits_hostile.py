@@ -368,3 +368,205 @@ def test_cli_int_of_millions_of_digits_exits_4(tmp_path):
     assert proc.returncode == 4
     assert proc.stderr.startswith(f"{src}:4:8: SenseLimitError: time limit exceeded (2 seconds): "
                                   "int() of a String of 4194304 digits would take about ")
+
+
+# ----------------------------------------------------------------------------- the network
+
+class DripServer:
+    """An HTTP server on 127.0.0.1 that reads a request, then sends its reply one byte every
+    ``interval`` seconds: from the status line on (``headers``), or after the headers."""
+
+    def __init__(self, body: bytes, interval: float = 0.5, headers: bool = False):
+        import socket
+        import threading
+        self.body = body
+        self.interval = interval
+        self.drip_headers = headers
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.closed = threading.Event()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        import threading
+        while not self.closed.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._reply, args=(conn,), daemon=True).start()
+
+    def _reply(self, conn):
+        try:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(65536)
+            head, _, rest = data.partition(b"\r\n\r\n")
+            length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+            while len(rest) < length:
+                rest += conn.recv(65536)
+            head = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                    b"Content-Length: %d\r\n\r\n" % len(self.body))
+            if not self.drip_headers:
+                conn.sendall(head)
+            for byte in (head if self.drip_headers else b"") + self.body:
+                if self.closed.wait(self.interval):
+                    return
+                conn.sendall(bytes([byte]))
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+    def close(self):
+        self.closed.set()
+        self.sock.close()
+
+
+@pytest.fixture
+def drip():
+    servers = []
+
+    def make(*args, **kwargs):
+        servers.append(DripServer(*args, **kwargs))
+        return servers[-1]
+    yield make
+    for s in servers:
+        s.close()
+
+
+ANSWER = b'{"choices": [{"message": {"role": "assistant", "content": "eventually"}}]}'
+
+
+def model(url, extra=""):
+    return (f'model gpt = inference("openai", "m", base_url: "{url}/v1"{extra})\n'
+            "set delegation = gpt\n")
+
+
+@pytest.mark.parametrize("headers", [False, True], ids=["body", "headers"])
+def test_a_dripping_model_server_meets_the_models_timeout(tmp_path, drip, headers):
+    server = drip(ANSWER, headers=headers)
+    started = time.monotonic()
+    out, err, _ = run_vm(model(server.url, ", timeout: 1") + 'print(ask("x"))\n', tmp_path, "1")
+    assert time.monotonic() - started < 10            # the drip would take 37 s or more
+    assert err.kind == "SenseRuntimeError"
+    assert err.message == (f"model 'gpt' failed: no reply from {server.url}/v1/chat/completions "
+                           "within 1s")
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_a_dripping_model_server_meets_the_runs_timeout(tmp_path, drip, tier):
+    server = drip(ANSWER)
+    started = time.monotonic()
+    out, err, _ = run_vm(model(server.url) + 'print("asking")\nprint(ask("x"))\n', tmp_path,
+                         tier, timeout=1.0)
+    assert time.monotonic() - started < 10
+    assert out == "asking\n"
+    assert err.kind == "SenseLimitError" and err.limit == "timeout" and err.pos.line == 4
+    assert err.message == ("time limit exceeded (1 second) waiting for a reply from "
+                           f"{server.url}/v1/chat/completions")
+
+
+def test_a_dripping_model_server_meets_the_runs_timeout_on_a_worker_thread(tmp_path, drip):
+    # The program, waiting at await, stops at once; no alarm reaches the worker thread, whose
+    # request ends at the same deadline instead of when the drip would.
+    import threading
+    server = drip(ANSWER)
+    started = time.monotonic()
+    out, err, _ = run_vm(model(server.url) + "async tool t() returns String:\n"
+                         '    return ask("x").value\nprint(await(t()))\n', tmp_path, "1",
+                         timeout=1.0)
+    assert time.monotonic() - started < 10
+    assert err.kind == "SenseLimitError" and err.limit == "timeout"
+    while any(t.name == "sense-tool-t" for t in threading.enumerate()):
+        assert time.monotonic() - started < 10
+        time.sleep(0.05)
+
+
+def test_a_model_reply_larger_than_the_string_limit_allows_is_not_read_whole(tmp_path, drip):
+    body = b'{"choices": [{"message": {"content": "' + b"z" * 1_200_000 + b'"}}]}'
+    server = drip(body, interval=0)
+    _, err, _ = run_vm(model(server.url) + 'print(ask("x"))\n', tmp_path, "1", max_string=10)
+    assert err.kind == "SenseLimitError" and err.limit == "string"
+    assert err.message == (f"string size limit exceeded (a reply of more than 1048696 bytes "
+                           f"from {server.url}/v1/chat/completions; the limit is 10 characters)")
+
+
+def test_cli_a_dripping_model_server_exits_4_naming_the_server(tmp_path, drip):
+    server = drip(ANSWER)
+    src = write(tmp_path, "m.sns", model(server.url) + 'print(ask("x"))\n')
+    started = time.monotonic()
+    proc = sensevm(["run", src, "--timeout", "1.5"], tmp_path, timeout=120)
+    assert time.monotonic() - started < 30
+    assert proc.returncode == 4
+    assert proc.stderr.startswith(f"{src}:3:10: SenseLimitError: time limit exceeded "
+                                  f"(1.5 seconds) waiting for a reply from {server.url}/v1/")
+
+
+# ----------------------------------------------------------------------------- MCP
+
+def _mcp():
+    from test_mcp import CONNECT, HEAD, PY, calls, needs_mcp
+    return CONNECT, HEAD, PY, calls, needs_mcp
+
+
+CONNECT, MCP_HEAD, PY, calls, needs_mcp = _mcp()
+
+
+@needs_mcp
+def test_an_mcp_server_that_never_answers_meets_the_runs_timeout(tmp_path):
+    # It never even completes the handshake (connect_mcp waits 30 s at least by itself).
+    import glob
+    source = (f'print("connecting")\ns = connect_mcp("mute", "{PY}", ["-c", '
+              f'"import time; time.sleep(600)", "{tmp_path}"])\nprint("connected")\n')
+    started = time.monotonic()
+    out, err, vm = run_vm(source, tmp_path, "1", timeout=1.0)
+    assert time.monotonic() - started < 15
+    assert out == "connecting\n"
+    assert err.kind == "SenseLimitError" and err.limit == "timeout" and err.pos.line == 2
+    assert err.message == "time limit exceeded (1 second) waiting for MCP server 'mute'"
+    assert [r.event for r in vm.audit.records if r.kind == "mcp"] == ["failed"]
+
+    def running():          # the server process (its command line names tmp_path)
+        found = []
+        for name in glob.glob("/proc/[0-9]*/cmdline"):
+            try:
+                with open(name, "rb") as f:
+                    if str(tmp_path).encode() in f.read():
+                        found.append(name)
+            except OSError:
+                pass
+        return found
+    while running():
+        assert time.monotonic() - started < 20, "the server was left running"
+        time.sleep(0.1)
+
+
+@needs_mcp
+@pytest.mark.parametrize("tier", TIERS)
+def test_a_slow_mcp_tool_meets_the_runs_timeout_and_is_not_told_to_the_model(tmp_path, tier):
+    import json
+    (tmp_path / "s.json").write_text(json.dumps(
+        [calls(("demo.slow", {"seconds": 120})), {"text": "the model went on"}]))
+    source = MCP_HEAD + f"s = {CONNECT})\n" + 'print(ask_with_tools("x", s.tools).value)\n'
+    started = time.monotonic()
+    out, err, vm = run_vm(source, tmp_path, tier, timeout=8.0)
+    assert time.monotonic() - started < 30           # (the connection's own timeout is 30 s)
+    assert out == ""
+    assert err.kind == "SenseLimitError" and err.limit == "timeout" and err.pos.line == 4
+    assert err.message == "time limit exceeded (8 seconds) waiting for MCP server 'demo'"
+    assert [(r.name, r.event) for r in vm.audit.records if r.kind == "tool"] == [
+        ("demo.slow", "failed")]
+
+
+@needs_mcp
+def test_an_mcp_result_meets_the_string_limit(tmp_path):
+    import json
+    (tmp_path / "s.json").write_text(json.dumps(
+        [calls(("demo.echo", {"text": "w" * 300})), {"text": "{results}"}]))
+    source = MCP_HEAD + f"s = {CONNECT})\n" + 'print(ask_with_tools("x", s.tools).value)\n'
+    out, err, _ = run_vm(source, tmp_path, "1", max_string=200)
+    assert err.kind == "SenseLimitError" and err.limit == "string"
+    assert err.message == "string size limit exceeded (a String of 300 characters; the limit is 200)"
