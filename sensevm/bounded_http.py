@@ -3,8 +3,8 @@
 The model providers' requests go through here (providers.post_json). urllib's own ``timeout``
 is a limit per socket operation: a server that sends a byte every second never trips it and
 keeps the request open for as long as it likes. Here every connection's socket is wrapped so
-that each read and write may wait only for what is left of one ``limits.Deadline``; when that
-is spent, the next one raises ``socket.timeout`` at once. Everything else (proxies from the
+that each read and write may wait only for what is left of one ``deadline.Deadline``; when
+that is spent, the next one raises ``socket.timeout`` at once. Everything else (proxies from the
 environment, redirects, TLS) is urllib's.
 
 Imported only when a model request is made: it brings http.client and urllib.request.
@@ -115,7 +115,7 @@ if hasattr(http.client, "HTTPSConnection"):        # Python built with ssl
 
 def urlopen(request, deadline):
     """``urllib.request.urlopen(request)`` whose every socket operation ends by ``deadline``
-    (a limits.Deadline); a connection is also given only what is left of it."""
+    (a deadline.Deadline); a connection is also given only what is left of it."""
     opener = urllib.request.build_opener(*(handler(deadline) for handler in _handlers))
     return opener.open(request, timeout=max(deadline.left(), 0.001))
 

@@ -101,8 +101,8 @@ def b_int(vm, args):
 
 def _check_digits(text: str) -> None:
     """Refuse int() of a String of more digits than can be converted in the time given
-    (limits.check_conversion); a String that is not a number is left to fail as usual."""
-    from .limits import check_conversion
+    (conversions.check_conversion); a String that is not a number is left to fail as usual."""
+    from .conversions import check_conversion
     body = text.strip()
     if body[:1] in ("+", "-"):
         body = body[1:]

@@ -30,12 +30,9 @@ DEFAULT_MAX_ARRAY = 10_000_000
 LIMIT_EXIT = 4                  # `sensevm run` exit status when a SenseLimitError stops it
 UNLIMITED = 1 << 62             # steps left when only the clock is limited
 RECHECK = 0.05                  # seconds between repeated alarms once the time is up
-# Converting between an Int and its decimal text takes time quadratic in the digits in CPython
-# 3.11 (a million digits: seconds; four million: minutes), all of it in one C call that neither
-# the clock nor Ctrl-C can interrupt. Up to FREE_DIGITS it is a fraction of a millisecond and
-# nothing is asked; beyond, check_conversion decides before it starts.
+# Converting an Int of up to FREE_DIGITS digits to or from its text takes a fraction of a
+# millisecond: nothing is asked. Beyond, conversions.check_conversion decides before it starts.
 FREE_DIGITS = 5_000
-UNTIMED_DIGITS = 1_000_000      # the most digits converted in a run without --timeout
 
 # The limits: VM keyword, command-line option, environment variable.
 SPECS = (
@@ -108,126 +105,6 @@ def string_limit(length: int, limit: int, located: bool = True,
 def array_limit(length: int, limit: int, located: bool = True) -> SenseLimitError:
     return SenseLimitError(f"array size limit exceeded (an Array of {count(length)} elements; "
                            f"the limit is {limit})", "array", located=located)
-
-
-def worker_limit(limit: int) -> SenseLimitError:
-    return SenseLimitError(f"worker limit exceeded ({limit} async tools and agents running at "
-                           "once)", "workers")
-
-
-class Workers:
-    """How many async tool bodies and async agents are running on threads of their own, shared
-    by the VM and its workers: starting one more than ``limit`` is refused, before its thread
-    exists, so a program that starts async calls in a loop (or recurses through them) without
-    waiting is stopped instead of exhausting the host's threads and memory."""
-
-    __slots__ = ("limit", "live", "_lock")
-
-    def __init__(self, limit: int):
-        from _thread import allocate_lock      # a builtin module: no threading import
-        self.limit = limit
-        self.live = 0
-        self._lock = allocate_lock()
-
-    def enter(self) -> None:
-        with self._lock:
-            if self.live >= self.limit:
-                raise worker_limit(self.limit)
-            self.live += 1
-
-    def leave(self) -> None:
-        with self._lock:
-            self.live -= 1
-
-    def start(self, thread) -> None:
-        """Count ``thread`` in and start it (its body calls leave() as it ends); a host that
-        cannot start another thread is the same limit, reached early."""
-        self.enter()
-        try:
-            thread.start()
-        except RuntimeError:            # "can't start new thread"
-            self.leave()
-            raise SenseLimitError(f"worker limit exceeded (the host could not start another "
-                                  f"thread with {self.live} running)", "workers") from None
-
-
-# Seconds per squared digit of int(text) and of str(int), measured once when first needed.
-_RATES = None
-
-
-def _rates() -> tuple:
-    global _RATES
-    if _RATES is None:
-        from time import perf_counter
-        n = 20_000
-        text = "7" * n
-        best = [1.0, 1.0]
-        for _ in range(2):      # the better of two: a busy machine only ever slows a run
-            start = perf_counter()
-            value = int(text)
-            middle = perf_counter()
-            str(value)
-            end = perf_counter()
-            best = [min(best[0], middle - start), min(best[1], end - middle)]
-        _RATES = (best[0] / n / n, best[1] / n / n)
-    return _RATES
-
-
-def check_conversion(digits: int, what: str, budget, to_text: bool) -> None:
-    """Refuse, before it starts, a conversion of a number of ``digits`` digits (``what``:
-    "int() of a String", "str() of an Int") that cannot finish in the time given: with a time
-    limit, when its estimated time (quadratic in the digits, at this machine's measured rate)
-    is more than the run has left; without one, when it has more than UNTIMED_DIGITS digits."""
-    if digits <= FREE_DIGITS:
-        return
-    timeout = budget.timeout if budget is not None else None
-    if timeout is None:
-        if digits > UNTIMED_DIGITS:
-            raise SenseLimitError(f"conversion size limit exceeded ({what} of {digits} digits; "
-                                  f"without --timeout the limit is {UNTIMED_DIGITS} digits)",
-                                  "digits", located=False)
-        return
-    need = _rates()[1 if to_text else 0] * digits * digits
-    left = budget.time_left()
-    if need > left:
-        raise SenseLimitError(f"time limit exceeded ({seconds(timeout)}): {what} of {digits} "
-                              f"digits would take about {need:.2g} seconds, and "
-                              f"{max(left, 0):.2g} are left", "timeout", located=False)
-
-
-class Deadline:
-    """When a wait for something outside must end (a model server's reply, an MCP server's):
-    after its own ``timeout``, or when the run's --timeout runs out, if that comes first."""
-
-    __slots__ = ("at", "timeout", "budget")
-
-    def __init__(self, timeout: float, budget=None):
-        self.timeout = timeout
-        self.at = monotonic() + timeout
-        self.budget = None          # the run's budget, when its clock ends the wait
-        end = budget.deadline if budget is not None else None
-        if end is not None and end <= self.at:
-            self.at = end
-            self.budget = budget
-
-    def left(self) -> float:
-        return self.at - monotonic()
-
-    def run_out(self, waiting_for: str):
-        """The run's time-limit error for a wait that ran out, naming what it waited for; None
-        when the wait's own timeout ended it (the caller says so in its own words)."""
-        return self.budget.out_of_time(waiting_for) if self.budget is not None else None
-
-
-def digits_to_int(text: str) -> int:
-    """``int(text)`` of a number in JSON from outside (a model server's reply, a persistent
-    memory's record), refused like int() when it has too many digits to convert in the time
-    given."""
-    if len(text) > FREE_DIGITS:
-        from . import values
-        check_conversion(len(text) - text.startswith("-"), "a number read from outside",
-                         values.BUDGET, to_text=False)
-    return int(text)
 
 
 def _waiting(frame) -> bool:

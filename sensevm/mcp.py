@@ -8,7 +8,7 @@ background thread running an event loop of its own, in which one task opens the 
 the session, lists the tools and then waits to be told to stop. Calls from the VM are handed to
 that loop and waited for with a timeout, so to Sense code a server is an ordinary synchronous
 value. Each wait ends at its timeout or at the end of the run's --timeout, whichever comes first
-(limits.Deadline); the latter is the run's time-limit error, naming the server.
+(deadline.Deadline); the latter is the run's time-limit error, naming the server.
 
 Policy (docs/mcp.md):
 
@@ -31,7 +31,7 @@ from .errors import SenseLimitError, SensePolicyError, SenseRuntimeError
 from . import policy as P
 from . import provenance as PV
 from . import values as V
-from .limits import Deadline
+from .deadline import Deadline
 
 CONNECT_CAPABILITY = "mcp.connect"
 DEFAULT_TIMEOUT = 30.0          # seconds: each tool call (timeout: option), and at least the handshake

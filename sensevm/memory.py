@@ -243,9 +243,10 @@ class PersistentMemory:
 
     def _decode(self, text: str, at):
         import json
-        from .limits import digits_to_int
+        from . import values
+        from .conversions import int_reader
         try:
-            value = json.loads(text, parse_int=digits_to_int)
+            value = json.loads(text, parse_int=int_reader(values.BUDGET))
         # A hand-edited file: a value that is not text (TypeError) or nested too deeply to
         # read (RecursionError) is as damaged as one that is not JSON.
         except (ValueError, TypeError, RecursionError) as exc:

@@ -206,7 +206,8 @@ def post_json(url: str, payload: dict, headers: dict, timeout: float) -> Any:
     from . import values as V
     from .bounded_http import read_at_most, urlopen
     from .errors import SenseLimitError
-    from .limits import Deadline, digits_to_int
+    from .conversions import int_reader
+    from .deadline import Deadline
     deadline = Deadline(timeout, V.BUDGET)
     limit = REPLY_BYTES_PER_CHAR * V.MAX_STRING + REPLY_SLACK
     body = json.dumps(payload).encode("utf-8")
@@ -235,7 +236,7 @@ def post_json(url: str, payload: dict, headers: dict, timeout: float) -> Any:
         raise SenseLimitError(f"string size limit exceeded (a reply of more than {limit} bytes "
                               f"from {url}; the limit is {V.MAX_STRING} characters)", "string")
     try:
-        return json.loads(raw.decode("utf-8"), parse_int=digits_to_int)
+        return json.loads(raw.decode("utf-8"), parse_int=int_reader(V.BUDGET))
     except (UnicodeDecodeError, json.JSONDecodeError):
         raise ProviderError(f"malformed reply from {url}: not JSON: {_excerpt(raw)!r}") from None
 

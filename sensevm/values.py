@@ -26,16 +26,24 @@ from .limits import (DEFAULT_MAX_ARRAY, DEFAULT_MAX_STRING, FREE_DIGITS, array_l
 MAX_STRING = DEFAULT_MAX_STRING
 MAX_ARRAY = DEFAULT_MAX_ARRAY
 BUDGET = None           # the run's steps and time (limits.Budget), None when neither is limited
+
+
+def _int_bound(digits: int) -> int:
+    """A power of two no larger than 10 ** digits (cheap to make, unlike that power of ten): an
+    Int of smaller magnitude has at most ``digits`` digits."""
+    return 1 << digits * 3321928 // 1000000      # log2(10), rounded down
+
+
 # An Int strictly between these has few enough digits to make its text at once (FREE_DIGITS),
 # and that text fits in MAX_STRING: str() and printing need not ask (see int_text).
-INT_HIGH = 10 ** FREE_DIGITS
+INT_HIGH = _int_bound(FREE_DIGITS)
 INT_LOW = -INT_HIGH
 
 
 def set_limits(max_string: int, max_array: int, budget=None) -> None:
     global MAX_STRING, MAX_ARRAY, BUDGET, INT_HIGH, INT_LOW
     if max_string != MAX_STRING:
-        INT_HIGH = 10 ** min(max_string - 1, FREE_DIGITS)
+        INT_HIGH = _int_bound(min(max_string - 1, FREE_DIGITS))
         INT_LOW = -INT_HIGH
     MAX_STRING, MAX_ARRAY, BUDGET = max_string, max_array, budget
 
@@ -275,9 +283,9 @@ def _array_text(items: list, seen: set) -> str:
 
 def int_text(v: int) -> str:
     """The decimal text of an Int too large for to_str's quick test: refused before it is made
-    when it would be longer than MAX_STRING, or (limits.check_conversion) take longer to make
-    than the run has left."""
-    from .limits import check_conversion
+    when it would be longer than MAX_STRING, or (conversions.check_conversion) take longer to
+    make than the run has left."""
+    from .conversions import check_conversion
     bits = v.bit_length()
     sign = v < 0
     # The fewest digits an Int of this many bits has (log10(2) rounded down, so never more).

@@ -25,7 +25,7 @@ from .builtins import builtin_scope
 from .errors import (Pos, SenseError, SenseImportError, SenseLimitError, SenseNameError,
                      SenseRecursionError, SenseRuntimeError, SenseSyntaxError)
 from .limits import (DEFAULT_MAX_ARRAY, DEFAULT_MAX_DEPTH, DEFAULT_MAX_STRING,
-                     DEFAULT_MAX_WORKERS, Budget, Workers)
+                     DEFAULT_MAX_WORKERS, Budget)
 from .opcodes import Op, Operand
 from . import lifecycle as L
 from . import policy as P
@@ -215,7 +215,8 @@ class VM:
         self.max_depth = max_depth
         self.max_array = max_array
         self.max_string = max_string
-        self.workers = Workers(max_workers)     # async bodies running (shared with workers)
+        self.max_workers = max_workers
+        self.workers = None     # async bodies running (workers.Workers), made by worker()
         # Steps and time are counted only when limited (docs/limits.md): shared with workers.
         self.budget = (Budget(max_steps, timeout)
                        if max_steps is not None or timeout is not None else None)
@@ -1740,6 +1741,9 @@ class VM:
         import copy
         if self.depth + frames > self.max_depth:
             raise SenseRecursionError()
+        if self.workers is None:        # made before the first copy, which shares it
+            from .workers import Workers
+            self.workers = Workers(self.max_workers)
         worker = copy.copy(self)
         worker.frame = None
         worker.depth = self.depth + frames
