@@ -367,7 +367,7 @@ def _literal(value) -> Optional[str]:
 
 
 class _Gen:
-    def __init__(self, prepared, counting=False, max_array=None):
+    def __init__(self, prepared, counting=False, max_array=None, max_string=None):
         self.prepared = prepared
         self.counting = counting      # a step budget: count backward jumps and calls
         self.max_array = max_array    # --max-array, when an array literal could exceed it
@@ -378,6 +378,10 @@ class _Gen:
         self.lines: list[str] = []
         self.linemap: dict[int, int] = {}
         self.ns: dict = dict(_RUNTIME)
+        # The Ints that str() turns into text in place under --max-string (values.int_text
+        # does the others), as constants of this code: cheaper to read than V's.
+        high = V.int_bound(max_string if max_string is not None else V.MAX_STRING)
+        self.ns["INT_HIGH"], self.ns["INT_LOW"] = high, -high
         self.nconst = 0
         self.direct = False     # generating the direct form (see Compiled)
         self.lazy = False       # ... whose function scope is made only if it deoptimizes
@@ -1290,7 +1294,7 @@ class _Gen:
             self.emit(indent + 1, f"{c} = {a[0]}", ip)
         elif name == "str" and n == 1:
             self.emit(indent, f"if {c} is B_STR and type({a[0]}) is int and "
-                              f"V.INT_LOW < {a[0]} < V.INT_HIGH: {c} = str({a[0]})", ip)
+                              f"{a[0]} < INT_HIGH and {a[0]} > INT_LOW: {c} = str({a[0]})", ip)
         else:
             return "if"
         return "elif"
@@ -1517,12 +1521,13 @@ class _Deeper(Exception):
         self.block = block
 
 
-def compile_code(prepared, counting: bool = False,
-                 max_array: Optional[int] = None) -> Optional[Compiled]:
+def compile_code(prepared, counting: bool = False, max_array: Optional[int] = None,
+                 max_string: Optional[int] = None) -> Optional[Compiled]:
     """The tier-2 form of ``prepared``, or None when it stays in tier 1. With ``counting`` (a
     step or time limit), the code counts the steps tier 1 counts (sensevm/limits.py); an array
-    literal longer than ``max_array`` raises tier 1's error."""
-    gen = _Gen(prepared, counting, max_array)
+    literal longer than ``max_array`` raises tier 1's error, and an Int whose text could be
+    longer than ``max_string`` is made into text by values.int_text."""
+    gen = _Gen(prepared, counting, max_array, max_string)
     try:
         gen.analyse()
     except _Declined:

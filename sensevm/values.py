@@ -28,22 +28,22 @@ MAX_ARRAY = DEFAULT_MAX_ARRAY
 BUDGET = None           # the run's steps and time (limits.Budget), None when neither is limited
 
 
-def _int_bound(digits: int) -> int:
-    """A power of two no larger than 10 ** digits (cheap to make, unlike that power of ten): an
-    Int of smaller magnitude has at most ``digits`` digits."""
+def int_bound(max_string: int) -> int:
+    """An Int strictly between minus this and this has few enough digits to make its text at
+    once (FREE_DIGITS), and that text fits in ``max_string``: str() and printing need not ask
+    (see int_text). A power of two, cheap to make, unlike the power of ten it stays under."""
+    digits = min(max_string - 1, FREE_DIGITS)
     return 1 << digits * 3321928 // 1000000      # log2(10), rounded down
 
 
-# An Int strictly between these has few enough digits to make its text at once (FREE_DIGITS),
-# and that text fits in MAX_STRING: str() and printing need not ask (see int_text).
-INT_HIGH = _int_bound(FREE_DIGITS)
+INT_HIGH = int_bound(MAX_STRING)
 INT_LOW = -INT_HIGH
 
 
 def set_limits(max_string: int, max_array: int, budget=None) -> None:
     global MAX_STRING, MAX_ARRAY, BUDGET, INT_HIGH, INT_LOW
     if max_string != MAX_STRING:
-        INT_HIGH = _int_bound(min(max_string - 1, FREE_DIGITS))
+        INT_HIGH = int_bound(max_string)
         INT_LOW = -INT_HIGH
     MAX_STRING, MAX_ARRAY, BUDGET = max_string, max_array, budget
 
@@ -161,7 +161,7 @@ class ArrayIterator:
 
 
 class StringIterator:
-    """Iterates a String's characters where they are, copying nothing: FOR_ITER reads
+    """Iterates a long String's characters where they are, copying nothing: FOR_ITER reads
     ``items[i]`` as for an Array, ``items`` being the String itself or, for a labelled one,
     a view that gives each character its span's origins (provenance.Chars). ``text`` is the
     String, which is what a saved agent keeps."""
@@ -174,12 +174,21 @@ class StringIterator:
         self.i = 0
 
 
+# A String of at most this many characters is iterated over a list of them, which FOR_ITER
+# reads faster than it indexes the String (13 ns a character less); a longer one in place, so
+# that the copy is never more than a few megabytes (a list slot and, outside Latin-1, a String
+# object per character), whatever the String.
+COPIED_CHARS = 1 << 16
+
+
 def get_iter(obj):
     """GET_ITER, in both tiers: the iterator a ``for`` loop walks."""
     t = type(obj)
     if t is list:
         return ArrayIterator(obj)
-    if t is str or t is _P.LStr:
+    if t is str:
+        return ArrayIterator(list(obj)) if len(obj) <= COPIED_CHARS else StringIterator(obj)
+    if t is _P.LStr:
         return StringIterator(obj)
     raise SenseRuntimeError(f"cannot iterate over value of type {type_name(obj)}")
 
@@ -228,7 +237,7 @@ def to_str(v: Any, _seen: Optional[set] = None) -> str:
     if t is str:
         return v
     if t is int:
-        if INT_LOW < v < INT_HIGH:
+        if v < INT_HIGH and v > INT_LOW:
             return str(v)
         return int_text(v)
     if t is bool:
@@ -282,7 +291,7 @@ def _array_text(items: list, seen: set) -> str:
 
 
 def int_text(v: int) -> str:
-    """The decimal text of an Int too large for to_str's quick test: refused before it is made
+    """The decimal text of an Int outside int_bound(MAX_STRING): refused before it is made
     when it would be longer than MAX_STRING, or (conversions.check_conversion) take longer to
     make than the run has left."""
     from .conversions import check_conversion

@@ -687,7 +687,8 @@ class VM:
                 return None
             from .tier2 import compile_code
             t2 = code.t2 = compile_code(code, counting=self.budget is not None,
-                                        max_array=self.max_array) or False
+                                        max_array=self.max_array,
+                                        max_string=self.max_string) or False
             if t2 and t2.direct is not None:
                 t2.set_direct(code, t2.direct)
         return t2 or None

@@ -275,11 +275,14 @@ def test_for_over_a_string_copies_nothing(tmp_path, tier):
 
 @pytest.mark.parametrize("tier", TIERS)
 def test_for_over_a_string_prints_what_it_printed(tmp_path, tier):
+    # Short Strings (copied) and one walked in place, labels aside.
     source = ('out = ""\nfor c in "héllo, wörld":\n    if c != "o":\n        out = c + out\n'
               'print(out)\nfor c in "":\n    print("never")\nfor x in ["a", "bc"]:\n'
-              "    for c in x:\n        print(c)\n")
+              "    for c in x:\n        print(c)\n"
+              's = "hé"\nfor i in range(17):\n    s = s + s\nn = 0\nlast = ""\nfor c in s:\n'
+              '    if c == "é":\n        n = n + 1\n    last = c\nprint(n, last)\n')
     out, err, _ = run_vm(source, tmp_path, tier)
-    assert (out, err) == ("dlröw ,lléh\na\nb\nc\n", None)
+    assert (out, err) == ("dlröw ,lléh\na\nb\nc\n131072 é\n", None)
 
 
 def test_a_labelled_strings_characters_keep_their_spans_origins():
@@ -301,19 +304,24 @@ def test_an_agent_paused_in_a_loop_over_a_string_is_saved_and_resumed(tmp_path):
     import subprocess
     import sys
     from conftest import ROOT
+    # Long enough to be walked in place (values.COPIED_CHARS): the saved iterator is that.
     (tmp_path / "spell.sns").write_text(
-        'agent speller:\n    for c in "abc":\n        print("letter", c)\n'
-        '        pause("next?")\n    print("done")\nstart(speller)\n')
+        'agent speller:\n    s = "abc"\n    for i in range(16):\n        s = s + s\n'
+        '    n = 0\n    for c in s:\n        print("letter", c)\n        n = n + 1\n'
+        '        if n == 3:\n            break\n        pause("next?")\n'
+        '    print("done")\nstart(speller)\n')
     env = dict(os.environ, PYTHONPATH=ROOT, NO_COLOR="1")
 
     def sensevm_cli(*args):
         return subprocess.run([sys.executable, "-m", "sensevm", *args], cwd=tmp_path, env=env,
                               capture_output=True, text=True, timeout=120)
     outs = [sensevm_cli("run", "spell.sns", "--state-dir", "state")]
-    for _ in range(3):
+    saved = (tmp_path / "state" / "speller.json").read_text()
+    for _ in range(2):
         outs.append(sensevm_cli("resume", "state", "speller", "go"))
-    assert [p.returncode for p in outs] == [0, 0, 0, 0], [p.stderr for p in outs]
+    assert [p.returncode for p in outs] == [0, 0, 0], [p.stderr for p in outs]
     assert "".join(p.stdout for p in outs) == "letter a\nletter b\nletter c\ndone\n"
+    assert '"str_iter"' in saved and len(saved) < 600_000      # (the String twice, no list)
 
 
 # ----------------------------------------------------------------------------- conversions
