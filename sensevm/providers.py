@@ -193,7 +193,7 @@ class ScriptedProvider:
 # ----------------------------------------------------------------------------- HTTP
 
 # A reply's bytes per character of the longest String it may carry: JSON writes a character
-# outside the BMP as two \\uXXXX escapes. And room for the reply's own fields.
+# outside the BMP as two \uXXXX escapes. And room for the reply's own fields.
 REPLY_BYTES_PER_CHAR = 12
 REPLY_SLACK = 1 << 20
 

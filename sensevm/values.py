@@ -294,14 +294,13 @@ def int_text(v: int) -> str:
     """The decimal text of an Int outside int_bound(MAX_STRING): refused before it is made
     when it would be longer than MAX_STRING, or (conversions.check_conversion) take longer to
     make than the run has left."""
-    from .conversions import check_conversion
-    bits = v.bit_length()
-    sign = v < 0
     # The fewest digits an Int of this many bits has (log10(2) rounded down, so never more).
-    fewest = (bits - 1) * 30102999566 // 100000000000 + 1
-    if fewest + sign > MAX_STRING and fewest > FREE_DIGITS:     # (else made and measured)
-        raise string_limit(fewest + sign, MAX_STRING, at_least=True)
-    check_conversion(fewest, "str() of an Int", BUDGET, to_text=True)
+    fewest = (v.bit_length() - 1) * 30102999566 // 100000000000 + 1
+    if fewest > FREE_DIGITS:        # (a shorter one is made, then measured)
+        if fewest + (v < 0) > MAX_STRING:
+            raise string_limit(fewest + (v < 0), MAX_STRING, at_least=True)
+        from .conversions import check_conversion
+        check_conversion(fewest, "str() of an Int", BUDGET, to_text=True)
     return sized_string(str(v))
 
 
