@@ -379,9 +379,8 @@ class _Gen:
         self.linemap: dict[int, int] = {}
         self.ns: dict = dict(_RUNTIME)
         # The Ints that str() turns into text in place under --max-string (values.int_text
-        # does the others), as constants of this code: cheaper to read than V's.
-        high = V.int_bound(max_string if max_string is not None else V.MAX_STRING)
-        self.ns["INT_HIGH"], self.ns["INT_LOW"] = high, -high
+        # does the others): those of at most this many bits.
+        self.int_bits = V.int_bits(max_string if max_string is not None else V.MAX_STRING)
         self.nconst = 0
         self.direct = False     # generating the direct form (see Compiled)
         self.lazy = False       # ... whose function scope is made only if it deoptimizes
@@ -1294,7 +1293,7 @@ class _Gen:
             self.emit(indent + 1, f"{c} = {a[0]}", ip)
         elif name == "str" and n == 1:
             self.emit(indent, f"if {c} is B_STR and type({a[0]}) is int and "
-                              f"{a[0]} < INT_HIGH and {a[0]} > INT_LOW: {c} = str({a[0]})", ip)
+                              f"{a[0]}.bit_length() <= {self.int_bits}: {c} = str({a[0]})", ip)
         else:
             return "if"
         return "elif"

@@ -28,24 +28,20 @@ MAX_ARRAY = DEFAULT_MAX_ARRAY
 BUDGET = None           # the run's steps and time (limits.Budget), None when neither is limited
 
 
-def int_bound(max_string: int) -> int:
-    """An Int strictly between minus this and this has few enough digits to make its text at
-    once (FREE_DIGITS), and that text fits in ``max_string``: str() and printing need not ask
-    (see int_text). A power of two, cheap to make, unlike the power of ten it stays under."""
-    digits = min(max_string - 1, FREE_DIGITS)
-    return 1 << digits * 3321928 // 1000000      # log2(10), rounded down
+def int_bits(max_string: int) -> int:
+    """An Int of at most this many bits has few enough digits to make its text at once
+    (FREE_DIGITS), and that text fits in ``max_string``: str() and printing need not ask (see
+    int_text). (Its bit_length() is the cheapest test of an Int's size there is.)"""
+    return min(max_string - 1, FREE_DIGITS) * 3321928 // 1000000     # log2(10), rounded down
 
 
-INT_HIGH = int_bound(MAX_STRING)
-INT_LOW = -INT_HIGH
+INT_BITS = int_bits(MAX_STRING)
 
 
 def set_limits(max_string: int, max_array: int, budget=None) -> None:
-    global MAX_STRING, MAX_ARRAY, BUDGET, INT_HIGH, INT_LOW
-    if max_string != MAX_STRING:
-        INT_HIGH = int_bound(max_string)
-        INT_LOW = -INT_HIGH
+    global MAX_STRING, MAX_ARRAY, BUDGET, INT_BITS
     MAX_STRING, MAX_ARRAY, BUDGET = max_string, max_array, budget
+    INT_BITS = int_bits(max_string)
 
 
 # The checks of every String and Array a builtin makes or the host brings in (a model's answer,
@@ -237,7 +233,7 @@ def to_str(v: Any, _seen: Optional[set] = None) -> str:
     if t is str:
         return v
     if t is int:
-        if v < INT_HIGH and v > INT_LOW:
+        if v.bit_length() <= INT_BITS:
             return str(v)
         return int_text(v)
     if t is bool:
@@ -291,7 +287,7 @@ def _array_text(items: list, seen: set) -> str:
 
 
 def int_text(v: int) -> str:
-    """The decimal text of an Int outside int_bound(MAX_STRING): refused before it is made
+    """The decimal text of an Int of more than INT_BITS bits: refused before it is made
     when it would be longer than MAX_STRING, or (conversions.check_conversion) take longer to
     make than the run has left."""
     # The fewest digits an Int of this many bits has (log10(2) rounded down, so never more).
