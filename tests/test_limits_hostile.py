@@ -521,19 +521,21 @@ def _mcp():
 
 
 CONNECT, MCP_HEAD, PY, calls, needs_mcp = _mcp()
+ALLOW_MCP = "policy: allow mcp.connect\n"      # starting a server needs an explicit allow
 
 
 @needs_mcp
 def test_an_mcp_server_that_never_answers_meets_the_runs_timeout(tmp_path):
     # It never even completes the handshake (connect_mcp waits 30 s at least by itself).
     import glob
-    source = (f'print("connecting")\ns = connect_mcp("mute", "{PY}", ["-c", '
+    source = (f'policy: allow mcp.connect\nprint("connecting")\n'
+              f's = connect_mcp("mute", "{PY}", ["-c", '
               f'"import time; time.sleep(600)", "{tmp_path}"])\nprint("connected")\n')
     started = time.monotonic()
     out, err, vm = run_vm(source, tmp_path, "1", timeout=1.0)
     assert time.monotonic() - started < 15
     assert out == "connecting\n"
-    assert err.kind == "SenseLimitError" and err.limit == "timeout" and err.pos.line == 2
+    assert err.kind == "SenseLimitError" and err.limit == "timeout" and err.pos.line == 3
     assert err.message == "time limit exceeded (1 second) waiting for MCP server 'mute'"
     assert [r.event for r in vm.audit.records if r.kind == "mcp"] == ["failed"]
 
@@ -558,12 +560,13 @@ def test_a_slow_mcp_tool_meets_the_runs_timeout_and_is_not_told_to_the_model(tmp
     import json
     (tmp_path / "s.json").write_text(json.dumps(
         [calls(("demo.slow", {"seconds": 120})), {"text": "the model went on"}]))
-    source = MCP_HEAD + f"s = {CONNECT})\n" + 'print(ask_with_tools("x", s.tools).value)\n'
+    source = (ALLOW_MCP + MCP_HEAD + f"s = {CONNECT})\n"
+              + 'print(ask_with_tools("x", s.tools).value)\n')
     started = time.monotonic()
     out, err, vm = run_vm(source, tmp_path, tier, timeout=8.0)
     assert time.monotonic() - started < 30           # (the connection's own timeout is 30 s)
     assert out == ""
-    assert err.kind == "SenseLimitError" and err.limit == "timeout" and err.pos.line == 4
+    assert err.kind == "SenseLimitError" and err.limit == "timeout" and err.pos.line == 5
     assert err.message == "time limit exceeded (8 seconds) waiting for MCP server 'demo'"
     assert [(r.name, r.event) for r in vm.audit.records if r.kind == "tool"] == [
         ("demo.slow", "failed")]
@@ -574,7 +577,8 @@ def test_an_mcp_result_meets_the_string_limit(tmp_path):
     import json
     (tmp_path / "s.json").write_text(json.dumps(
         [calls(("demo.echo", {"text": "w" * 300})), {"text": "{results}"}]))
-    source = MCP_HEAD + f"s = {CONNECT})\n" + 'print(ask_with_tools("x", s.tools).value)\n'
+    source = (ALLOW_MCP + MCP_HEAD + f"s = {CONNECT})\n"
+              + 'print(ask_with_tools("x", s.tools).value)\n')
     out, err, _ = run_vm(source, tmp_path, "1", max_string=200)
     assert err.kind == "SenseLimitError" and err.limit == "string"
     assert err.message == "string size limit exceeded (a String of 300 characters; the limit is 200)"
