@@ -20,6 +20,7 @@ import time
 from _thread import allocate_lock
 
 from .errors import Pos, SenseRuntimeError
+from . import provenance as PV
 from .provenance import LBool, LStr
 from .values import Closure, sized, sized_array, to_str, type_name
 
@@ -55,6 +56,16 @@ CREATE TABLE IF NOT EXISTS memory_log (
 """
 # Not in the reference's schema; harmless to it, and keeps recall/history off a full scan.
 _INDEX = "CREATE INDEX IF NOT EXISTS memory_log_key ON memory_log (key, version)"
+# The provenance of what a record stores, beside the reference's table (which it leaves as the
+# reference reads and writes it): the origins of its key and of its value, as JSON lists, for
+# the records that had any. A value a page supplied stays the page's in the next run.
+_LABELS = """
+CREATE TABLE IF NOT EXISTS memory_labels (
+    version        INTEGER PRIMARY KEY,
+    key_origins    TEXT NOT NULL,
+    value_origins  TEXT NOT NULL
+)
+"""
 
 _COLUMNS = {"version", "key", "op", "value", "timestamp"}
 _SQLITE_MAX = 2 ** 63 - 1
@@ -83,10 +94,28 @@ def default_path(name: str, declaring_file: str | None) -> str:
 
 
 def _check_key(key, at) -> str:
-    if type(key) is not str:
+    """A memory key: any String, labelled or not (a labelled one is kept as it is, so the
+    keys a memory gives back keep their origins)."""
+    if type(key) is not str and type(key) is not LStr:
         raise SenseRuntimeError(f"memory key must be a String, got {type_name(key)}", at[0],
                                 path=at[1])
     return key
+
+
+def _origins_json(origins) -> str:
+    import json
+    return json.dumps(sorted(list(o) for o in origins))
+
+
+def _origins_from(text) -> frozenset:
+    """Origins read back from memory_labels; a damaged entry labels the value with what a
+    damaged file is: outside content."""
+    import json
+    try:
+        return frozenset(tuple(o) for o in json.loads(text) if type(o) is list
+                         and o and all(type(x) is str for x in o))
+    except (ValueError, TypeError, RecursionError):
+        return PV.only(PV.untrusted("memory file"))
 
 
 # ----------------------------------------------------------------------------- values
@@ -130,7 +159,8 @@ class SessionMemory:
         self.store[_check_key(key, at)] = value
 
     def recall(self, at, key):
-        return self.store.get(_check_key(key, at))
+        # Which value comes back is the key's doing too: it carries the key's origins.
+        return PV.like(self.store.get(_check_key(key, at)), key)
 
     def forget(self, at, key):
         self.store.pop(_check_key(key, at), None)
@@ -194,6 +224,7 @@ class PersistentMemory:
                     raise _NotALog("its memory_log table is not a memory log (columns: "
                                    f"{', '.join(sorted(columns))})")
                 conn.execute(_INDEX)
+                conn.execute(_LABELS)
             except BaseException:
                 conn.close()
                 raise
@@ -223,16 +254,24 @@ class PersistentMemory:
             except sqlite3.Error as exc:
                 raise self._failed(exc, at) from None
 
-    def _append(self, at, key: str, op: str, encoded: str | None) -> None:
-        """One record, in one committed transaction: it is written whole or not at all."""
+    def _append(self, at, key: str, op: str, encoded: str | None, value=None) -> None:
+        """One record (and the origins of its key and ``value``, if any), in one committed
+        transaction: it is written whole or not at all."""
         import sqlite3
+        key_origins = PV.origins_of(key)
+        value_origins = PV.deep_origins(value)
         with self.lock:
             conn = self.open(at)
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
-                    conn.execute("INSERT INTO memory_log (key, op, value, timestamp) "
-                                 "VALUES (?, ?, ?, ?)", (key, op, encoded, time.time()))
+                    cursor = conn.execute("INSERT INTO memory_log (key, op, value, timestamp) "
+                                          "VALUES (?, ?, ?, ?)",
+                                          (str.__str__(key), op, encoded, time.time()))
+                    if key_origins or value_origins:
+                        conn.execute("INSERT INTO memory_labels VALUES (?, ?, ?)",
+                                     (cursor.lastrowid, _origins_json(key_origins),
+                                      _origins_json(value_origins)))
                     conn.execute("COMMIT")
                 except BaseException:
                     if conn.in_transaction:
@@ -273,58 +312,77 @@ class PersistentMemory:
 
     def remember(self, at, key, value):
         key = _check_key(key, at)
-        self._append(at, key, "remember", encode(value, at))
+        self._append(at, key, "remember", encode(value, at), value)
 
     def recall(self, at, key):
         key = _check_key(key, at)
-        rows = self._read(at, "SELECT op, value FROM memory_log WHERE key = ? "
-                              "ORDER BY version DESC LIMIT 1", (key,))
+        rows = self._read(at, "SELECT m.op, m.value, l.value_origins FROM memory_log m "
+                              "LEFT JOIN memory_labels l ON l.version = m.version "
+                              "WHERE m.key = ? ORDER BY m.version DESC LIMIT 1",
+                              (str.__str__(key),))
         if not rows or rows[0][0] != "remember":
             return None
-        return self._decode(rows[0][1], at)
+        return PV.like(self._labelled(rows[0][1], rows[0][2], at), key)
+
+    def _labelled(self, encoded, origins, at):
+        """A stored value, decoded, with the origins memory_labels kept for it."""
+        value = self._decode(encoded, at)
+        return value if origins is None else PV.label(value, _origins_from(origins))
 
     def forget(self, at, key):
         self._append(at, _check_key(key, at), "forget", None)
 
     def _latest(self, at) -> list:
-        """(key, encoded value) of every key whose latest record is a remember, in that
-        record's order."""
-        return self._read(at, "SELECT key, value FROM memory_log WHERE op = 'remember' AND "
-                              "version IN (SELECT MAX(version) FROM memory_log GROUP BY key) "
-                              "ORDER BY version")
+        """(key, encoded value, key origins, value origins) of every key whose latest record
+        is a remember, in that record's order."""
+        return self._read(at, "SELECT m.key, m.value, l.key_origins, l.value_origins "
+                              "FROM memory_log m LEFT JOIN memory_labels l "
+                              "ON l.version = m.version WHERE m.op = 'remember' AND m.version "
+                              "IN (SELECT MAX(version) FROM memory_log GROUP BY key) "
+                              "ORDER BY m.version")
 
     def keys(self, at):
-        return sized_array([key for key, _ in self._latest(at)])
+        return sized_array([key if origins is None else PV.label(key, _origins_from(origins))
+                            for key, _, origins, _ in self._latest(at)])
 
     def snapshot(self, at) -> list:
-        return [(key, self._decode(value, at)) for key, value in self._latest(at)]
+        return [(key, self._labelled(value, origins, at))
+                for key, value, _, origins in self._latest(at)]
 
     def history(self, at, key):
         key = _check_key(key, at)
         lines = []
-        for version, op, value, stamp in self._read(
-                at, "SELECT version, op, value, timestamp FROM memory_log WHERE key = ? "
-                    "ORDER BY version", (key,)):
+        for version, op, value, stamp, origins in self._read(
+                at, "SELECT m.version, m.op, m.value, m.timestamp, l.value_origins "
+                    "FROM memory_log m LEFT JOIN memory_labels l ON l.version = m.version "
+                    "WHERE m.key = ? ORDER BY m.version", (str.__str__(key),)):
             when = self._when(stamp, key, version, at)
             if op == "remember":
                 shown = to_str(self._decode(value, at))
-                lines.append(f"[v{version}] remember '{key}' = {shown} ({when})")
+                line = f"[v{version}] remember '{key}' = {shown} ({when})"
+                lines.append(PV.label(line, PV.origins_of(key) if origins is None else
+                                      PV.union(PV.origins_of(key), _origins_from(origins))))
             else:
-                lines.append(f"[v{version}] forget '{key}' ({when})")
+                lines.append(PV.label(f"[v{version}] forget '{key}' ({when})",
+                                      PV.origins_of(key)))
         return sized_array(lines)
 
     def as_of(self, at, key, version):
         key = _check_key(key, at)
+        asked = version
+        version = PV.plain(version)
         if type(version) is not int:
             raise SenseRuntimeError(f"as_of() expects an Int version, got {type_name(version)}",
                                     at[0], path=at[1])
         if version < -_SQLITE_MAX:
             return None
-        rows = self._read(at, "SELECT op, value FROM memory_log WHERE key = ? AND version <= ? "
-                              "ORDER BY version DESC LIMIT 1", (key, min(version, _SQLITE_MAX)))
+        rows = self._read(at, "SELECT m.op, m.value, l.value_origins FROM memory_log m "
+                              "LEFT JOIN memory_labels l ON l.version = m.version "
+                              "WHERE m.key = ? AND m.version <= ? ORDER BY m.version DESC "
+                              "LIMIT 1", (str.__str__(key), min(version, _SQLITE_MAX)))
         if not rows or rows[0][0] != "remember":
             return None
-        return self._decode(rows[0][1], at)
+        return PV.like(self._labelled(rows[0][1], rows[0][2], at), key, asked)
 
 
 def _reason(exc: Exception) -> str:
