@@ -89,12 +89,30 @@ class AuditLog:
         self._seen = 0
         self._made: tuple[dict, dict] = ({}, {})
         self._describing = allocate_lock()
+        # Records whose detail quotes labelled values (a failed commit's error showing a page's
+        # text): their lines keep the values' origins. By the row's identity without a sink
+        # (every row is kept), by its seq with one.
+        self._quoted: dict = {}
 
     def append(self, row: tuple) -> None:
         """Add a record: an AuditRecord, or a plain tuple of its fields in order."""
         if self.sink is not None:
             self.sink.write(_tuple_new(AuditRecord, row))
         self.rows.append(row)
+
+    def append_quoting(self, row: tuple, origins) -> None:
+        """``append(row)``, for a record whose detail quotes values of ``origins``: the line
+        audit_log() gives for it carries them."""
+        if not origins:
+            self.append(row)
+            return
+        with self._describing:
+            if self.sink is not None:
+                self._quoted[self.sink.write(_tuple_new(AuditRecord, row))] = origins
+                self.rows.append(row)
+            else:
+                self._quoted[id(row)] = origins
+                self.rows.append(row)
 
     @property
     def records(self) -> list[AuditRecord]:
@@ -107,7 +125,13 @@ class AuditLog:
 
     def lines(self) -> list[str]:
         if self.sink is not None:
-            return self.prefix + self.sink.texts()
+            quoted = self._quoted
+            shown = self.sink.texts()
+            if not quoted:
+                return self.prefix + [text for _, text in shown]
+            from .provenance import label
+            return self.prefix + [label(text, quoted[seq]) if seq in quoted else text
+                                  for seq, text in shown]
         # Rows are only ever appended: the texts of those already seen are kept (a dry run's
         # summary after a program that called audit_log() describes only what came since).
         with self._describing:      # async tool bodies may call audit_log() too
@@ -128,6 +152,7 @@ class AuditLog:
         (no key tuple to make and hash), the rest's by the fields describe() reads."""
         append = self._texts.append
         plain, other = self._made
+        quoted = self._quoted
         for r in rows:
             if r[8]:                            # host_only
                 continue
@@ -146,6 +171,9 @@ class AuditLog:
                 text = other.get(key)
                 if text is None:
                     text = other[key] = _shown_text(r)
+                if quoted and id(r) in quoted:
+                    from .provenance import label
+                    text = label(text, quoted[id(r)])
             append(text)
 
     def close(self) -> None:
@@ -647,8 +675,8 @@ class AuditFile:
         self.last_seq, self.last_hash = seq, line_hash(line)
         return seq
 
-    def texts(self) -> list[str]:
-        """The ``text`` of every record this run wrote that is not host-only, in order."""
+    def texts(self) -> list[tuple[int, str]]:
+        """(seq, text) of every record this run wrote that is not host-only, in order."""
         with self._mutex:
             if self.fd < 0:
                 raise AuditLogError(f"audit log {self.path} is closed")
@@ -660,7 +688,7 @@ class AuditFile:
                         import json
                         entry = json.loads(raw)
                         if not entry["host_only"]:
-                            out.append(entry["text"])
+                            out.append((entry["seq"], entry["text"]))
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 raise AuditLogError(f"audit log {self.path}: cannot read back this run's "
                                     f"records: {exc}") from None

@@ -59,6 +59,16 @@ class SenseError(Exception):
     """
 
     kind = "SenseError"
+    # The provenance of the values the message quotes (a page's text in an assert, a tool's
+    # number in "cannot convert ..."): whatever shows the message to the program (audit_log())
+    # gives it these labels, so that no label is washed off through an error.
+    origins: frozenset = frozenset()
+
+    def quoting(self, origins) -> "SenseError":
+        """This error, its message now known to quote values of ``origins``."""
+        if origins:
+            self.origins = self.origins | origins
+        return self
 
     def __init__(self, message: str, pos: Pos | None = None, *, located: bool = True,
                  path: str | None = None):

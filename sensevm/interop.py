@@ -67,6 +67,10 @@ class PyObject:
         """How int()/float() errors show it (as the reference does)."""
         return f"<python {self.label}>"
 
+    def sense_origins(self) -> frozenset:
+        """Its text is Python's, made from whatever Python read: untrusted, as its values are."""
+        return PV.only(ORIGIN) if self.look is not None else PV.EMPTY
+
     def sense_member(self, vm, name: str):
         return read_member(self, name)
 
@@ -84,7 +88,7 @@ class PyObject:
         try:
             item = self.value[key]
         except Exception as exc:
-            raise SenseRuntimeError(f"python error indexing: {_describe(exc)}") from None
+            raise _python_error(f"python error indexing: {_describe(exc)}", self.look) from None
         return from_python(item, look=self.look)
 
     def sense_store_index(self, index, value) -> None:
@@ -92,7 +96,8 @@ class PyObject:
         try:
             self.value[key] = item
         except Exception as exc:
-            raise SenseRuntimeError(f"python error setting index: {_describe(exc)}") from None
+            raise _python_error(f"python error setting index: {_describe(exc)}",
+                                self.look) from None
 
     def sense_equal(self, other) -> bool:
         if self.label != other.label:
@@ -102,7 +107,7 @@ class PyObject:
         try:
             return bool(self.value == other.value)
         except Exception as exc:
-            raise SenseRuntimeError(f"python error comparing: {_describe(exc)}") from None
+            raise _python_error(f"python error comparing: {_describe(exc)}", self.look) from None
 
 
 class PyFunction:
@@ -131,8 +136,9 @@ class PyFunction:
         except (Exception, SystemExit) as exc:
             # SystemExit too: Python code must not end the run behind the VM's back (the audit
             # sink, session log and saved agents are closed by the run, not by the host).
-            raise SenseRuntimeError(f"python error calling {_callable_name(self.fn)}: "
-                                    f"{_describe(exc)}") from None
+            raise _python_error(f"python error calling {_callable_name(self.fn)}: "
+                                f"{_describe(exc)}", self.look if self.look is not None
+                                else vm.look) from None
         frame.stack.append(from_python(result, look=self.look if self.look is not None
                                        else vm.look))
         return False
@@ -175,6 +181,13 @@ _HANDED: dict = {}          # SenseValue token -> the Sense value it stands for
 
 def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
+
+
+def _python_error(message: str, look) -> SenseRuntimeError:
+    """An error whose message quotes Python's own text (an exception's message, which may show
+    whatever the Python code read): as untrusted as Python's values are."""
+    err = SenseRuntimeError(message)
+    return err.quoting(PV.only(ORIGIN)) if look is not None else err
 
 
 def _callable_name(fn) -> str:
@@ -285,7 +298,8 @@ def read_member(obj: PyObject, name: str):
     except AttributeError:
         raise SenseRuntimeError(f"{obj.label} has no attribute '{name}'") from None
     except Exception as exc:
-        raise SenseRuntimeError(f"python error reading {name}: {_describe(exc)}") from None
+        raise _python_error(f"python error reading {name}: {_describe(exc)}",
+                            obj.look) from None
     origin = None if obj.origin is None else (obj.origin[0], obj.origin[1] + (name,))
     return from_python(attr, member=name, origin=origin, look=obj.look)
 

@@ -369,8 +369,11 @@ class McpTool:
         try:
             text = self.server.bridge.call(self.name, arguments)
         except BridgeError as err:
-            _record(vm, frame, name, "failed", line, str(err))
-            raise _error(f"mcp tool '{name}' failed: {err}", located=True) from None
+            # The server's own words: outside content, as its results are.
+            said = PV.only(PV.untrusted(name)) if vm.look is not None else PV.EMPTY
+            _record(vm, frame, name, "failed", line, str(err), said)
+            raise _error(f"mcp tool '{name}' failed: {err}", located=True).quoting(said) \
+                from None
         except SenseLimitError as err:      # a limit of the run: it stops the program
             _record(vm, frame, name, "failed", line, err.message)
             raise
@@ -382,10 +385,10 @@ class McpTool:
         return PV.label(text, PV.only(PV.untrusted(name)))
 
 
-def _record(vm, frame, name: str, event: str, line, detail=None) -> None:
+def _record(vm, frame, name: str, event: str, line, detail=None, quoting=None) -> None:
     from .audit import AuditRecord
-    vm.audit.append(AuditRecord.make(f"tool '{name}'", name, "tool", event, detail, line,
-                                     vm.lineage(frame)))
+    vm.audit.append_quoting(AuditRecord.make(f"tool '{name}'", name, "tool", event, detail,
+                                             line, vm.lineage(frame)), quoting)
 
 
 def _record_server(vm, frame, name: str, event: str, detail=None) -> None:
