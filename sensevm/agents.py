@@ -189,7 +189,7 @@ def b_receive(vm, frame, args):
         raise _error("receive() can only be called inside a running agent's body", located=True)
     timeout = None
     if args:
-        timeout = args[0]
+        timeout = plain(args[0])          # a number from a tool is a number
         if type(timeout) not in (int, float):
             raise _error(f"receive()'s timeout must be a number, got {type_name(timeout)}",
                          located=True)

@@ -8,7 +8,7 @@ if TYPE_CHECKING:  # annotations only: importing typing would slow every start
 
 from importlib import import_module
 
-from .errors import SenseRuntimeError
+from .errors import SenseError, SenseRuntimeError
 from . import provenance as PV
 from .provenance import LABELLED
 from .limits import FREE_DIGITS, array_limit
@@ -45,7 +45,13 @@ def b_print(vm, args):
 
 def b_len(vm, args):
     x = args[0]
-    if type(x) is str or type(x) is list:
+    if type(x) is list:
+        if PV.live:
+            # How many items an Array holds is as much the data's as the items are: range()
+            # of a tool's count, or the lines of a page (tier 2 inlines only the other case).
+            return PV.like(len(x), x)
+        return len(x)
+    if type(x) is str:
         return len(x)
     if type(x) is PV.LStr:
         return PV.label(len(x), PV.origins_of(x))
@@ -75,18 +81,24 @@ def b_range(vm, args):
 
 def b_str(vm, args):
     x = args[0]
-    if type(x) in LABELLED:
-        return x if type(x) is PV.LStr else PV.label(to_str(x), x.origins)
-    if type(x) is list:
-        return PV.like(to_str(x), x)
-    return to_str(x)
+    t = type(x)
+    if t in LABELLED:
+        return x if t is PV.LStr else PV.label(to_str(x), x.origins)
+    if t is str or t is int or t is float or t is bool or x is None:
+        return to_str(x)
+    # An Array, an agent, an answer, a Python value ...: the text shows what they hold, and
+    # keeps its origins (provenance.deep_origins).
+    return PV.like(to_str(x), x)
 
 
 def b_int(vm, args):
     x = args[0]
     t = type(x)
     if t in LABELLED:
-        return PV.label(b_int(vm, [PV.plain(x)]), PV.origins_of(x))
+        try:
+            return PV.label(b_int(vm, [PV.plain(x)]), PV.origins_of(x))
+        except SenseError as err:                   # "cannot convert 'x@evil' to Int"
+            raise err.quoting(PV.origins_of(x))
     try:
         if t is int:
             return x
@@ -115,7 +127,10 @@ def b_float(vm, args):
     x = args[0]
     t = type(x)
     if t in LABELLED:
-        return PV.label(b_float(vm, [PV.plain(x)]), PV.origins_of(x))
+        try:
+            return PV.label(b_float(vm, [PV.plain(x)]), PV.origins_of(x))
+        except SenseError as err:                   # "cannot convert 'x@evil' to Float"
+            raise err.quoting(PV.origins_of(x))
     try:
         if t is float:
             return x
@@ -129,7 +144,10 @@ def b_float(vm, args):
 
 
 def b_type_of(vm, args):
-    return type_name(args[0])
+    x = args[0]
+    if type(x) in LABELLED:
+        return PV.label(type_name(x), PV.origins_of(x))     # the value's, so its type's too
+    return type_name(x)
 
 
 def b_push(vm, args):
@@ -146,7 +164,9 @@ def b_assert(vm, args):
     if not 1 <= len(args) <= 2:
         raise _error("assert() expects 1 or 2 arguments")
     if not args[0]:
-        raise _error(to_str(args[1]) if len(args) == 2 else "assertion failed")
+        if len(args) == 2:
+            raise _error(to_str(args[1])).quoting(PV.deep_origins(args[1]))
+        raise _error("assertion failed")
     return None
 
 

@@ -100,6 +100,10 @@ class Answer:
         shown = "?" if self.confidence is None else f"{self.confidence:.2f}"
         return f"answer<{shown}>({to_str(self.value)})"
 
+    def sense_origins(self) -> frozenset:
+        """Its printed form shows its value (and its confidence, the model's too)."""
+        return PV.deep_origins(self.value)
+
     def sense_member(self, vm, name: str):
         if name in ("value", "confidence", "source"):
             return getattr(self, name)
@@ -153,7 +157,9 @@ def _number(v) -> bool:
 
 def b_inference(vm, args, labels=None):
     from . import providers as PR
-    labels = labels or {}
+    from .values import unlabelled
+    args = unlabelled(args)
+    labels = dict(zip(labels, unlabelled(list(labels.values())))) if labels else {}
     if not 1 <= len(args) <= 2:
         raise _error(_USAGE, located=False)
     provider = args[0]
@@ -387,7 +393,8 @@ def tool_spec(tool, located: bool) -> dict:
 
 
 def b_skill(vm, args):
-    name, description, tools = args
+    from .values import unlabelled
+    name, description, tools = unlabelled(args)
     if type(name) is not str:
         raise _error("skill()'s name argument must be a String", located=False)
     if type(description) is not str:

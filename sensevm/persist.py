@@ -307,8 +307,10 @@ def save_agent(vm, agent: AgentValue, directory: str) -> str:
     from .opcodes import FINGERPRINT
     saver = _Saver(vm)
     root = saver.save(agent, f"agent '{agent.name}'")
+    # The audit lines so far, labels kept (a failed commit's line may quote a page).
+    lines = [saver.value(line, "the audit log") for line in vm.audit.lines()]
     state = {"version": STATE_VERSION, "name": agent.name, "agent": root,
-             "objects": saver.objects, "audit_lines": vm.audit.lines(),
+             "objects": saver.objects, "audit_lines": lines,
              "second_look": None if vm.look is None else {
                  "evidence": [[list(o), text] for o, text in vm.look.evidence]},
              "source_hash": vm.program.source_hash.hex(), "fingerprint": FINGERPRINT.hex()}
@@ -425,7 +427,12 @@ class _Shape:
                 self.where(f"objects[{i}]", "not an object with a type")
             self.types.append(raw["type"])
         self.ref(state["agent"], "agent", ("agent",))
-        self.strings(state["audit_lines"], "audit_lines")
+        self.listed(state["audit_lines"], "audit_lines")
+        for j, line in enumerate(state["audit_lines"]):
+            if type(line) is not str and not (type(line) is dict
+                                              and line.keys() == {"lstr", "spans"}):
+                self.where(f"audit_lines[{j}]", "not a line of text")
+            self.value(line, f"audit_lines[{j}]")
         look = state["second_look"]
         if look is not None:
             self.fields(look, {"evidence"}, "second_look")
@@ -1257,10 +1264,12 @@ def load_agent(vm, state: dict, path: str = "saved state") -> AgentValue:
     shape = _Shape(vm.program, state.get("objects"), fail)
     shape.run(state)
     _Check(vm, state, fail).run(state, shape.rebound)
-    vm.audit.prefix = list(state["audit_lines"])
+    loader = _Loader(vm, state["objects"])
     look = state["second_look"]
     if look is not None and vm.look is not None:
         for origin, text in look["evidence"]:
             vm.look.add_evidence(tuple(origin), text)
         vm.look.live = True
-    return _Loader(vm, state["objects"]).run(state["agent"])
+    agent = loader.run(state["agent"])
+    vm.audit.prefix = [loader.value(line) for line in state["audit_lines"]]
+    return agent

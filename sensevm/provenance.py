@@ -22,6 +22,11 @@ from __future__ import annotations
 
 EMPTY = frozenset()
 USER = ("user",)
+
+# Whether this process has made a labelled value yet. Until it has, no value anywhere holds a
+# label, and the operations that would have to walk a whole Array to find one (its length,
+# its inequality with another) need not.
+live = False
 LITERAL = ("literal",)
 
 
@@ -105,6 +110,8 @@ class LStr(str):
     type_name = "String"
 
     def __new__(cls, text: str, spans: tuple):
+        global live
+        live = True
         s = str.__new__(cls, text)
         s._spans = spans if type(spans) is tuple else tuple(spans)
         s._buf = None
@@ -164,6 +171,8 @@ class LFloat(float):
     type_name = "Float"
 
     def __new__(cls, value: float, origins: frozenset):
+        global live
+        live = True
         x = float.__new__(cls, value)
         x.origins = origins
         return x
@@ -179,6 +188,8 @@ class LBool:
     type_name = "Bool"
 
     def __init__(self, value: bool, origins: frozenset):
+        global live
+        live = True
         self.value = value
         self.origins = origins
 
@@ -205,6 +216,8 @@ def int_class(origins: frozenset) -> type:
     """The LInt subclass whose values carry ``origins``."""
     cls = _INT_CLASSES.get(origins)
     if cls is None:
+        global live
+        live = True             # (every labelled Int is made through its class, made here)
         cls = type("LInt", (LInt,), {"__slots__": (), "origins": origins})
         _INT_CLASSES[origins] = cls
         INT_TYPES.add(cls)
@@ -242,17 +255,28 @@ def origins_of(v) -> frozenset:
     return EMPTY
 
 
+_PLAIN_TYPES = frozenset({str, int, float, bool, type(None)})
+
+
 def deep_origins(v, _seen=None) -> frozenset:
-    """The origins of a value and, for an array, of everything in it."""
-    if type(v) is not list:
-        return origins_of(v)
+    """The origins of a value and of everything its text can show: an Array's items, and what
+    a value of the VM's shows of its own (``sense_origins()``: an agent's pause reason, an
+    answer's value, a Python object's untrusted text ...)."""
+    t = type(v)
+    if t is not list:
+        if t in _PLAIN_TYPES:
+            return EMPTY
+        if t in LABELLED:
+            return origins_of(v)
+        own = getattr(v, "sense_origins", None)
+        return own() if own is not None else EMPTY
     seen = _seen if _seen is not None else set()
     if id(v) in seen:
         return EMPTY
     seen.add(id(v))
     out = EMPTY
     for x in v:
-        if type(x) in LABELLED or type(x) is list:
+        if type(x) not in _PLAIN_TYPES:
             out = union(out, deep_origins(x, seen))
     return out
 

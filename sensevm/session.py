@@ -50,10 +50,10 @@ def _encode(body) -> bytes:
 
 class Entry:
     __slots__ = ("n", "cls", "action", "args", "capability", "key", "fire", "undo", "after",
-                 "outcome")
+                 "outcome", "origins")
 
     def __init__(self, n, cls, action, args, capability=None, key=None, fire=None, undo=None,
-                 after=()):
+                 after=(), origins=frozenset()):
         self.n = n
         self.cls = cls                  # "witnessed" | "deferred" | "immediate"
         self.action = action
@@ -64,6 +64,7 @@ class Entry:
         self.undo = undo
         self.after = tuple(after)       # deferred entries this one depends on
         self.outcome = None             # fired | failed: ... | blocked: ... | rolled back
+        self.origins = origins          # of the arguments (provenance): its line shows them
 
     def line(self) -> str:
         args = ", ".join(_shown(a) for a in self.args)
@@ -190,11 +191,13 @@ class Session:
         return entry
 
     def enqueue(self, action: str, args: list, capability: str | None, fire,
-                after=()) -> Entry:
-        """An irreversible commit: queued with its idempotency key; nothing runs."""
+                after=(), origins=frozenset()) -> Entry:
+        """An irreversible commit: queued with its idempotency key; nothing runs. ``origins``:
+        those of its arguments, which its manifest line shows."""
         n = self._adding(f"queue '{action}'")
         key = hashlib.sha256(f"{self.id}:{n}".encode()).hexdigest()[:32]
-        entry = Entry(n, "deferred", action, args, capability, key, fire=fire, after=after)
+        entry = Entry(n, "deferred", action, args, capability, key, fire=fire, after=after,
+                      origins=origins)
         self.entries.append(entry)
         self._write("queued", n=n, action=action, args=args, capability=capability, key=key)
         crash_point("after-queued", n)
@@ -240,7 +243,10 @@ class Session:
         body = self.body()
         digest = "sha256:" + hashlib.sha256(DOMAIN + _encode(body)).hexdigest()
         deferred = self.of("deferred")
-        entries = [e.line() for e in deferred]
+        # A line quotes its entry's arguments: it keeps their origins (a program picking an
+        # address out of the manifest gets the page's label with it).
+        from .provenance import label
+        entries = [label(e.line(), e.origins) for e in deferred]
         counts: dict[str, int] = {}
         for e in deferred:
             counts[e.action] = counts.get(e.action, 0) + 1

@@ -18,6 +18,7 @@ import os
 
 from .errors import SenseApprovalError, SenseError, SenseSessionError
 from . import lifecycle as L
+from .provenance import plain
 from .values import Builtin, to_str, type_name
 
 # session.py (and the WAL under it) load when a program opens its first session: the run path
@@ -171,6 +172,7 @@ def show_manifest(vm, frame, handle):
 
 def confirm(vm, frame, handle, digest, approver: str) -> None:
     session = handle.session
+    digest = plain(digest)          # (a hash the user typed is a String too)
     if type(digest) is not str:
         raise SenseSessionError(f"{session.name}.commit() expects the manifest's hash (a "
                                 f"String), got {type_name(digest)}")
@@ -261,9 +263,11 @@ def route_commit(vm, f, action, scope, handle) -> bool:
     L.check_commit(action)
     vm.check_commit_policy(f, action, scope)
     vm.check_second_look(f, action)
+    from .provenance import deep_origins
     entry = session.enqueue(action.name, args, decl.capability,
                             lambda entry: _fire(vm, handle, action, scope),
-                            after=_depends(handle, action.args))
+                            after=_depends(handle, action.args),
+                            origins=deep_origins(action.args))
     handle.queued[entry.n] = action
     vm.step(action, "commit_queued", "queued", f, None, f"session {session.name}", True)
     f.stack.append(action)

@@ -219,7 +219,7 @@ _RUNTIME = {
     "SenseRecursionError": SenseRecursionError,
     "add": add_slow, "arith": V.arith, "compare": V.compare, "equal": V.equal,
     "not_equal": V.not_equal,
-    "negate": V.negate, "LT": PV.LABELLED, "negation": PV.negation,
+    "negate": V.negate, "LT": PV.LABELLED, "negation": PV.negation, "PV": PV,
     "materialize": materialize, "function_scope": function_scope, "Deoptimize": Deoptimize, "DIRECT_LIMIT": DIRECT_LIMIT, "Scope": Scope, "Closure": Closure, "Builtin": Builtin,
     "ArrayIterator": ArrayIterator, "SenseRuntimeError": SenseRuntimeError, "V": V,
     "ToolDefinition": ToolDefinition, "ActionDefinition": ActionDefinition,
@@ -1122,6 +1122,9 @@ class _Gen:
         elif op is Op.FOR_ITER:
             e(indent, f"if {top}.i < len({top}.items):", ip)
             e(indent + 1, f"{push} = {top}.items[{top}.i]", ip)
+            # A labelled item decides that the loop goes on: tier 1 takes this FOR_ITER again
+            # and opens the pc label, as for a labelled condition.
+            self.labelled_branch(i, push, depth, indent + 1)
             e(indent + 1, f"{top}.i += 1", ip)
             e(indent, "else:", ip)
             self.goto(a, indent + 1, ip)
@@ -1284,8 +1287,10 @@ class _Gen:
         a = [f"s{j}" for j in range(base + 1, base + 1 + n)]
         ip = i + 1
         if name == "len" and n == 1:
-            self.emit(indent, f"if {c} is B_LEN and (type({a[0]}) is list or type({a[0]}) is str): "
-                              f"{c} = len({a[0]})", ip)
+            # (An Array only while no labels exist: then b_len labels its length with its
+            # items' origins.)
+            self.emit(indent, f"if {c} is B_LEN and (type({a[0]}) is str or type({a[0]}) is list "
+                              f"and not PV.live): {c} = len({a[0]})", ip)
         elif name == "push" and n == 2:
             self.emit(indent, f"if {c} is B_PUSH and type({a[0]}) is list and "
                               f"len({a[0]}) < vm.max_array:", ip)

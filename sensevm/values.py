@@ -177,6 +177,13 @@ class StringIterator:
 COPIED_CHARS = 1 << 16
 
 
+def unlabelled(values: list) -> list:
+    """Arguments as a builtin takes them when it reads them as settings (a provider's name, a
+    timeout, a skill's description): a labelled value is its type, without the labels (a
+    String from a tool is a String, and ``receive(t)`` waits the seconds it says)."""
+    return [_P.plain(v) for v in values]
+
+
 def get_iter(obj):
     """GET_ITER, in both tiers: the iterator a ``for`` loop walks."""
     t = type(obj)
@@ -358,7 +365,10 @@ def index_set(obj, index, value) -> None:
         if type(index) is not int:
             if type(index) in _P.INT_TYPES:
                 # Where the value lands depends on the index: it carries the index's origins.
-                return index_set(obj, int(index), _P.label(value, index.origins))
+                try:
+                    return index_set(obj, int(index), _P.label(value, index.origins))
+                except SenseRuntimeError as err:    # "array index 7 out of bounds"
+                    raise err.quoting(index.origins)
             raise SenseRuntimeError(f"array index must be Int, got {type_name(index)}")
         if not -len(obj) <= index < len(obj):
             raise SenseRuntimeError(f"array index {index} out of bounds")
@@ -373,12 +383,15 @@ def index_set(obj, index, value) -> None:
 def _labelled_index(obj, index):
     """INDEX with a labelled operand: the element or character, with the index's origins."""
     pobj, pindex = _P.plain(obj), _P.plain(index)
-    if type(pobj) is str and type(pindex) is int:
-        item = _P.char_at(obj, pindex) if -len(pobj) <= pindex < len(pobj) else None
-        if item is None:
-            raise SenseRuntimeError(f"index {pindex} out of bounds")
-    else:
-        item = index_get(pobj, pindex)
+    try:
+        if type(pobj) is str and type(pindex) is int:
+            item = _P.char_at(obj, pindex) if -len(pobj) <= pindex < len(pobj) else None
+            if item is None:
+                raise SenseRuntimeError(f"index {pindex} out of bounds")
+        else:
+            item = index_get(pobj, pindex)
+    except SenseRuntimeError as err:                # the message shows the index
+        raise err.quoting(_P.origins_of(index))
     return _P.label(item, _P.origins_of(index))
 
 
@@ -394,16 +407,23 @@ def equal(a: Any, b: Any) -> bool:
             return _P.binary(equal, a, b)
         return False
     if ta is list:
-        if tb is not list or len(a) != len(b):
-            return False
         if a is b:
             return True
-        for x, y in zip(a, b):
-            if not equal(x, y):
-                return False
-        return True
+        if tb is list and len(a) == len(b):
+            origins = None
+            for x, y in zip(a, b):
+                same = equal(x, y)
+                if type(same) is not bool:          # a labelled comparison decided it
+                    origins = same.origins if origins is None else _P.union(origins,
+                                                                            same.origins)
+                if not same:
+                    break
+            else:
+                return True if origins is None else _P.label(True, origins)
+        # Unequal: the lengths or some items decided it, and any of them may be labelled.
+        return _P.like(False, a, b) if _P.live else False
     if tb is list:
-        return False
+        return _P.like(False, a, b) if _P.live else False
     if (ta is int or ta is float) and (tb is int or tb is float):
         return a == b
     if ta is str and tb is str:
@@ -713,7 +733,8 @@ class PreparedAction:
         if name == "approved":
             return self.approved
         if name == "second_look":
-            return self.reason if self.flag is not None else None
+            # The reason quotes the arguments it is about: it carries their origins.
+            return _P.like(self.reason, self.args) if self.flag is not None else None
         if name in LIFECYCLE_METHODS:
             # The policy check of a method read now and called later uses the scope (and the
             # line) of this member expression, as the reference does.
@@ -851,6 +872,10 @@ class AgentValue:
     @property
     def name(self) -> str:
         return self.decl.name
+
+    def sense_origins(self) -> frozenset:
+        """What its printed form shows of the data: the pause reason (a page's question)."""
+        return _P.deep_origins(self.pause_reason)
 
     def __str__(self) -> str:
         reason = self.pause_reason

@@ -999,8 +999,14 @@ class VM:
     def op_FOR_ITER(self, f, a, b):
         it = f.stack[-1]
         if it.i < len(it.items):
-            f.stack.append(it.items[it.i])
+            item = it.items[it.i]
+            f.stack.append(item)
             it.i += 1
+            if type(item) in _LT:
+                # A labelled item (range() of a tool's count, a page's characters) is why the
+                # loop goes on: what the body stores is labelled, as under a labelled `while`
+                # condition; the label closes where the loop exits.
+                return self._branch(f, item, len(f.stack) - 2)
         else:
             f.stack.pop()
             f.ip = a
@@ -1224,7 +1230,9 @@ class VM:
         return tuple(tags)
 
     def record(self, action: PreparedAction, event: str, frame, line: Optional[int] = None,
-               detail: Optional[str] = None, host_only: bool = False) -> None:
+               detail: Optional[str] = None, host_only: bool = False, quoting=None) -> None:
+        """Audit ``event`` of ``action``; ``quoting``: the origins of values its detail shows
+        (an error's), which the line audit_log() gives for it keeps."""
         definition = action.definition
         # lineage(frame), its usual answer found without the call: no frame on the chain has
         # tags (this runs for every lifecycle event).
@@ -1236,21 +1244,25 @@ class VM:
                 break
             fr = fr.caller or fr.origin
         # AuditRecord's fields in order, as the plain tuple the log keeps.
-        self.audit.append((definition.subject, definition.decl.name, definition.kind, event,
-                           detail, line, lineage, _now(), host_only))
+        row = (definition.subject, definition.decl.name, definition.kind, event, detail, line,
+               lineage, _now(), host_only)
+        if quoting:
+            self.audit.append_quoting(row, quoting)
+        else:
+            self.audit.append(row)
 
     def step(self, action: PreparedAction, event: str, audited: str, frame, line=None,
-             detail=None, host_only: bool = False) -> None:
+             detail=None, host_only: bool = False, quoting=None) -> None:
         """Move ``action`` along the table for ``event`` and record ``audited``, as one step:
         under the lifecycle lock once other threads run Sense code, so that the audit log lists
         an action's events in the order its state moved (lifecycle.py)."""
         if L.threaded:
             with L.MOVING:
                 L.move(action, L.EDGES[event])
-                self.record(action, audited, frame, line, detail, host_only)
+                self.record(action, audited, frame, line, detail, host_only, quoting)
         else:
             L.move(action, L.EDGES[event])
-            self.record(action, audited, frame, line, detail, host_only)
+            self.record(action, audited, frame, line, detail, host_only, quoting)
 
     def prepare(self, f, definition: ActionDefinition, args: list,
                 line: Optional[int] = None) -> PreparedAction:
@@ -1555,13 +1567,14 @@ class VM:
         """A commit or rollback body failed: its state and audit record (``caller`` is the
         frame that called commit/rollback, where the lineage starts)."""
         if role == "commit":
-            self.step(action, "commit_failed", "failed", caller, None, err.text)
+            self.step(action, "commit_failed", "failed", caller, None, err.text,
+                      quoting=err.origins)
             if action.session is not None:
                 from .sessions import body_failed
                 body_failed(self, action, err.text)
         else:
             self.step(action, "rollback_failed", "failed", caller, line,
-                      f"rollback body failed: {err.text}")
+                      f"rollback body failed: {err.text}", quoting=err.origins)
 
     # ------------------------------------------------------------------ tools
 

@@ -1,0 +1,159 @@
+"""No route around the labels (issue 21, items 1, 2, 3 and 6): text the VM builds from labelled
+values, containers compared, loop counts and lengths, memory across runs, builtins that read
+labelled settings. Each reproducer rebuilds a page's address out of some text, character by
+character behind clean-looking branches, and sends to it: the second look must still ask."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+from test_tiers import _run_source
+
+TIERS = ("1", "2")
+
+HEAD = '''tool page() returns String requires web.fetch:
+    return "mallory@evil.example"
+tool count() returns Int requires web.fetch:
+    return 40 + 1
+irreversible action send(to: String) requires email.send:
+    print("SENT " + to)
+def launder(text):
+    local out = ""
+    for c in text:
+        for k in ["a", "b", "c", "e", "i", "l", "m", "o", "p", "r", "v", "x", "y", "@", "."]:
+            if c == k:
+                out = out + k
+    return out
+def asks(to):
+    local s = send(to)
+    s.verify()
+    return s.second_look != nil
+'''
+
+
+def run(tmp_path, body, tier):
+    out, error, *_ = _run_source(tmp_path, HEAD + body, tier)
+    assert error is None, error
+    return out.splitlines()
+
+
+@pytest.mark.parametrize("tier", TIERS)
+@pytest.mark.parametrize("route, body", [
+    # the flag's own reason quotes the address
+    ("second_look", 'a = send(page())\na.verify()\nprint(asks(launder(a.second_look)))\n'),
+    # str() of an agent shows its pause reason
+    ("str_agent", 'agent w:\n    x = pause(page())\nstart(w)\nprint(asks(launder(str(w))))\n'),
+    # str() of an Array of the page's text
+    ("str_array", 'print(asks(launder(str([page(), 1]))))\n'),
+    # a manifest's entries quote the queued arguments
+    ("manifest", 'keep = ""\nsession weekly as s:\n    q = send(page())\n    q.verify()\n    q.approve()\n'
+                 '    q.commit()\n    keep = s.manifest().entries[0]\n    s.abort()\n'
+                 'print(asks(launder(keep)))\n'),
+    # an error message quoting the page, read back from audit_log()
+    ("audit_line", 'irreversible action check(s: String) requires ledger.check:\n'
+                   '    assert(false, s)\nc = check(page())\nc.verify()\n'
+                   'test "c":\n    c.commit()\nline = ""\nfor l in audit_log():\n'
+                   '    line = l\nprint(asks(launder(line)))\n'),
+    # Array equality decided by a labelled element
+    ("array_equal", 'p = page()\nout = ""\nfor i in range(20):\n'
+                    '    for k in ["a", "e", "i", "l", "m", "o", "r", "v", "x", "y", "@", ".", "p"]:\n'
+                    '        if [p[i]] == [k]:\n            out = out + k\nprint(asks(out))\n'),
+])
+def test_text_the_vm_builds_keeps_the_labels_of_what_it_shows(tmp_path, tier, route, body):
+    assert run(tmp_path, body, tier)[-1] == "true"
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_the_same_routes_from_clean_text_do_not_ask(tmp_path, tier):
+    """The other direction: the program's own address laundered the same ways still goes."""
+    lines = run(tmp_path, '''a = "mallory@evil.example"
+print(asks(launder(a)))
+print(asks(launder(str([a, 1]))))
+print(asks(a))
+''', tier)
+    assert lines == ["false", "false", "false"]
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_a_loop_count_and_a_length_carry_their_arguments_label(tmp_path, tier):
+    """`for i in range(n)` and `len(range(n))` dropped n's label: an amount taken from a tool
+    came out clean after a `for` loop, where the equivalent `while` loop was flagged. (The
+    amounts are 41 and 51, which no literal of the program endorses.)"""
+    lines = run(tmp_path, '''irreversible action pay(to: String, amount: Int) requires payment.send:
+    print("PAID", amount)
+def flagged(amount):
+    local p = pay("landlord@example.com", amount)
+    p.verify()
+    return p.second_look != nil
+n = count()
+total = 0
+for i in range(n):
+    total = total + 1
+print(flagged(total))
+m = 0
+i = 0
+while i < n:
+    m = m + 1
+    i = i + 1
+print(flagged(m))
+print(flagged(len(range(n))))
+print(flagged(len([1, 2, 3])))
+print(flagged(len(type_of(n)) * 17))
+''', tier)
+    assert lines == ["true", "true", "true", "false", "true"]
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_builtins_accept_labelled_values_where_they_accept_plain_ones(tmp_path, tier):
+    """`memory key must be a String, got String`, `receive()'s timeout must be a number, got
+    Float`, and the same in `.as_of`, `inference(...)` and `skill`."""
+    lines = run(tmp_path, '''tool secs() returns Float requires web.fetch:
+    return 0.01
+tool helper() returns String "helps":
+    return "help"
+tool name() returns String requires web.fetch:
+    return "notes"
+memory notes: "scratch"
+notes.remember(name(), page())
+print(notes.recall(name()), notes.keys())
+print(asks(launder(notes.keys()[0] + "@evil.example")))
+agent listener:
+    print("heard", receive(secs()))
+start(listener)
+model bot = inference("mock", name(), response_template: "echo: {prompt}")
+print(bot)
+helpers = skill(name(), page(), [helper])
+print(helpers)
+''', tier)
+    assert lines[0] == "mallory@evil.example [notes]"
+    assert lines[1] == "true"         # a key a tool chose keeps the tool's label
+    assert lines[2:] == ["heard nil", "<model bot>", "<skill notes (1 tools)>"]
+
+
+def test_persistent_memory_keeps_labels_across_runs(tmp_path):
+    """An address stored from a page in one run was sent unasked in the next."""
+    env = dict(os.environ, PYTHONPATH=ROOT, NO_COLOR="1", SENSE_MEMORY_DIR=str(tmp_path / "m"))
+    store = HEAD + 'persistent memory book\nbook.remember("who", page())\nbook.remember("me", "a@b.example")\n'
+    use = HEAD + '''persistent memory book
+print(asks(book.recall("who")), asks(book.recall("me")))
+print(asks(launder(book.history("who")[0])), asks(book.as_of("who", 99)))
+'''
+    (tmp_path / "store.sns").write_text(store)
+    (tmp_path / "use.sns").write_text(use)
+    for name in ("store.sns", "use.sns"):
+        proc = subprocess.run([sys.executable, "-m", "sensevm", "run", name], cwd=tmp_path,
+                              env=env, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["true false", "true true"]
+    # The reference's own table is as it was: one row per record, no new column.
+    import sqlite3
+    (db,) = list((tmp_path / "m").glob("*.db"))
+    conn = sqlite3.connect(db)
+    columns = [row[1] for row in conn.execute("PRAGMA table_info(memory_log)")]
+    assert columns == ["version", "key", "op", "value", "timestamp"]
+    assert [row[0] for row in conn.execute("SELECT version FROM memory_labels")] == [1]
