@@ -28,9 +28,10 @@ $(REFVENV)/.installed:
 		&& touch $@ || echo "note: reference interpreter not installed; differential tests will skip"
 	@test -f $@ && ($(REFVENV)/bin/pip install -q mcp || echo "note: no mcp for the reference; its MCP comparison will skip") || true
 
-# The default tier (auto); tests/test_tiers.py and the lifecycle properties also run every
+# The layer contracts (pyproject.toml), then the suite on the default tier (auto); tests/test_tiers.py and the lifecycle properties also run every
 # corpus program, example and property on tier 1 and on tier 2 and compare them.
 test: install ref
+	$(VENV)/bin/lint-imports
 	SENSE_REF=$(abspath $(REFVENV))/bin/sense $(PY) -m pytest
 
 # The whole suite once more with each tier forced (SENSE_TIER), for CI.

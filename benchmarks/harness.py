@@ -500,7 +500,7 @@ def render_table(report: dict) -> str:
 
 
 def write_atomically(path: str, text: str) -> None:
-    from sensevm.files import atomic_write
+    from sensevm.base.files import atomic_write
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     atomic_write(path, text.encode("utf-8"))
 

@@ -44,13 +44,13 @@ except ImportError:
 if atheris is not None and __name__ == "__main__":
     # Coverage feedback from the code under test (imported here first, instrumented).
     with atheris.instrument_imports(include=["sensevm"]):
-        import sensevm.snb                  # noqa: F401
-        import sensevm.verify               # noqa: F401
-        import sensevm.decode               # noqa: F401
-        import sensevm.vm                   # noqa: F401
+        import sensevm.bytecode.snb                  # noqa: F401
+        import sensevm.bytecode.verify               # noqa: F401
+        import sensevm.bytecode.decode               # noqa: F401
+        import sensevm.runtime.vm                   # noqa: F401
 
 from fuzz import snb_oracle as O            # noqa: E402
-from sensevm.errors import SnbFormatError   # noqa: E402
+from sensevm.base.errors import SnbFormatError   # noqa: E402
 
 RUN = os.environ.get("SNB_FUZZ_RUN", "1") != "0"     # run what verifies (0: load and verify only)
 STEPS = int(os.environ.get("SNB_FUZZ_STEPS", "5000"))

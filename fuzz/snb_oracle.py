@@ -29,11 +29,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from sensevm import snb                                             # noqa: E402
-from sensevm.decode import DecodeError, decode, encode              # noqa: E402
-from sensevm.errors import SenseError, SnbFormatError, VerifyError  # noqa: E402
-from sensevm.opcodes import Op, Operand                             # noqa: E402
-from sensevm.program import CodeKind, write_uvarint                 # noqa: E402
+from sensevm.bytecode import snb  # noqa: E402
+from sensevm.bytecode.decode import DecodeError, decode, encode              # noqa: E402
+from sensevm.base.errors import SenseError, SnbFormatError, VerifyError  # noqa: E402
+from sensevm.bytecode.opcodes import Op, Operand                             # noqa: E402
+from sensevm.bytecode.program import CodeKind, write_uvarint                 # noqa: E402
 
 # Corpus directories whose programs are not useful seeds: they do not compile, or they reach
 # outside the process (model providers) when run.
@@ -364,7 +364,7 @@ LOAD_SECONDS = 5.0      # loading and verifying one file: far longer than any re
 
 def load_and_verify(data: bytes):
     """The loader's and verifier's contract: a VerifiedProgram, SnbFormatError or VerifyError."""
-    from sensevm.verify import load_verified
+    from sensevm.bytecode.verify import load_verified
     start = time.monotonic()
     try:
         verified = load_verified(data)
@@ -389,7 +389,9 @@ def run_bounded(verified, *, steps: int = 20_000, seconds: float | None = 3.0, t
     exception other than a SenseError, or an "internal error" a worker thread turned into
     one, is a bug in the VM or the verifier and propagates.
     """
-    from sensevm.vm import VM
+    from sensevm.runtime.vm import VM
+    from sensevm.world import install
+    install()                   # the world's builtins too: agents, models, memory, MCP
     pkg = os.path.join(ROOT, "sensevm")
     left = [steps]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import namedtuple
 from typing import Optional
 
-from sensevm.opcodes import EFFECTS, SHAPES, Operand, POPS, PUSHES
-from sensevm.program import write_uvarint
+from sensevm.bytecode.opcodes import EFFECTS, SHAPES, Operand, POPS, PUSHES
+from sensevm.bytecode.program import write_uvarint
 
 
 class Label:

@@ -6,8 +6,8 @@ import sys
 
 import click
 
-from sensevm.diagnostics import report, report_file_error
-from sensevm.errors import SenseError, SnbFormatError, VerifyError
+from sensevm.base.diagnostics import report, report_file_error
+from sensevm.base.errors import SenseError, SnbFormatError, VerifyError
 
 
 def _report_and_exit(err: SenseError) -> None:
@@ -32,7 +32,7 @@ def build(file, output, import_root):
     """Compile FILE.sns (and the modules it imports) to one .snb file.
 
     Imports are read only from under FILE's own directory unless --import-root widens it."""
-    from .launch import build_file
+    from .build import build_file
     status = build_file(file, output, import_root)
     if status:
         sys.exit(status)
@@ -43,10 +43,10 @@ def build(file, output, import_root):
 @click.option("--no-verify", is_flag=True, help="List a .snb file even if the verifier rejects it.")
 def dis(file, no_verify):
     """Disassemble FILE (.sns source or .snb bytecode)."""
-    from sensevm.disasm import disassemble
-    from sensevm.loader import is_snb
-    from sensevm.snb import load
-    from sensevm.verify import verify
+    from sensevm.bytecode.disasm import disassemble
+    from sensevm.bytecode.snb import is_snb
+    from sensevm.bytecode.snb import load
+    from sensevm.bytecode.verify import verify
     try:
         with open(file, "rb") as fh:
             data = fh.read()
@@ -90,7 +90,7 @@ def check(files, import_root):
         errors = check_file(file, import_root)
         if errors:
             failed = True
-            from sensevm.errors import CompileErrors
+            from sensevm.base.errors import CompileErrors
             _report(CompileErrors(errors))
     sys.exit(1 if failed else 0)
 

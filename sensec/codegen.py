@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Optional
 
-from sensevm.errors import Pos, NO_POS, SenseSyntaxError
-from sensevm.opcodes import Op
-from sensevm.program import ActionDecl, AgentDecl, CodeKind, CodeObject, ToolDecl
+from sensevm.base.errors import Pos, NO_POS, SenseSyntaxError
+from sensevm.bytecode.opcodes import Op
+from sensevm.bytecode.program import ActionDecl, AgentDecl, CodeKind, CodeObject, ToolDecl
 
 from . import nodes as n
 from .assemble import Instr, Label, assemble, make_instr

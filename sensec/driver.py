@@ -7,9 +7,9 @@ import gc
 import hashlib
 import os
 
-from sensevm.errors import CompileErrors, Pos, SenseError, SenseSyntaxError
-from sensevm.files import read_bytes
-from sensevm.program import CodeKind, ModuleEntry, Program, Source
+from sensevm.base.errors import CompileErrors, Pos, SenseError, SenseSyntaxError
+from sensevm.base.files import read_bytes
+from sensevm.bytecode.program import CodeKind, ModuleEntry, Program, Source
 
 from . import nodes as n
 from .codegen import FunctionCompiler, ProgramBuilder, module_binding_name, module_relative_path
@@ -144,7 +144,7 @@ class _Build:
                        f"{self.import_root} (it resolves to {real}); pass --import-root to "
                        "allow imports from elsewhere")
             if not self.defer_import_errors:
-                from sensevm.errors import SenseImportError
+                from sensevm.base.errors import SenseImportError
                 raise SenseImportError(message, pos, path=importer)
             # As for a module that does not compile, the error surfaces if the import runs;
             # with no position in the module (line 0), it is reported at the import itself.

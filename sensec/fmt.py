@@ -9,7 +9,7 @@ import sys
 from decimal import Decimal
 from typing import Optional
 
-from sensevm.errors import Pos, SenseError, SenseSyntaxError
+from sensevm.base.errors import Pos, SenseError, SenseSyntaxError
 
 from . import nodes as n
 from .lexer import Lexer, normalize_newlines
@@ -542,8 +542,8 @@ def run(path: str, *, write: bool = False, check: bool = False, stdout=None, std
     the files that would change; ``write`` rewrites them and lists them. A file that does not
     parse is reported and left alone, and the status is 1.
     """
-    from sensevm.diagnostics import report
-    from sensevm.files import atomic_write, read_bytes
+    from sensevm.base.diagnostics import report
+    from sensevm.base.files import atomic_write, read_bytes
     from .driver import read_source
     stdout = stdout if stdout is not None else sys.stdout
     stderr = stderr if stderr is not None else sys.stderr

@@ -48,7 +48,7 @@ from ply import yacc
 
 from sensec import nodes as N
 from sensec.lexer import KEYWORDS, Lexer, display_kind
-from sensevm.errors import Pos, SenseSyntaxError
+from sensevm.base.errors import Pos, SenseSyntaxError
 
 # What Parser.conflicts() must report; a test pins it, so a grammar change that adds a
 # conflict has to come here and explain itself: (token, resolution) for each one.
@@ -303,7 +303,7 @@ def _load_cached_tables(key: str):
 
 
 def _store_cached_tables(key: str, tables: dict) -> None:
-    from sensevm.files import atomic_write
+    from sensevm.base.files import atomic_write
     path = _table_cache_path(key)
     try:
         os.makedirs(_CACHE_DIR, exist_ok=True)

@@ -7,8 +7,8 @@ command does; any other command line (``--help``, another option, a missing or s
 argument, a path click would refuse, shell completion) goes to :mod:`sensec.cli`, which prints
 click's own usage and error messages.
 
-``build_file`` lives here, not in :mod:`sensec.cli`, so that the fast path never imports click;
-the click command calls it from here.
+Building a file is sensec.build's job, shared by the fast path and the click command (which this
+module imports only when it hands a command line to click).
 """
 
 from __future__ import annotations
@@ -16,35 +16,8 @@ from __future__ import annotations
 import os
 import sys
 
-from sensevm.errors import SenseError
-from sensevm.launch import guarded
-
-
-def build_file(file: str, output: str | None, import_root: str | None = None) -> int:
-    """Compile ``file`` (and its imports) to ``output`` (default: FILE with .snb), verified
-    before it is written and written atomically; errors reported on stderr. Returns the exit
-    status."""
-    from sensevm.diagnostics import report
-    from sensevm.files import atomic_write
-    from sensevm.snb import dump
-    from sensevm.verify import load_verified
-    from .driver import compile_file, gc_paused
-    with gc_paused(freeze=True):     # see gc_paused: collections here would free nothing
-        try:
-            program = compile_file(file, import_root=import_root)
-        except SenseError as err:
-            report(err, {})          # report() reads each error's source file for the caret
-            return 1
-        data = dump(program)
-        del program                  # a large program's memory is not held twice while loading
-        load_verified(data)          # never write a file the VM would refuse
-    out = output or (file[:-4] if file.endswith(".sns") else file) + ".snb"
-    try:
-        atomic_write(out, data)
-    except OSError as exc:
-        sys.stderr.write(f"sensec: cannot write {out}: {exc.strerror}\n")
-        return 1
-    return 0
+from sensevm.base.diagnostics import guarded
+from .build import build_file
 
 
 def _path_click_accepts(path: str) -> bool:

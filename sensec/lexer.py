@@ -36,8 +36,8 @@ import re
 
 from ply import lex
 
-from sensevm.errors import Pos, SenseSyntaxError
-from sensevm.keywords import KEYWORDS  # re-exported: the reserved words of spec 2.4
+from sensevm.base.errors import Pos, SenseSyntaxError
+from sensevm.base.keywords import KEYWORDS  # re-exported: the reserved words of spec 2.4
 
 
 # What the reference calls our operator tokens in ``(got KIND 'x')`` messages, where it differs.

@@ -18,8 +18,8 @@ from __future__ import annotations
 import sys
 import threading
 
-from sensevm.errors import SenseSyntaxError
-from sensevm.program import MAX_ANNOTATION_NESTING
+from sensevm.base.errors import SenseSyntaxError
+from sensevm.bytecode.program import MAX_ANNOTATION_NESTING
 
 from . import nodes as n
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from sensevm.errors import Pos
+from sensevm.base.errors import Pos
 
 
 class Node:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 
-from sensevm.diagnostics import CONTROL
-from sensevm.errors import SenseSyntaxError
+from sensevm.base.diagnostics import CONTROL
+from sensevm.base.errors import SenseSyntaxError
 
 from . import nodes as n
 from .nesting import LEVELS, MAX_NESTING, annotation_error

@@ -1,4 +1,4 @@
-"""``python -m sensevm``: the same entry as the console script (see sensevm.launch)."""
-from .launch import entry
+"""``python -m sensevm``: the same entry as the console script (see sensevm.cli.launch)."""
+from sensevm.cli.launch import entry
 
 entry()

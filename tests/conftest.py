@@ -13,11 +13,17 @@ from typing import Optional
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# Saved agents are authenticated with the host key (sensevm/keys.py): the suite, and every
+# Saved agents are authenticated with the host key (sensevm/guard/keys.py): the suite, and every
 # process it starts, uses a key of its own instead of the user's.
 os.environ["SENSE_KEY_FILE"] = os.path.join(tempfile.mkdtemp(prefix="sense-key-"), "host.key")
 TESTS = os.path.join(ROOT, "tests")
 sys.path.insert(0, TESTS)
+
+# The tests make VMs directly, as a program embedding the VM does: with the world's builtins and
+# services (agents, models, memory, MCP, Python, saved state) installed, as the commands do.
+from sensevm.world import install  # noqa: E402
+
+install()
 
 
 @dataclass
@@ -51,10 +57,10 @@ def run_program(path: str, *, dry_run: bool = False, tier: Optional[str] = None)
 
     ``tier`` forces an execution tier ("1", "2"); None leaves the VM's default (SENSE_TIER)."""
     from sensec.driver import compile_file
-    from sensevm.snb import dump
-    from sensevm.verify import load_verified
-    from sensevm.vm import VM
-    from sensevm.errors import SenseError
+    from sensevm.bytecode.snb import dump
+    from sensevm.bytecode.verify import load_verified
+    from sensevm.runtime.vm import VM
+    from sensevm.base.errors import SenseError
     out = io.StringIO()
     try:
         verified = load_verified(dump(compile_file(path, defer_import_errors=True)))

@@ -15,7 +15,7 @@ GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden")
 
 def listing(path: str) -> str:
     from sensec.driver import compile_source
-    from sensevm.disasm import disassemble
+    from sensevm.bytecode.disasm import disassemble
     with open(path, encoding="utf-8") as fh:
         source = fh.read()
     # Compiled under its bare name so that listings do not depend on where the checkout is.

@@ -1,5 +1,5 @@
 """Reading and re-signing saved agent states in tests: what an attacker who holds the host key
-could write, so that the checks behind the MAC are tested too (sensevm/persist.py)."""
+could write, so that the checks behind the MAC are tested too (sensevm/world/persist.py)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ def read_state(directory, name: str) -> dict:
 def write_state(directory, name: str, state: dict, *, sign: bool = True) -> None:
     """Write ``state`` as DIR/NAME.json, with a valid MAC when ``sign`` (the host key of
     $SENSE_KEY_FILE, over program.snb beside it), else with the MAC of the file it replaces."""
-    from sensevm.keys import derive
-    from sensevm.persist import MAC_PURPOSE, _mac
+    from sensevm.guard.keys import derive
+    from sensevm.world.persist import MAC_PURPOSE, _mac
     path = os.path.join(directory, f"{name}.json")
     body = json.dumps(state, ensure_ascii=False, sort_keys=True,
                       separators=(",", ":")).encode("utf-8")

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sensevm import provenance as P
-from sensevm.values import exact_type, make_checker
+from sensevm.guard import provenance as P
+from sensevm.runtime.values import exact_type, make_checker
 
 ANNOTATIONS = ("Int", "Float", "String", "Bool", "Nil", "Array<Int>", "Function", "Widget")
 
@@ -69,10 +69,10 @@ print(half(1.5))
 ])
 def test_checks_past_the_shortcut_still_fail_on_both_tiers(tmp_path, last, error):
     from sensec.driver import compile_file
-    from sensevm.errors import SenseError
-    from sensevm.snb import dump
-    from sensevm.verify import load_verified
-    from sensevm.vm import VM
+    from sensevm.base.errors import SenseError
+    from sensevm.bytecode.snb import dump
+    from sensevm.bytecode.verify import load_verified
+    from sensevm.runtime.vm import VM
     path = tmp_path / "typed.sns"
     path.write_text(TYPED.format(last=last))
     verified = load_verified(dump(compile_file(str(path))))

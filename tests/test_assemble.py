@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from sensec.assemble import AssemblyError, Instr, Label, assemble
-from sensevm.decode import decode, encode
-from sensevm.errors import Pos
-from sensevm.opcodes import Op
+from sensevm.bytecode.decode import decode, encode
+from sensevm.base.errors import Pos
+from sensevm.bytecode.opcodes import Op
 
 P = Pos(3, 7)
 

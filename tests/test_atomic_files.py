@@ -17,7 +17,7 @@ import pytest
 
 from conftest import ROOT
 
-from sensevm import files
+from sensevm.base import files
 
 ENV = dict(os.environ, PYTHONPATH=ROOT, NO_COLOR="1")
 
@@ -116,7 +116,7 @@ def killed_at(point: str, module: str, *args, cwd) -> subprocess.CompletedProces
 
 @pytest.mark.parametrize("point", ["fsync", "replace"])
 def test_sensec_build_killed_mid_write_leaves_the_previous_snb(tmp_path, point):
-    from sensevm.verify import load_verified
+    from sensevm.bytecode.verify import load_verified
     src = tmp_path / "prog.sns"
     src.write_text('print("first")\n')
     subprocess.run([sys.executable, "-m", "sensec", "build", str(src)], env=ENV, check=True)
@@ -170,7 +170,7 @@ def test_a_saved_agent_killed_mid_save_keeps_its_previous_state(tmp_path):
 # ----------------------------------------------------------------------------- damaged files
 
 def test_a_truncated_snb_is_named(tmp_path):
-    from sensevm.launch import run_file
+    from sensevm.cli.running import run_file
     src = tmp_path / "prog.sns"
     src.write_text('print("hi")\n')
     subprocess.run([sys.executable, "-m", "sensec", "build", str(src)], env=ENV, check=True)
@@ -256,16 +256,16 @@ def test_a_damaged_memory_file_is_named(tmp_path):
 # ----------------------------------------------------------------------------- the audit
 
 # Every place in the toolchain that opens a file for writing, and why it is safe. A new
-# writer fails this test until it uses sensevm.files (atomic_write, append_line) or is listed.
+# writer fails this test until it uses sensevm.base.files (atomic_write, append_line) or is listed.
 WRITERS = {
-    ("sensevm/files.py", 'os.fdopen(fd, "wb")'): "atomic_write's own temporary file",
-    ("sensevm/audit.py", "os.open(self.path, flags | os.O_CREAT | os.O_EXCL, 0o644)"):
+    ("sensevm/base/files.py", 'os.fdopen(fd, "wb")'): "atomic_write's own temporary file",
+    ("sensevm/guard/audit.py", "os.open(self.path, flags | os.O_CREAT | os.O_EXCL, 0o644)"):
         "append-only (O_APPEND), each record fsync'd by files.append_line",
-    ("sensevm/wal.py", "os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, \"O_CLOEXEC\", 0),"):
+    ("sensevm/guard/wal.py", "os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, \"O_CLOEXEC\", 0),"):
         "append-only, each record fsync'd by files.append_line; a torn tail is cut first",
-    ("sensevm/repl.py", "open(path, \"a\", encoding=\"utf-8\")"):
+    ("sensevm/cli/repl.py", "open(path, \"a\", encoding=\"utf-8\")"):
         "creates the history file empty; entries are appended and fsync'd (make_history)",
-    ("sensevm/keys.py", "os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)"):
+    ("sensevm/guard/keys.py", "os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)"):
         "the host key: written whole to a new temporary file, fsync'd, then linked into place "
         "(os.link never replaces a key already there)",
 }
@@ -273,12 +273,19 @@ _WRITE = re.compile(r"""open\([^)]*["'](?:[wax]b?|[wa]\+b?|r\+b?)["']|\.write_(?
                     r"""os\.open\([^)]*O_(?:CREAT|WRONLY|RDWR)|json\.dump\(|shutil\.(?:copy|move)""")
 
 
+def _modules(package: str):
+    """The .py files of ``package`` and its subpackages, relative to it."""
+    top = os.path.join(ROOT, package)
+    for folder, _, files in os.walk(top):
+        for name in files:
+            if name.endswith(".py"):
+                yield os.path.relpath(os.path.join(folder, name), top)
+
+
 def test_every_writer_is_atomic_or_append_only():
     found = {}
     for package in ("sensevm", "sensec"):
-        for name in sorted(os.listdir(os.path.join(ROOT, package))):
-            if not name.endswith(".py"):
-                continue
+        for name in sorted(_modules(package)):
             rel = f"{package}/{name}"
             with open(os.path.join(ROOT, rel), encoding="utf-8") as fh:
                 for number, line in enumerate(fh, start=1):

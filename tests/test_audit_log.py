@@ -15,10 +15,10 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from conftest import ROOT
-from sensevm import audit as A
-from sensevm.audit import (GENESIS, AuditFile, AuditLog, AuditLogError, AuditRecord,
-                           encode_entry, verify_chain)
-from sensevm.cli import verify_audit_file
+from sensevm.guard import audit as A
+from sensevm.guard.audit import (GENESIS, AuditFile, AuditLog, AuditLogError, AuditRecord,
+                                 encode_entry, verify_chain)
+from sensevm.cli.commands import verify_audit_file
 
 
 def rec(i: int = 0, **kw) -> AuditRecord:
@@ -428,9 +428,9 @@ def test_the_vms_records_are_rows_the_collector_stops_tracking(tmp_path):
     import gc
     import io
     from sensec.driver import compile_file
-    from sensevm.snb import dump
-    from sensevm.verify import load_verified
-    from sensevm.vm import VM
+    from sensevm.bytecode.snb import dump
+    from sensevm.bytecode.verify import load_verified
+    from sensevm.runtime.vm import VM
     path = tmp_path / "loop.sns"
     path.write_text(LOOP, encoding="utf-8")
     out = io.StringIO()

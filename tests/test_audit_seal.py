@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from conftest import ROOT
-from sensevm import audit as A
-from sensevm import tlog
-from sensevm.audit import AuditFile, AuditRecord, encode_entry, verify_chain
+from sensevm.guard import audit as A
+from sensevm.guard import tlog
+from sensevm.guard.audit import AuditFile, AuditRecord, encode_entry, verify_chain
 
 PROGRAM = '''irreversible action pay(to: String) requires payment.send:
     print("PAID " + to)

@@ -1,4 +1,4 @@
-"""``sensevm run FILE`` without click (sensevm.launch) behaves exactly as the click command does."""
+"""``sensevm run FILE`` without click (sensevm.cli.launch) behaves exactly as the click command does."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from conftest import ROOT, run_script
 
 # The same command line through the click group, bypassing the launcher's fast path.
 CLICK = ("import sys\n"
-         "from sensevm.cli import main\n"
+         "from sensevm.cli.commands import main\n"
          "main(sys.argv[1:], prog_name='sensevm')\n")
 # The launcher (what `python -m sensevm` and the console script run), reporting what it imported
 # (of what the interpreter had not loaded at start-up).
@@ -21,11 +21,11 @@ FAST = ("import sys, atexit\n"
         "atexit.register(lambda: sys.__stderr__.write(\n"
         "    'HEAVY ' + ' '.join(sorted(m for m in set(sys.modules) - before\n"
         "        if m.split('.')[0] in ('click', 'ply', 'sensec', 'prompt_toolkit', 'pygments')\n"
-        "        or m in ('threading', 'typing', 'sensevm.agents', 'sensevm.models',\n"
-        "                 'sensevm.memory', 'sensevm.sessions', 'sensevm.mcp')))\n"
+        "        or m in ('threading', 'typing', 'sensevm.world.agents', 'sensevm.world.models',\n"
+        "                 'sensevm.world.memory', 'sensevm.runtime.sessions', 'sensevm.world.mcp')))\n"
         "    + '\\n'))\n"
         "sys.argv[0] = 'sensevm'\n"
-        "from sensevm.launch import entry\n"
+        "from sensevm.cli.launch import entry\n"
         "entry()\n")
 
 
@@ -78,15 +78,15 @@ def test_deferred_builtins_import_their_module_when_called(tmp_path):
     snb = build(write(tmp_path, "a.sns", 'model m = inference("mock")\nprint(type_of(m))\n'))
     fast, click, heavy = both(["run", snb], tmp_path)
     assert fast == click == (0, "Model\n", "")
-    assert [m for m in heavy if m != "typing"] == ["sensevm.models"]    # (providers use it)
+    assert [m for m in heavy if m != "typing"] == ["sensevm.world.models"]    # (providers use it)
 
 
 def test_deferred_builtins_name_functions_of_their_modules():
     from importlib import import_module
-    from sensevm.builtins import DEFERRED
-    for b in DEFERRED:
+    from sensevm.world import BUILTINS
+    for b in BUILTINS:
         module, function = b.fn.deferred
-        assert callable(getattr(import_module(f"sensevm.{module}"), function)), b.name
+        assert callable(getattr(import_module(f"sensevm.world.{module}"), function)), b.name
 
 
 def test_runtime_error_same_output(tmp_path):
@@ -186,7 +186,7 @@ def test_python_dash_m_uses_the_launcher(tmp_path):
 
 def test_console_script_entry_point_is_the_launcher():
     with open(os.path.join(ROOT, "pyproject.toml"), encoding="utf-8") as fh:
-        assert 'sensevm = "sensevm.launch:entry"' in fh.read()
+        assert 'sensevm = "sensevm.cli.launch:entry"' in fh.read()
 
 
 @pytest.mark.parametrize("options", [

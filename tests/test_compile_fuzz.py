@@ -18,9 +18,9 @@ for path in CORPUS[::7]:
 
 def compile_or_error(source: str):
     from sensec.driver import compile_source
-    from sensevm.errors import SenseError
-    from sensevm.snb import dump
-    from sensevm.verify import load_verified
+    from sensevm.base.errors import SenseError
+    from sensevm.bytecode.snb import dump
+    from sensevm.bytecode.verify import load_verified
     try:
         program = compile_source(source, "<fuzz>")
     except SenseError as err:

@@ -15,7 +15,7 @@ from conftest import ROOT
 from test_policy import CAPS, worlds
 from test_tiers import _run_source
 
-from sensevm.policy import DENY, Denials, allowed
+from sensevm.guard.policy import DENY, Denials, allowed
 
 TIERS = ("1", "2")
 
@@ -107,7 +107,7 @@ def test_workers_share_the_runs_denials(tmp_path):
 
 
 def vm_frame(vm):
-    from sensevm.values import Scope
+    from sensevm.runtime.values import Scope
 
     class F:
         scope = Scope(vm.builtins)

@@ -44,6 +44,6 @@ def test_same_stdout_and_exit_code(path):
     if ref_code and ours.error is not None and ref_err.startswith("SenseError: "):
         # The reference's error text is ours too, [line N] included (spec 17.1), except for
         # syntax errors, whose wording comes from a different kind of parser.
-        from sensevm.errors import SenseSyntaxError
+        from sensevm.base.errors import SenseSyntaxError
         if not isinstance(ours.error, SenseSyntaxError):
             assert ours.error.text == ref_err[len("SenseError: "):].rstrip("\n")

@@ -46,7 +46,7 @@ print(fib(15), depth(300))
 def test_recursion_runs_direct_and_deep_recursion_becomes_frames(tmp_path):
     """fib never leaves its direct form; depth(300) nests deeper than DIRECT_LIMIT direct
     activations on the Python stack, so part of it runs as frames, with the same result."""
-    from sensevm.vm import DIRECT_LIMIT
+    from sensevm.runtime.vm import DIRECT_LIMIT
     assert DIRECT_LIMIT < 300
     (out, error, *_), vm = both(tmp_path, RECURSION)
     assert (out, error) == ("610 300\n", None)
@@ -59,8 +59,8 @@ def test_recursion_runs_direct_and_deep_recursion_becomes_frames(tmp_path):
 
 
 def _run_with_depth(tmp_path, source, tier, max_depth):
-    from sensevm.errors import SenseError
-    from sensevm.vm import VM
+    from sensevm.base.errors import SenseError
+    from sensevm.runtime.vm import VM
     path = tmp_path / "p.sns"
     path.write_text(source)
     out = io.StringIO()
@@ -201,7 +201,7 @@ print(a.status)
 
 
 def _run_with_stdin(tmp_path, source, tier, stdin):
-    from sensevm.vm import VM
+    from sensevm.runtime.vm import VM
     path = tmp_path / "p.sns"
     path.write_text(source)
     out = io.StringIO()
@@ -283,7 +283,7 @@ def test_outside_data_stops_a_direct_form(tmp_path):
     """user_request() gives the user's words, a labelled value: it is no pure builtin, so
     the direct forms become frames before it is called, and the branch on it runs in tier 1
     with its pc label."""
-    from sensevm.vm import VM
+    from sensevm.runtime.vm import VM
     path = tmp_path / "p.sns"
     path.write_text(REQUEST)
     verified = _verified(str(path))
@@ -387,7 +387,7 @@ print(fill([], 500))
 
 
 def test_an_inlined_push_stops_at_the_array_limit(tmp_path):
-    from sensevm.vm import VM
+    from sensevm.runtime.vm import VM
     path = tmp_path / "p.sns"
     path.write_text(PUSH_LIMIT)
     verified = _verified(str(path))
@@ -395,7 +395,7 @@ def test_an_inlined_push_stops_at_the_array_limit(tmp_path):
     for tier in ("1", "2"):
         out = io.StringIO()
         vm = VM(verified, stdout=out, tier=tier, max_array=100)
-        from sensevm.errors import SenseError
+        from sensevm.base.errors import SenseError
         try:
             vm.run()
         except SenseError as err:

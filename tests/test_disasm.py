@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from sensevm.decode import decode, encode
-from sensevm.disasm import disassemble, sense_repr
-from sensevm.errors import VerifyError
-from sensevm.opcodes import Op
-from sensevm.program import CodeKind, CodeObject, ModuleEntry, Program, Source
-from sensevm.verify import verify
+from sensevm.bytecode.decode import decode, encode
+from sensevm.bytecode.disasm import disassemble, sense_repr
+from sensevm.base.errors import VerifyError
+from sensevm.bytecode.opcodes import Op
+from sensevm.bytecode.program import CodeKind, CodeObject, ModuleEntry, Program, Source
+from sensevm.bytecode.verify import verify
 
 
 def asm(*items):

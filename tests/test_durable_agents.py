@@ -86,10 +86,10 @@ def test_a_value_that_cannot_be_saved_is_named_and_nothing_is_written(tmp_path):
 
 
 def test_pending_future_error_message(tmp_path):
-    from sensevm.errors import SenseError
+    from sensevm.base.errors import SenseError
     import pytest
-    from sensevm.persist import SaveError, _Saver
-    from sensevm.values import Future
+    from sensevm.world.persist import SaveError, _Saver
+    from sensevm.runtime.values import Future
 
     class FakeTool:
         name = "slow"

@@ -7,10 +7,10 @@ from decimal import Decimal
 import pytest
 from hypothesis import given, strategies as st
 
-from sensevm.endorse import (amount_in, analyse, as_amount, email_in, endorsed_by, find_amounts,
-                             find_emails, find_phones, iban_valid, luhn_valid, phone_in,
-                             role_of, url_in, url_key, value_parts)
-from sensevm.secondlook import is_credential_name, is_outbound
+from sensevm.guard.endorse import (amount_in, analyse, as_amount, email_in, endorsed_by,
+                                   find_amounts, find_emails, find_phones, iban_valid, luhn_valid,
+                                   phone_in, role_of, url_in, url_key, value_parts)
+from sensevm.guard.outbound import is_credential_name, is_outbound
 
 USER = ("user",)
 

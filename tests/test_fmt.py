@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from conftest import ROOT, TESTS
 from sensec.fmt import format_float, format_source, format_string, run
 from sensec.lexer import Lexer
-from sensevm.errors import SenseError, SenseSyntaxError
+from sensevm.base.errors import SenseError, SenseSyntaxError
 
 
 def fmt(source: str) -> str:
@@ -313,7 +313,7 @@ def test_float_in_source():
 def test_negative_literals_print_as_unary_minus():
     from sensec import nodes as n
     from sensec.fmt import format_expr
-    from sensevm.errors import Pos
+    from sensevm.base.errors import Pos
     p = Pos(1, 1)
     assert format_expr(n.Member(p, n.IntLit(p, -3), "x")) == "(-3).x"
     assert format_expr(n.Binary(p, "-", n.Name(p, "a"), n.FloatLit(p, -0.0))) == "a - -0.0"

@@ -23,10 +23,10 @@ REF = reference_binary()
 
 def run_ours(source: str, path: str = "gen.sns"):
     from sensec.driver import compile_source
-    from sensevm.errors import SenseError
-    from sensevm.snb import dump
-    from sensevm.verify import load_verified
-    from sensevm.vm import VM
+    from sensevm.base.errors import SenseError
+    from sensevm.bytecode.snb import dump
+    from sensevm.bytecode.verify import load_verified
+    from sensevm.runtime.vm import VM
     program = compile_source(source, path)          # a generated program always compiles
     verified = load_verified(dump(program))         # ... and what compiles, verifies
     out = io.StringIO()

@@ -9,7 +9,7 @@ import pytest
 from pygments.token import (Comment, Error, Keyword, Name, Number, Operator, Punctuation, String,
                             Token)
 
-from sensevm.highlight import KEYWORDS, SenseLexer
+from sensevm.cli.highlight import KEYWORDS, SenseLexer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -138,7 +138,7 @@ def _corpus():
 
 def test_no_error_tokens_in_any_program_that_parses():
     from sensec.driver import parse_source
-    from sensevm.errors import SenseError
+    from sensevm.base.errors import SenseError
     lexer = SenseLexer(stripnl=False)
     checked = 0
     for path in _corpus():

@@ -15,12 +15,12 @@ import json
 import pytest
 
 from sensec.driver import compile_source
-from sensevm.builtins import builtin_scope
-from sensevm.errors import SensePolicyError
-from sensevm.opcodes import Op
-from sensevm.snb import dump
-from sensevm.verify import load_verified
-from sensevm.vm import VM
+from sensevm.runtime.builtins import builtin_scope
+from sensevm.base.errors import SensePolicyError
+from sensevm.bytecode.opcodes import Op
+from sensevm.bytecode.snb import dump
+from sensevm.bytecode.verify import load_verified
+from sensevm.runtime.vm import VM
 
 # Every builtin, by what it can touch outside the program. A new builtin fails this test until
 # it is placed here -- and if it reaches the host, given a capability.
@@ -106,12 +106,12 @@ def test_hand_made_bytecode_calling_the_memory_builtin_is_checked_too(tmp_path):
         for c in ("log", str(db), True):
             constants.append(c)
         k = len(constants) - 3
-        from sensevm.decode import encode
+        from sensevm.bytecode.decode import encode
         prefix = [(Op.LOAD_NAME, [strings.index("@memory")]), (Op.LOAD_CONST, [k]),
                   (Op.LOAD_CONST, [k + 1]), (Op.LOAD_CONST, [k + 2]), (Op.CALL, [3]),
                   (Op.POP, [])]
         # Right after the policy rule (the entry code has no jumps to shift).
-        from sensevm.decode import decode
+        from sensevm.bytecode.decode import decode
         code = program.codes[program.entry]
         at = next(i.offset + len(encode(i.op, i.args)) for i in decode(code.code)
                   if i.op is Op.POLICY_DENY)

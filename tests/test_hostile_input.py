@@ -11,9 +11,9 @@ import pytest
 
 from conftest import ROOT, run_program
 from sensec.driver import compile_source
-from sensevm.errors import Pos, SenseSyntaxError
-from sensevm.snb import dump
-from sensevm.verify import load_verified
+from sensevm.base.errors import Pos, SenseSyntaxError
+from sensevm.bytecode.snb import dump
+from sensevm.bytecode.verify import load_verified
 
 
 def sensec(*args, cwd=None):
@@ -61,8 +61,8 @@ def test_a_long_string_literal_compiles_in_memory_proportional_to_it(unit):
 
 def test_the_int_literal_bound_fits_the_snb_format():
     from sensec.lexer import MAX_INT_DIGITS
-    from sensevm.program import zigzag
-    from sensevm.snb import MAX_INT_BYTES
+    from sensevm.bytecode.program import zigzag
+    from sensevm.bytecode.snb import MAX_INT_BYTES
     largest = 10 ** MAX_INT_DIGITS - 1
     assert (zigzag(largest).bit_length() + 6) // 7 <= MAX_INT_BYTES
 
@@ -104,7 +104,7 @@ def test_sensec_check_reports_an_int_literal_over_the_bound(tmp_path):
 
 
 def test_dis_lists_every_digit_of_a_long_int_constant(tmp_path):
-    from sensevm.disasm import disassemble
+    from sensevm.bytecode.disasm import disassemble
     digits = "1234567890" * 600
     listing = disassemble(compile_source(f"x = {digits}\nprint(-x)\n", "big.sns"))
     assert f"LOAD_CONST               0 ({digits})" in listing
@@ -252,7 +252,7 @@ def annotation(depth: int) -> str:
 
 @pytest.mark.parametrize("tier", ["1", "2"])
 def test_annotations_nested_to_the_bound_are_checked_at_run_time(tmp_path, tier):
-    from sensevm.program import MAX_ANNOTATION_NESTING as deepest
+    from sensevm.bytecode.program import MAX_ANNOTATION_NESTING as deepest
     t = annotation(deepest)
     good, bad = "[" * deepest + "1" + "]" * deepest, "[" * deepest + '"s"' + "]" * deepest
     out = run_text(tmp_path, f"def f(x: {t}) -> {t}:\n    return x\ny: {t} = f({good})\n"
@@ -275,7 +275,7 @@ def test_annotations_nested_to_the_bound_are_checked_at_run_time(tmp_path, tier)
         "action parameter"])
 def test_an_annotation_nested_past_the_bound_is_a_positioned_error(source, at):
     from sensec.fmt import format_source
-    from sensevm.program import MAX_ANNOTATION_NESTING as deepest
+    from sensevm.bytecode.program import MAX_ANNOTATION_NESTING as deepest
     text = "x = 1\n" + source.format(t=annotation(deepest + 1))
     message = f"type annotation nested too deeply (more than {deepest} levels of type arguments)"
     for compile_it in (compile_source, format_source):
@@ -317,7 +317,7 @@ CONTROLS = ["\x1b[2J", "\x07", "\x7f", "\x9b31m", "\u202e", "\u2066"]
 
 def raw_controls(text: str) -> list:
     import re
-    from sensevm.diagnostics import CONTROL
+    from sensevm.base.diagnostics import CONTROL
     return [c for c in re.findall(CONTROL, text) if c not in "\n"]
 
 
@@ -356,7 +356,7 @@ def _forge(where: str, bad: str):
 @pytest.mark.parametrize("where", ["code name", "parameter", "name operand", "action", "tool",
                                    "agent"])
 def test_the_verifier_refuses_a_name_with_a_control_character(where, bad):
-    from sensevm.errors import VerifyError
+    from sensevm.base.errors import VerifyError
     forged, what = _forge(where, bad)
     with pytest.raises(VerifyError) as info:
         load_verified(dump(forged))
@@ -407,8 +407,8 @@ def test_errors_show_paths_messages_and_source_lines_escaped(tmp_path):
 
 
 def test_the_caret_stays_under_its_character_after_escapes():
-    from sensevm.diagnostics import render
-    from sensevm.errors import SenseRuntimeError
+    from sensevm.base.diagnostics import render
+    from sensevm.base.errors import SenseRuntimeError
     err = SenseRuntimeError("division by zero", Pos(1, 12), path="p.sns")
     assert render(err, 'x = "\x1b[2J" + 1 / 0\n').splitlines()[1:] == [
         '    1 | x = "\\x1b[2J" + 1 / 0',

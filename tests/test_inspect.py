@@ -1,6 +1,6 @@
 """``sensevm inspect``: the console's JSON API, driven with urllib (no browser).
 
-Most tests run the console in this process (sensevm.console.open_console + ConsoleServer on
+Most tests run the console in this process (sensevm.cli.console.open_console + ConsoleServer on
 port 0, served from a thread); the command-line tests start ``python -m sensevm inspect`` as a
 subprocess, read the URL it prints and stop it with Ctrl-C (SIGINT).
 """
@@ -120,7 +120,7 @@ class Client:
 @pytest.fixture
 def console(tmp_path):
     """console(program_or_path, dry_run=False) -> (Client, program stdout)."""
-    from sensevm.console import ConsoleServer, open_console
+    from sensevm.cli.console import ConsoleServer, open_console
     servers = []
 
     def start(program, dry_run=False):
@@ -419,7 +419,7 @@ notes.remember("deep", deep)
 
 
 def test_deeply_nested_requests_are_refused_and_the_console_goes_on(console):
-    from sensevm.console import MAX_NESTING
+    from sensevm.cli.console import MAX_NESTING
     c = console(DEEP_PROGRAM)
     idx = c.action_index("send")
     deep_json = b'{"args": [' + b"[" * 100_000 + b"]" * 100_000 + b"]}"
@@ -455,7 +455,7 @@ def _arrays(count: int):
 
 
 def test_argument_literals():
-    from sensevm.console import ConsoleError, parse_arguments
+    from sensevm.cli.console import ConsoleError, parse_arguments
     assert parse_arguments("") == []
     assert parse_arguments('  "a\\"b\\n", -3, 2.5, 1e3, [1, [true, false]], nil, null ') == [
         'a"b\n', -3, 2.5, 1000.0, [1, [True, False]], None, None]
@@ -544,7 +544,7 @@ def test_audit_tree_nests_by_lineage(console):
 
 
 def test_audit_tree_function():
-    from sensevm.console import audit_tree
+    from sensevm.cli.console import audit_tree
     recs = [{"lineage": [], "n": 1}, {"lineage": ["agent:a"], "n": 2},
             {"lineage": ["agent:a", "tool:t"], "n": 3}, {"lineage": ["agent:a"], "n": 4},
             {"lineage": [], "n": 5}, {"lineage": ["agent:a"], "n": 6}]
@@ -680,10 +680,10 @@ def test_run_does_not_import_the_console(tmp_path):
     src.write_text('print("hi")\n', encoding="utf-8")
     script = ("import sys, atexit\n"
               "atexit.register(lambda: sys.__stderr__.write('MODS ' + ' '.join(sorted(m for m "
-              "in sys.modules if m in ('http.server', 'socketserver', 'sensevm.console', "
+              "in sys.modules if m in ('http.server', 'socketserver', 'sensevm.cli.console', "
               "'secrets'))) + '\\n'))\n"
               "sys.argv[0] = 'sensevm'\n"
-              "from sensevm.launch import entry\n"
+              "from sensevm.cli.launch import entry\n"
               "entry()\n")
     for args in (["run", str(src)], ["run", "--dry-run", str(src)]):
         done = subprocess.run([sys.executable, "-c", script, *args], cwd=ROOT,

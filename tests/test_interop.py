@@ -19,12 +19,12 @@ import pytest
 
 from conftest import ROOT, run_source
 from sensec.driver import compile_source
-from sensevm.decode import encode
-from sensevm.errors import SensePolicyError, SenseRuntimeError, SenseImportError
-from sensevm.opcodes import Op
-from sensevm.snb import dump
-from sensevm.verify import load_verified
-from sensevm.vm import VM
+from sensevm.bytecode.decode import encode
+from sensevm.base.errors import SensePolicyError, SenseRuntimeError, SenseImportError
+from sensevm.bytecode.opcodes import Op
+from sensevm.bytecode.snb import dump
+from sensevm.bytecode.verify import load_verified
+from sensevm.runtime.vm import VM
 
 ALLOW = "policy: allow python.import\n"
 TIERS = ["1", "2"]
@@ -159,7 +159,7 @@ def test_hand_made_bytecode_with_the_allow_imports():
 
 
 def test_import_from_on_a_value_that_is_no_module_is_refused_before_it_runs():
-    from sensevm.errors import VerifyError
+    from sensevm.base.errors import VerifyError
     program = forged([(Op.LOAD_CONST, [0]), (Op.IMPORT_FROM, ["x"]), (Op.POP, [])],
                      source='print("body ran")\n')
     with pytest.raises(VerifyError, match="not a module"):
@@ -167,7 +167,7 @@ def test_import_from_on_a_value_that_is_no_module_is_refused_before_it_runs():
 
 
 def test_the_disassembler_names_the_module():
-    from sensevm.disasm import disassemble
+    from sensevm.bytecode.disasm import disassemble
     text = disassemble(compile_source(ALLOW + 'import python "os.path" as p\n', "d.sns"))
     assert "IMPORT_PYTHON" in text and "(os.path)" in text
 
@@ -196,7 +196,7 @@ def test_a_relative_or_empty_module_name_is_a_clean_import_error(tmp_path):
 # ----------------------------------------------------------------------------- the boundary
 
 def test_every_python_value_enters_through_from_python(tmp_path, monkeypatch):
-    from sensevm import interop
+    from sensevm.world import interop
     seen = []
     original = interop.from_python
 
@@ -218,7 +218,7 @@ def test_every_python_value_enters_through_from_python(tmp_path, monkeypatch):
 
 def test_conversions_normalise_subclasses_and_keep_cycles():
     import enum
-    from sensevm.interop import PyObject, from_python, to_python
+    from sensevm.world.interop import PyObject, from_python, to_python
 
     class Color(enum.IntEnum):
         RED = 1
@@ -240,8 +240,8 @@ def test_conversions_normalise_subclasses_and_keep_cycles():
 
 
 def test_a_broken_str_prints_a_placeholder():
-    from sensevm.interop import PyObject
-    from sensevm.values import to_str
+    from sensevm.world.interop import PyObject
+    from sensevm.runtime.values import to_str
 
     class Broken:
         def __str__(self):
@@ -250,7 +250,7 @@ def test_a_broken_str_prints_a_placeholder():
 
 
 def test_an_attribute_that_raises_is_a_clean_error():
-    from sensevm.interop import PyObject, read_member
+    from sensevm.world.interop import PyObject, read_member
 
     class Prop:
         @property
@@ -298,7 +298,7 @@ def test_the_command_line_takes_dry_run_allow(tmp_path):
 
 
 def test_imports_are_in_the_durable_audit_log(tmp_path):
-    from sensevm.audit import AuditFile, AuditLog, verify_chain
+    from sensevm.guard.audit import AuditFile, AuditLog, verify_chain
     path = str(tmp_path / "audit.jsonl")
     log = AuditLog(AuditFile(path))
     vm, out, err = run_text(ALLOW + 'import python "math"\nfor l in audit_log():\n    print(l)\n'
@@ -319,9 +319,9 @@ def test_imports_are_in_the_durable_audit_log(tmp_path):
 
 def test_a_run_without_interop_never_loads_it(tmp_path):
     script = ("import sys\nsys.argv = ['sensevm', 'run', sys.argv[1]]\n"
-              "from sensevm.launch import entry\n"
+              "from sensevm.cli.launch import entry\n"
               "try:\n    entry()\nexcept SystemExit:\n    pass\n"
-              "print('INTEROP', 'sensevm.interop' in sys.modules)\n")
+              "print('INTEROP', 'sensevm.world.interop' in sys.modules)\n")
     env = dict(os.environ, PYTHONPATH=ROOT, NO_COLOR="1")
     for source, loaded in (('print(1)\n', False),
                            (ALLOW + 'import python "math"\nprint(1)\n', True)):
@@ -414,7 +414,7 @@ print(a.state)
 
 def test_a_sense_value_comes_back_as_itself_and_is_released_with_its_wrapper():
     import gc
-    from sensevm import interop
+    from sensevm.world import interop
     value = object()
     wrapped = interop.to_python(value)
     assert type(wrapped) is interop.SenseValue and not hasattr(wrapped, "_sense_value")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sensevm.launch import guarded
+from sensevm.base.diagnostics import guarded
 
 
 def _raise(exc):

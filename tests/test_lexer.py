@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sensec.lexer import KEYWORDS, Lexer, SourceText, normalize_newlines, unescape
-from sensevm.errors import Pos, SenseSyntaxError
+from sensevm.base.errors import Pos, SenseSyntaxError
 
 
 def toks(src):

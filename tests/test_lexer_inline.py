@@ -11,7 +11,7 @@ import random
 import pytest
 
 from sensec.lexer import SOFT_KEYWORDS, TAB_MSG, Lexer
-from sensevm.errors import SenseSyntaxError
+from sensevm.base.errors import SenseSyntaxError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SOURCES = sorted(glob.glob(os.path.join(ROOT, "tests", "programs", "**", "*.sns"), recursive=True)

@@ -152,8 +152,8 @@ def test_async_tools_racing_to_verify_then_commit_run_the_body_once(tmp_path, ti
 def test_move_is_a_compare_and_set_under_threads(busy_switching):
     """Many threads taking commit_begin from 'verified' at once: exactly one wins, the others
     get the ordinary E-COMMIT error for the state the winner left."""
-    from sensevm import lifecycle as L
-    from sensevm.errors import SenseRuntimeError
+    from sensevm.guard import lifecycle as L
+    from sensevm.base.errors import SenseRuntimeError
     L.threads_start()
     for _ in range(50):
         action = SimpleNamespace(state=L.VERIFIED, name="pay", reversible=False)

@@ -217,8 +217,8 @@ def test_the_edges_the_handlers_read_are_the_transition_table():
     that method is illegal in the state (another thread moved the action first), and
     IllegalTransition (a VM bug) where it is legal."""
     from types import SimpleNamespace
-    from sensevm import lifecycle as L
-    from sensevm.errors import SenseRuntimeError
+    from sensevm.guard import lifecycle as L
+    from sensevm.base.errors import SenseRuntimeError
     guards = {"verify": L.check_verify, "commit": lambda a: L.check_commit(a, confirmed=True),
               "rollback": L.check_rollback}
     events = {event for _, event in L.TRANSITIONS}
@@ -255,7 +255,7 @@ def test_a_body_is_entered_only_through_a_begin_edge_taken_from_a_legal_state():
     """The only edges into the two running states are commit_begin and rollback_begin, from
     exactly the states commit and rollback are legal in; the only edges out of them are the
     body's own outcome."""
-    from sensevm import lifecycle as L
+    from sensevm.guard import lifecycle as L
     into = {(state, event) for (state, event), new in L.TRANSITIONS.items() if new in L.RUNNING}
     assert into == {(L.VERIFIED, "commit_begin"), (L.QUEUED, "commit_begin"),
                     (L.COMMITTED, "rollback_begin")}
@@ -266,8 +266,8 @@ def test_a_body_is_entered_only_through_a_begin_edge_taken_from_a_legal_state():
 
 def test_the_guards_pass_exactly_in_their_from_states():
     from types import SimpleNamespace
-    from sensevm import lifecycle as L
-    from sensevm.errors import SenseRuntimeError
+    from sensevm.guard import lifecycle as L
+    from sensevm.base.errors import SenseRuntimeError
     for guard, legal in ((L.check_verify, L.VERIFY_FROM), (L.check_approve, L.APPROVE_FROM),
                          (L.check_commit, L.COMMIT_FROM)):
         for state in L.STATES:

@@ -28,8 +28,8 @@ SPIN = 'print("start")\ni = 0\nwhile true:\n    i = i + 1\n'
 
 def _verified(source: str, tmp_path, name="main.sns"):
     from sensec.driver import compile_file
-    from sensevm.snb import dump
-    from sensevm.verify import load_verified
+    from sensevm.bytecode.snb import dump
+    from sensevm.bytecode.verify import load_verified
     path = tmp_path / name
     path.write_text(source, encoding="utf-8")
     return load_verified(dump(compile_file(str(path), defer_import_errors=True)))
@@ -37,8 +37,8 @@ def _verified(source: str, tmp_path, name="main.sns"):
 
 def run_vm(source, tmp_path, tier, stdin="", **limits):
     """(stdout, error, vm) of running ``source`` with ``limits`` on ``tier``."""
-    from sensevm.errors import SenseError
-    from sensevm.vm import VM
+    from sensevm.base.errors import SenseError
+    from sensevm.runtime.vm import VM
     out = io.StringIO()
     if limits and "timeout" not in limits:
         limits["timeout"] = 300.0       # a backstop: a limit that failed to stop a test fails it
@@ -213,10 +213,10 @@ CORPUS = sorted(glob.glob(os.path.join(ROOT, "examples", "*.sns")))
 @pytest.mark.parametrize("path", CORPUS, ids=os.path.basename)
 def test_ordinary_programs_meet_no_limit_and_count_the_same_on_both_tiers(path):
     from sensec.driver import compile_file
-    from sensevm.errors import SenseError
-    from sensevm.snb import dump
-    from sensevm.verify import load_verified
-    from sensevm.vm import VM
+    from sensevm.base.errors import SenseError
+    from sensevm.bytecode.snb import dump
+    from sensevm.bytecode.verify import load_verified
+    from sensevm.runtime.vm import VM
     try:
         verified = load_verified(dump(compile_file(path, defer_import_errors=True)))
     except SenseError:

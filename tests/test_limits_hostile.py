@@ -286,8 +286,8 @@ def test_for_over_a_string_prints_what_it_printed(tmp_path, tier):
 
 
 def test_a_labelled_strings_characters_keep_their_spans_origins():
-    from sensevm import provenance as PV
-    from sensevm.values import StringIterator
+    from sensevm.guard import provenance as PV
+    from sensevm.runtime.values import StringIterator
     page, user = frozenset({PV.untrusted("page")}), frozenset({"user"})
     text = PV.LStr("abcdef", ((0, 2, page), (2, 3, PV.EMPTY), (3, 6, user)))
     it = StringIterator(text)

@@ -16,8 +16,7 @@ import time
 import pytest
 
 from conftest import ROOT, reference_binary
-from sensevm.errors import (SenseApprovalError, SenseError, SensePolicyError,
-                            SenseRuntimeError)
+from sensevm.base.errors import SenseApprovalError, SenseError, SensePolicyError, SenseRuntimeError
 
 HAVE_MCP = importlib.util.find_spec("mcp") is not None
 needs_mcp = pytest.mark.skipif(not HAVE_MCP, reason="the optional 'mcp' package is not "
@@ -49,9 +48,9 @@ def run(tmp_path, source, script=None, *, dry_run=False, second_look=True, tier=
     program), so that tests of what a connection does need not change their line numbers;
     the tests of the grant itself run without it."""
     from sensec.driver import compile_file
-    from sensevm.snb import dump
-    from sensevm.verify import load_verified
-    from sensevm.vm import VM
+    from sensevm.bytecode.snb import dump
+    from sensevm.bytecode.verify import load_verified
+    from sensevm.runtime.vm import VM
     if script is not None:
         (tmp_path / "s.json").write_text(json.dumps(script), encoding="utf-8")
     path = tmp_path / "main.sns"
@@ -271,10 +270,10 @@ _MAIN_SCOPES: dict = {}
 @pytest.fixture(autouse=True)
 def _keep_main_scope(monkeypatch):
     """Remember each VM's module scope, so a test can look at the values a program made."""
-    from sensevm import vm as vm_module
+    from sensevm.runtime import vm as vm_module
 
     def _run_main(self):
-        from sensevm.values import Scope
+        from sensevm.runtime.values import Scope
         scope = Scope(self.builtins, tag="module")
         _MAIN_SCOPES[id(self)] = scope
         return self.run_unit(self.prepared, scope)
@@ -309,7 +308,7 @@ def test_the_model_sees_the_servers_schema(tmp_path):
     script = [{"text": "ok"}]
     src = HEAD + f"s = {CONNECT})\nprint(ask_with_tools(\"x\", s.tools).value)\n"
     seen = {}
-    from sensevm import providers
+    from sensevm.world import providers
     original = providers.ScriptedProvider.turn
 
     def turn(self, conversation, specs):
@@ -600,9 +599,9 @@ def test_the_exit_hook_stops_servers_the_vm_did_not_close(tmp_path):
     code = f'''
 import sys, io, json
 sys.path.insert(0, {ROOT!r})
-from sensevm.values import Scope
-from sensevm.mcp import b_connect_mcp
-from sensevm.errors import Pos
+from sensevm.runtime.values import Scope
+from sensevm.world.mcp import b_connect_mcp
+from sensevm.base.errors import Pos
 class FakeFrame:
     scope = Scope(None)
     scope.policy = {{"mcp.connect": "allow"}}
@@ -702,7 +701,7 @@ def test_start_up_imports_neither_mcp_nor_anyio_nor_asyncio(tmp_path):
             "    m for m in sys.modules if m.split('.')[0] in ('mcp', 'anyio', 'asyncio',\n"
             "    'pydantic', 'httpx'))) + '\\n'))\n"
             "sys.argv = ['sensevm', 'run', 'x.snb']\n"
-            "from sensevm.launch import entry\nentry()\n")
+            "from sensevm.cli.launch import entry\nentry()\n")
     proc = subprocess.run([PY, "-c", code], cwd=tmp_path, capture_output=True, text=True,
                           env=dict(os.environ, PYTHONPATH=ROOT))
     assert proc.stdout == "hi\n"

@@ -251,7 +251,7 @@ def test_sense_memory_dir_and_explicit_paths(tmp_path):
 
 
 def test_repl_default_is_the_working_directory(tmp_path, monkeypatch):
-    from sensevm.interactive import Interactive
+    from sensevm.cli.interactive import Interactive
     import io
     monkeypatch.delenv("SENSE_MEMORY_DIR", raising=False)
     monkeypatch.chdir(tmp_path)
@@ -405,7 +405,7 @@ def test_a_value_json_cannot_read_fails_cleanly(tmp_path, value):
 
 
 def test_a_locked_database_fails_cleanly_and_writes_nothing(tmp_path, monkeypatch):
-    import sensevm.memory as M
+    import sensevm.world.memory as M
     monkeypatch.setattr(M, "BUSY_TIMEOUT", 0.2)
     db = tmp_path / "locked.db"
     run_source(f'persistent memory m: "{db}"\nm.remember("first", 1)\n', tmp_path)

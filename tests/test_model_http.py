@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from sensevm.errors import SensePolicyError, SenseRuntimeError
+from sensevm.base.errors import SensePolicyError, SenseRuntimeError
 
 
 class ChatServer:
@@ -210,10 +210,10 @@ def test_an_unreachable_server_is_a_runtime_error(run, server):
 def test_a_failure_is_in_the_durable_audit_log_but_not_audit_log(tmp_path, server):
     import io
     from sensec.driver import compile_source
-    from sensevm.audit import AuditFile, AuditLog
-    from sensevm.snb import dump
-    from sensevm.verify import load_verified
-    from sensevm.vm import VM
+    from sensevm.guard.audit import AuditFile, AuditLog
+    from sensevm.bytecode.snb import dump
+    from sensevm.bytecode.verify import load_verified
+    from sensevm.runtime.vm import VM
     server.replies.append(("status", 503))
     source = openai_model(server) + 'test "t":\n    ask("x")\nprint(audit_log())\n'
     verified = load_verified(dump(compile_source(source, str(tmp_path / "m.sns"))))
@@ -329,7 +329,7 @@ def test_anthropic_messages_protocol_with_a_tool_round(run, server, monkeypatch)
 
 
 def test_a_saved_provider_keeps_its_settings_but_never_its_key(monkeypatch):
-    from sensevm.providers import AnthropicProvider, OpenAIProvider, restore
+    from sensevm.world.providers import AnthropicProvider, OpenAIProvider, restore
     monkeypatch.setenv("MY_KEY", "secret-1")
     for cls in (OpenAIProvider, AnthropicProvider):
         p = cls("m1", "secret-1", "MY_KEY", "http://127.0.0.1:9/v1", 0.5, None, 7.0)

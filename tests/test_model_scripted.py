@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from sensevm.errors import SensePolicyError, SenseRuntimeError
+from sensevm.base.errors import SensePolicyError, SenseRuntimeError
 
 
 @pytest.fixture
@@ -83,10 +83,10 @@ def test_a_denied_tool_is_stopped_audited_and_told_to_the_model(run, script):
 def test_the_model_sees_the_tools_and_the_results(script, tmp_path):
     import io
     from sensec.driver import compile_source
-    from sensevm.snb import dump
-    from sensevm.values import Scope
-    from sensevm.verify import load_verified
-    from sensevm.vm import VM
+    from sensevm.bytecode.snb import dump
+    from sensevm.runtime.values import Scope
+    from sensevm.bytecode.verify import load_verified
+    from sensevm.runtime.vm import VM
     script([calls(("lookup", {"name": "ana"})), {"text": "ok"}])
     source = (HEAD + TOOLS +
               'a = ask_with_tools("find ana", [skill("contacts", "address book", [lookup])])\n')

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from sensec import nodes as n
-from sensevm.errors import Pos
+from sensevm.base.errors import Pos
 
 P, Q = Pos(1, 1), Pos(2, 5)
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from sensevm import opcodes, program, snb
-from sensevm.opcodes import FINGERPRINT, FORMAT_MAJOR, F, Op, Operand, POPS, PUSHES
+from sensevm.bytecode import opcodes
+from sensevm.bytecode import program
+from sensevm.bytecode import snb
+from sensevm.bytecode.opcodes import FINGERPRINT, FORMAT_MAJOR, F, Op, Operand, POPS, PUSHES
 
 # One fingerprint per format major. Changing any opcode row (number, name, operands, stack
 # effect, flags, branch) changes FINGERPRINT: old .snb files can then no longer be read, so the
@@ -32,7 +34,7 @@ def test_the_written_fingerprint_is_the_tables():
     """FINGERPRINT is written out in opcodes.py; it must be what the table hashes to now."""
     assert opcodes._fingerprint() == FINGERPRINT, (
         f"the opcode table hashes to {opcodes._fingerprint().hex()}: write that into "
-        "sensevm/opcodes.py (FINGERPRINT), and see test_fingerprint_is_pinned_for_this_format_major")
+        "sensevm/bytecode/opcodes.py (FINGERPRINT), and see test_fingerprint_is_pinned_for_this_format_major")
 
 
 def test_the_stack_effect_formulas_compute_their_text():

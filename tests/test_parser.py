@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from sensec import grammar, nodes as N
 from sensec.grammar import EXPECTED_CONFLICTS, Parser, parse, parse_all_errors
-from sensevm.errors import Pos, SenseSyntaxError
+from sensevm.base.errors import Pos, SenseSyntaxError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

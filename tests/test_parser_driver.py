@@ -9,7 +9,7 @@ import pytest
 
 from sensec import grammar
 from sensec.grammar import Parser, _is_chain_rule
-from sensevm.errors import Pos, SenseSyntaxError
+from sensevm.base.errors import Pos, SenseSyntaxError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SOURCES = sorted(glob.glob(os.path.join(ROOT, "tests", "programs", "**", "*.sns"), recursive=True)

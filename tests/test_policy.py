@@ -1,4 +1,4 @@
-"""Capability decisions (sensevm/policy.py) against the rules written plainly: the first table on
+"""Capability decisions (sensevm/guard/policy.py) against the rules written plainly: the first table on
 a scope's lexical chain that mentions a capability decides it, and a capability is allowed in a
 frame when neither the running scope nor the scope of any frame on the call chain (callers, or
 the snapshot standing for them on a worker thread) decides deny."""
@@ -8,8 +8,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sensevm.policy import ALLOW, DENY, allowed, granted, lexical_decision
-from sensevm.values import Scope
+from sensevm.guard.policy import ALLOW, DENY, allowed, granted, lexical_decision
+from sensevm.runtime.values import Scope
 
 CAPS = ("net.send", "fs.write", "python.import")
 

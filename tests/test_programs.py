@@ -26,7 +26,7 @@ def test_program(path):
     expected = parse_expectations(path)
     outcome = run_program(path, dry_run="--dry-run" in expected.flags)
     if expected.syntax_error_line is not None:
-        from sensevm.errors import SenseSyntaxError
+        from sensevm.base.errors import SenseSyntaxError
         assert isinstance(outcome.error, SenseSyntaxError), outcome.error
         assert outcome.stdout == ""
         errors = getattr(outcome.error, "errors", [outcome.error])

@@ -7,8 +7,8 @@ import threading
 
 from hypothesis import given, settings, strategies as st
 
-from sensevm import provenance as PV
-from sensevm import values as V
+from sensevm.guard import provenance as PV
+from sensevm.runtime import values as V
 
 ORIGINS = [PV.EMPTY, PV.only(PV.untrusted("web")), PV.only(PV.USER),
            PV.only(PV.untrusted("web")) | PV.only(PV.USER)]

@@ -17,7 +17,7 @@ from prompt_toolkit.history import InMemoryHistory
 from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
-from sensevm.repl import BANNER, history_path, make_completer, make_history, run_repl
+from sensevm.cli.repl import BANNER, history_path, make_completer, make_history, run_repl
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 UP = "\x1b[A"
@@ -287,7 +287,7 @@ def test_no_completion_inside_strings_or_comments():
 
 
 def test_completer_against_a_real_session():
-    from sensevm.interactive import Interactive
+    from sensevm.cli.interactive import Interactive
     session = Interactive(stdout=io.StringIO())
     assert session.execute(ACTION.replace("\r", "\n") + 'a = send_mail("x")\n') is None
     completer = make_completer(session)

@@ -76,7 +76,7 @@ def state_dir(saved, tmp_path):
 
 def resume(directory, answer="no"):
     """Resume in this process, as `sensevm resume DIR clerk ANSWER`: (status, stdout, stderr)."""
-    from sensevm.cli import resume_agent
+    from sensevm.cli.commands import resume_agent
     out, err = io.StringIO(), io.StringIO()
     code = resume_agent(str(directory), "clerk", answer, stdout=out, stderr=err)
     return code, out.getvalue(), err.getvalue()
@@ -158,7 +158,7 @@ ATTACKS = {
 
 
 def _program(state_dir):
-    from sensevm.verify import load_verified
+    from sensevm.bytecode.verify import load_verified
     return load_verified((state_dir / "program.snb").read_bytes()).program
 
 
@@ -193,8 +193,8 @@ def test_deep_json_is_refused_before_it_is_parsed(state_dir):
     code, out, err = resume(state_dir)
     assert (code, out) == (1, "") and "refused (integrity)" in err
     # Signed, it is parsed, and refused cleanly all the same.
-    from sensevm.keys import derive
-    from sensevm.persist import MAC_PURPOSE, _mac
+    from sensevm.guard.keys import derive
+    from sensevm.world.persist import MAC_PURPOSE, _mac
     body = b"[" * 100_000 + b"]" * 100_000
     mac = _mac(derive(MAC_PURPOSE, outside=str(state_dir)),
                (state_dir / "program.snb").read_bytes(), body)
@@ -223,7 +223,7 @@ def test_a_state_is_bound_to_its_program_and_its_name(state_dir, tmp_path):
     state["name"] = "clerk"
     os.rename(other / "st" / "clerk.json", other / "st" / "boss.json")
     write_state(other / "st", "boss", state)
-    from sensevm.cli import resume_agent
+    from sensevm.cli.commands import resume_agent
     err = io.StringIO()
     assert resume_agent(str(other / "st"), "boss", "no", stdout=io.StringIO(), stderr=err) == 1
     assert "refused (binding): it holds agent 'clerk', not 'boss'" in err.getvalue()

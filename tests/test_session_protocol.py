@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from conftest import ROOT
-from sensevm.errors import SenseRuntimeError, SenseSessionError
-from sensevm.session import Session, canonical
-from sensevm.wal import SessionLog, recover, scan
+from sensevm.base.errors import SenseRuntimeError, SenseSessionError
+from sensevm.guard.session import Session, canonical
+from sensevm.guard.wal import SessionLog, recover, scan
 
 PROGRAM = "ab" * 32
 
@@ -196,8 +196,8 @@ def test_only_what_the_confirmed_manifest_listed_ever_fires(sequence):
 
 CRASHER = """
 import sys
-from sensevm.session import Session
-from sensevm.wal import SessionLog
+from sensevm.guard.session import Session
+from sensevm.guard.wal import SessionLog
 log = SessionLog(sys.argv[1])
 s = Session("weekly", "00" * 32, lambda: "p", log, session_id="s1")
 s.witness("archive", [1], lambda e: None)

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from conftest import ROOT
-from sensevm.errors import SenseApprovalError, SenseError, SenseSessionError, SenseSyntaxError
+from sensevm.base.errors import SenseApprovalError, SenseError, SenseSessionError, SenseSyntaxError
 
 DECLS = '''reversible action archive(year: Int) requires files.archive:
     print("archiving", year)
@@ -31,9 +31,9 @@ def run(a):
 
 def execute(source, tmp_path, *, approver=None, dry_run=False, wal=None):
     from sensec.driver import compile_source
-    from sensevm.snb import dump
-    from sensevm.verify import load_verified
-    from sensevm.vm import VM
+    from sensevm.bytecode.snb import dump
+    from sensevm.bytecode.verify import load_verified
+    from sensevm.runtime.vm import VM
     verified = load_verified(dump(compile_source(DECLS + source, str(tmp_path / "main.sns"))))
     out = io.StringIO()
     vm = VM(verified, stdout=out, dry_run=dry_run)
@@ -254,7 +254,7 @@ def test_jumps_cannot_leave_a_session(tmp_path):
 
 
 def test_the_run_writes_ahead_and_recover_agrees(tmp_path):
-    from sensevm.wal import recover, scan
+    from sensevm.guard.wal import recover, scan
     wal = str(tmp_path / "s.wal")
     out, err = execute('''session weekly as s:
     run(archive(1))
@@ -352,7 +352,7 @@ class FakeTerminal:
 
 @pytest.mark.parametrize("answer, sent", [("yes\n", True), ("no\n", False), ("", False)])
 def test_a_terminal_is_shown_the_manifest_and_asked_once(tmp_path, answer, sent):
-    from sensevm.launch import run_file
+    from sensevm.cli.running import run_file
     (tmp_path / "p.sns").write_text(DECLS + UNDECIDED)
     out, err, tty = io.StringIO(), io.StringIO(), FakeTerminal(answer)
     code = run_file(str(tmp_path / "p.sns"), stdout=out, stderr=err, stdin=tty,
@@ -370,7 +370,7 @@ def test_a_terminal_is_shown_the_manifest_and_asked_once(tmp_path, answer, sent)
 ])
 def test_a_run_killed_mid_flush_is_recovered_from_its_log(tmp_path, point, verdict, unknown,
                                                           owed):
-    from sensevm.wal import recover
+    from sensevm.guard.wal import recover
     (tmp_path / "p.sns").write_text(DECLS + '''session weekly as s:
     run(archive(2025))
     run(send("a@x.example"))
@@ -422,9 +422,9 @@ session weekly as s:
 
 def test_the_fire_is_refused_with_the_denial_recorded(tmp_path):
     from sensec.driver import compile_source
-    from sensevm.snb import dump
-    from sensevm.verify import load_verified
-    from sensevm.vm import VM
+    from sensevm.bytecode.snb import dump
+    from sensevm.bytecode.verify import load_verified
+    from sensevm.runtime.vm import VM
     verified = load_verified(dump(compile_source(DECLS + '''def locked_down(s, h):
     policy:
         deny email.send
@@ -553,7 +553,7 @@ def test_a_crash_in_every_window_of_every_class_gets_an_honest_verdict(
 
 
 def test_a_failed_body_in_a_session_is_recorded_as_ended(tmp_path):
-    from sensevm.wal import recover, scan
+    from sensevm.guard.wal import recover, scan
     wal = str(tmp_path / "s.wal")
     out, err = execute('''reversible action boom(k: Int) requires files.archive:
     print(1 / 0)

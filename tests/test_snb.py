@@ -11,11 +11,11 @@ from dataclasses import replace
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from sensevm import snb
-from sensevm.decode import encode
-from sensevm.errors import SnbFormatError
-from sensevm.opcodes import FINGERPRINT, FORMAT_MAJOR, FORMAT_MINOR, Op
-from sensevm.program import CodeKind, CodeObject, ModuleEntry, Program, Source
+from sensevm.bytecode import snb
+from sensevm.bytecode.decode import encode
+from sensevm.base.errors import SnbFormatError
+from sensevm.bytecode.opcodes import FINGERPRINT, FORMAT_MAJOR, FORMAT_MINOR, Op
+from sensevm.bytecode.program import CodeKind, CodeObject, ModuleEntry, Program, Source
 
 from conftest import ROOT
 
@@ -469,7 +469,7 @@ def position_tables(draw):
 @settings(max_examples=300, deadline=None)
 @given(position_tables())
 def test_position_tables_encode_as_written_out_and_load_back(table):
-    from sensevm.program import encode_positions
+    from sensevm.bytecode.program import encode_positions
     assert encode_positions(table) == _plain_position_table(table)
     code = CodeObject("<main>", CodeKind.MODULE, 0, max_stack=0, code=b"", positions=table)
     p = Program(strings=(), constants=(), codes=(code,), sources=(Source("m.sns", ""),))

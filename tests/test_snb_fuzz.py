@@ -29,12 +29,12 @@ from conftest import ROOT
 sys.path.insert(0, ROOT)
 from fuzz import snb_oracle as O          # noqa: E402
 
-from sensevm import snb                   # noqa: E402
-from sensevm.decode import encode         # noqa: E402
-from sensevm.errors import SenseRuntimeError, SnbFormatError, VerifyError   # noqa: E402
-from sensevm.opcodes import FINGERPRINT, Op   # noqa: E402
-from sensevm.program import CodeKind, CodeObject, Program, Source   # noqa: E402
-from sensevm.verify import load_verified, verify   # noqa: E402
+from sensevm.bytecode import snb  # noqa: E402
+from sensevm.bytecode.decode import encode         # noqa: E402
+from sensevm.base.errors import SenseRuntimeError, SnbFormatError, VerifyError   # noqa: E402
+from sensevm.bytecode.opcodes import FINGERPRINT, Op   # noqa: E402
+from sensevm.bytecode.program import CodeKind, CodeObject, Program, Source   # noqa: E402
+from sensevm.bytecode.verify import load_verified, verify   # noqa: E402
 
 FUZZ = int(os.environ.get("FUZZ_EXAMPLES", "0"))
 SEEDS = O.seeds(5 if FUZZ else 25)
@@ -168,7 +168,7 @@ def test_stacked_mutations_of_every_kind(i, j, seed, tier, rounds):
 @settings(max_examples=FUZZ or 25, **SETTINGS)
 @given(seed_index, seed_index, rng_seed)
 def test_a_refused_file_is_one_line_naming_it(tmp_path_factory, i, j, seed):
-    from sensevm.launch import run_file
+    from sensevm.cli.running import run_file
     rng = random.Random(seed)
     data = O.mutate(SEEDS[i][1], SEEDS[j][1], rng)
     if O.load_and_verify(data) is not None:
@@ -199,7 +199,7 @@ def test_a_forged_file_through_the_command_line(tmp_path, at, byte, message):
     forged[at] = byte                              # checksum recomputed: only this is wrong
     path = tmp_path / "forged.snb"
     path.write_bytes(O.recrc(bytes(forged)))
-    script = ("import sys\nfrom sensevm.launch import entry\nsys.argv[0] = 'sensevm'\n"
+    script = ("import sys\nfrom sensevm.cli.launch import entry\nsys.argv[0] = 'sensevm'\n"
               "import atexit\natexit.register(lambda: sys.stderr.write(\n"
               "    'compiler imported\\n' if 'ply' in sys.modules or 'sensec' in sys.modules"
               " else ''))\nentry()\n")
@@ -230,7 +230,7 @@ def test_a_label_that_is_no_string_is_a_sense_error():
         program = _program(asm((Op.LOAD_NAME, 0), label, (Op.LOAD_NIL,),
                                (Op.CALL_LABELED, 0, 1), (Op.RETURN,)),
                            strings=("print",), constants=(7,))
-        from sensevm.vm import VM
+        from sensevm.runtime.vm import VM
         with pytest.raises(SenseRuntimeError, match="label must be a String"):
             VM(verify(program), stdout=io.StringIO(), tier="1").run()
 
@@ -266,7 +266,7 @@ def test_the_oracle_reports_host_exceptions(monkeypatch):
         O.check(data)
     monkeypatch.undo()
     assert O.check(data) == "ok"
-    from sensevm.vm import VM
+    from sensevm.runtime.vm import VM
     monkeypatch.setattr(VM, "op_RETURN", lambda self, f, a, b: {}["x"])
     with pytest.raises(KeyError):
         O.check(data, tier="1")
@@ -283,8 +283,8 @@ def test_range_with_more_elements_than_a_c_ssize_t(run, args, count):
     literal = {"10 ** 30": str(10 ** 30), "10 ** 19": str(10 ** 19)}
     for k, v in literal.items():
         args = args.replace(k, v)
-    from sensevm.errors import SenseLimitError
-    from sensevm.limits import DEFAULT_MAX_ARRAY
+    from sensevm.base.errors import SenseLimitError
+    from sensevm.runtime.limits import DEFAULT_MAX_ARRAY
     out = run(f"print(range({args}))\n")
     assert isinstance(out.error, SenseLimitError) and out.error.message == \
         (f"array size limit exceeded (an Array of {count} elements; the limit is "

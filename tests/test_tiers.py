@@ -19,15 +19,15 @@ EXAMPLES = sorted(glob.glob(os.path.join(ROOT, "examples", "*.sns")))
 
 def _verified(path):
     from sensec.driver import compile_file
-    from sensevm.snb import dump
-    from sensevm.verify import load_verified
+    from sensevm.bytecode.snb import dump
+    from sensevm.bytecode.verify import load_verified
     return load_verified(dump(compile_file(path, defer_import_errors=True)))
 
 
 def run_tier(verified, tier, *, dry_run=False, source=None):
     """Everything observable about one run: stdout, the error, the audit log, test results."""
-    from sensevm.errors import SenseError
-    from sensevm.vm import VM
+    from sensevm.base.errors import SenseError
+    from sensevm.runtime.vm import VM
     out = io.StringIO()
     vm = VM(verified, stdout=out, dry_run=dry_run, tier=tier, stdin=io.StringIO(""))
     error = None
@@ -42,7 +42,7 @@ def run_tier(verified, tier, *, dry_run=False, source=None):
 
 
 def assert_same_on_both_tiers(path, dry_run=False):
-    from sensevm.errors import SenseError
+    from sensevm.base.errors import SenseError
     try:
         verified = _verified(path)
     except SenseError:
@@ -246,7 +246,7 @@ def test_block_stores_find_outer_bindings_on_both_tiers(tmp_path):
 
 
 def test_unknown_tier_is_refused(monkeypatch):
-    from sensevm.vm import default_tier
+    from sensevm.runtime.vm import default_tier
     monkeypatch.setenv("SENSE_TIER", "3")
     with pytest.raises(ValueError):
         default_tier()
@@ -451,8 +451,8 @@ def test_run_command_forces_a_tier(tmp_path):
 
 def test_tier_option_sets_the_environment_the_vm_reads(tmp_path, monkeypatch):
     from click.testing import CliRunner
-    from sensevm.cli import main
-    from sensevm.vm import default_tier
+    from sensevm.cli.commands import main
+    from sensevm.runtime.vm import default_tier
     monkeypatch.setenv("SENSE_TIER", "auto")    # and restored after the test, whatever it was
     path = tmp_path / "p.sns"
     path.write_text('print("hi")\n')
@@ -513,7 +513,7 @@ def test_names_code_declared_here_uses_stay_in_the_scope_on_both_tiers(tmp_path)
     two = _run_source(tmp_path, DECLARED_HERE, "2")
     assert one[:5] == two[:5]
     assert one[0] == "[60, 600, 900, 60, 1, 60]\n[3, 30, 1, 3, 1, 3]\n" and one[1] is None
-    from sensevm.tier2 import _Gen
+    from sensevm.runtime.tier2 import _Gen
     code = next(c for c in two[5].prepared if c.code.name == "outer")
     gen = _Gen(code)
     gen.analyse()
@@ -544,7 +544,7 @@ def test_the_innermost_loops_header_is_tested_first(tmp_path):
     one = _run_source(tmp_path, NESTED_LOOPS, "1")
     two = _run_source(tmp_path, NESTED_LOOPS, "2")
     assert one[:5] == two[:5] and one[0] == f"{3 + sum(3 * n + 6 + 5 for n in range(40))}\n"
-    from sensevm.tier2 import _Gen
+    from sensevm.runtime.tier2 import _Gen
     code = next(c for c in two[5].prepared if c.code.name == "f")
     gen = _Gen(code)
     gen.analyse()
@@ -595,7 +595,7 @@ def test_a_loop_bodys_block_scope_serves_again_only_where_nothing_keeps_it(tmp_p
     assert one[:5] == two[:5] and one[1] is None
     assert one[0] == ("[outer, 0, 0, 1, [0, none], [0, none], 1, outer, 10, 1, 2, [10, none], "
                       "[10, none], 1, outer, 20, 2, 3, [20, none], [20, none], 1]\n")
-    from sensevm.tier2 import _Gen
+    from sensevm.runtime.tier2 import _Gen
     code = next(c for c in two[5].prepared if c.code.name == "f")
     gen = _Gen(code)
     gen.analyse()

@@ -7,13 +7,13 @@ from dataclasses import replace
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from sensevm import snb
-from sensevm.decode import encode
-from sensevm.errors import VerifyError
-from sensevm.opcodes import Op, Operand
-from sensevm.program import CodeKind, CodeObject, ModuleEntry, Program, Source
-from sensevm.verify import (VerifiedCode, VerifiedProgram, _CodeVerifier, _FastVerifier,
-                            annotation_ok, load_verified, verify)
+from sensevm.bytecode import snb
+from sensevm.bytecode.decode import encode
+from sensevm.base.errors import VerifyError
+from sensevm.bytecode.opcodes import Op, Operand
+from sensevm.bytecode.program import CodeKind, CodeObject, ModuleEntry, Program, Source
+from sensevm.bytecode.verify import (VerifiedCode, VerifiedProgram, _CodeVerifier, _FastVerifier,
+                                     annotation_ok, load_verified, verify)
 
 
 def asm(*items) -> bytes:
@@ -138,7 +138,7 @@ def test_annotations_refused(text):
 
 
 def test_deep_annotation_does_not_recurse():
-    from sensevm.program import MAX_ANNOTATION_NESTING as deepest
+    from sensevm.bytecode.program import MAX_ANNOTATION_NESTING as deepest
     assert annotation_ok("A<" * deepest + "B" + ">" * deepest)
     # Deeper, the VM's recursive parser and checker would exhaust the host stack.
     assert not annotation_ok("A<" * (deepest + 1) + "B" + ">" * (deepest + 1))
@@ -482,7 +482,7 @@ _COMPILED = sorted(
 def test_fast_pass_accepts_every_compiled_program():
     """Everything sensec writes is accepted without falling back, with the general result."""
     from sensec.driver import compile_file
-    from sensevm.errors import SenseError
+    from sensevm.base.errors import SenseError
     checked = 0
     for path in _COMPILED:
         try:

@@ -13,12 +13,12 @@ import dataclasses
 import pytest
 
 from sensec.driver import compile_source
-from sensevm.decode import encode
-from sensevm.errors import VerifyError
-from sensevm.opcodes import Op
-from sensevm.program import CodeKind, ModuleEntry
-from sensevm.snb import dump
-from sensevm.verify import load_verified
+from sensevm.bytecode.decode import encode
+from sensevm.base.errors import VerifyError
+from sensevm.bytecode.opcodes import Op
+from sensevm.bytecode.program import CodeKind, ModuleEntry
+from sensevm.bytecode.snb import dump
+from sensevm.bytecode.verify import load_verified
 
 SOURCE = '''irreversible action wire(amount: Int) requires bank.transfer:
     print("wired", amount)
@@ -127,14 +127,14 @@ def test_removing_the_capability_requirement_is_visible_in_the_manifest():
     # The manifest is what a reviewer reads; the verifier cannot know intent, but the
     # disassembler shows it, and the program still runs its checks from the manifest.
     program, wire, _ = base()
-    from sensevm.disasm import disassemble
+    from sensevm.bytecode.disasm import disassemble
     assert "irreversible action wire" in disassemble(program)
 
 
 def test_honest_lifecycle_still_checks_policy_at_run_time(tmp_path):
     import io
-    from sensevm.vm import VM
-    from sensevm.errors import SensePolicyError
+    from sensevm.runtime.vm import VM
+    from sensevm.base.errors import SensePolicyError
     program = compile_source(SOURCE + "w = wire(5)\nw.verify()\n", "p.sns")
     out = io.StringIO()
     with pytest.raises(SensePolicyError):
@@ -169,8 +169,8 @@ def test_a_tool_body_no_tool_declares_is_refused():
 
 def test_the_tool_capability_is_checked_at_every_call(tmp_path):
     import io
-    from sensevm.errors import SensePolicyError
-    from sensevm.vm import VM
+    from sensevm.base.errors import SensePolicyError
+    from sensevm.runtime.vm import VM
     program = compile_source(TOOL_SOURCE + "print(transfer(5))\n", "t.sns")
     out = io.StringIO()
     vm = VM(load_verified(dump(program)), stdout=out)

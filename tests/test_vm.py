@@ -47,15 +47,15 @@ def test_deeply_nested_array_printing_is_a_sense_error(run):
 
 
 def test_the_vm_refuses_an_unverified_program():
-    from sensevm.program import Program
-    from sensevm.vm import VM
+    from sensevm.bytecode.program import Program
+    from sensevm.runtime.vm import VM
     with pytest.raises(TypeError):
         VM(Program())
 
 
 def test_every_opcode_has_a_handler():
-    from sensevm.opcodes import Op
-    from sensevm.vm import VM
+    from sensevm.bytecode.opcodes import Op
+    from sensevm.runtime.vm import VM
     for op in Op:
         assert callable(getattr(VM, "op_" + op.name, None)), op.name
 
@@ -75,7 +75,7 @@ def test_running_a_snb_file_does_not_import_the_compiler(tmp_path):
         "except SystemExit:\n"
         "    pass\n"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('ply', 'sensec', 'prompt_toolkit', 'pygments',\n"
-        "    'sqlite3', 'http') or m in ('urllib.request', 'sensevm.providers', 'sensevm.session', 'sensevm.wal'))\n"
+        "    'sqlite3', 'http') or m in ('urllib.request', 'sensevm.world.providers', 'sensevm.guard.session', 'sensevm.guard.wal'))\n"
         "print('IMPORTED', heavy)\n")
     proc = subprocess.run([sys.executable, "-c", probe, str(snb)], capture_output=True,
                           text=True, cwd=ROOT)

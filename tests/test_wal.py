@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from conftest import ROOT
-from sensevm.wal import SessionLog, WalError, recover, scan, verdicts
+from sensevm.guard.wal import SessionLog, WalError, recover, scan, verdicts
 
 S = "5e55104"
 
@@ -193,7 +193,7 @@ def test_sessions_are_judged_separately(tmp_path):
 
 CRASHER = """
 import sys
-from sensevm.wal import SessionLog, crash_point
+from sensevm.guard.wal import SessionLog, crash_point
 log = SessionLog(sys.argv[1])
 log.append("header", "s1", name="n", program="0" * 64, policy="0" * 64, version=1)
 for n in (1, 2):

@@ -1,0 +1,4 @@
+"""sensevm.base: what every layer and the compiler share: errors with positions and their rendering, file access, digests, light records, the reserved words.
+
+Imports nothing else of sensevm (the layer contract in pyproject.toml says so and
+``make test`` checks it)."""

@@ -1,0 +1,313 @@
+"""The ``sensevm`` click commands (run, resume, recover, audit, test, memory-path, repl, inspect), entered through launch.py."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from sensevm.base.errors import SenseError, SnbFormatError, VerifyError
+from sensevm.cli import running
+# Running a file is shared with the click-free fast path of `sensevm run FILE` (launch.py).
+from sensevm.cli.running import open_audit, run_file, run_guarded
+
+
+def _limit_value(ctx, param, value):
+    if value is None:
+        return None
+    from sensevm.runtime.limits import parse
+    try:
+        return parse(param.name, value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def limit_options(command):
+    """The resource-limit options (docs/limits.md); each also read from the environment."""
+    from sensevm.runtime.limits import (DEFAULT_MAX_ARRAY, DEFAULT_MAX_DEPTH, DEFAULT_MAX_STRING,
+                                        DEFAULT_MAX_WORKERS)
+    helps = {
+        "max_steps": ("N", "Stop the program after N steps (loop iterations and calls) "
+                           "[SENSE_MAX_STEPS; default: no limit]."),
+        "max_depth": ("N", "Allow at most N nested calls "
+                           f"[SENSE_MAX_DEPTH; default: {DEFAULT_MAX_DEPTH:,}]."),
+        "max_workers": ("N", "Allow at most N async tools and agents running at once "
+                             f"[SENSE_MAX_WORKERS; default: {DEFAULT_MAX_WORKERS:,}]."),
+        "max_string": ("N", "Allow Strings of at most N characters "
+                            f"[SENSE_MAX_STRING; default: {DEFAULT_MAX_STRING:,}]."),
+        "max_array": ("N", "Allow Arrays of at most N elements "
+                           f"[SENSE_MAX_ARRAY; default: {DEFAULT_MAX_ARRAY:,}]."),
+        "timeout": ("SECONDS", "Stop the program after SECONDS of wall-clock time "
+                               "[SENSE_TIMEOUT; default: no limit]."),
+    }
+    from sensevm.runtime.limits import SPECS
+    for name, option, _ in reversed(SPECS):
+        metavar, text = helps[name]
+        command = click.option(option, name, metavar=metavar, default=None,
+                               callback=_limit_value, help=text)(command)
+    return command
+
+
+def _given(**limits) -> dict:
+    return {name: value for name, value in limits.items() if value is not None}
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="sense-compiled", prog_name="sensevm")
+def main():
+    """Run Sense programs: .snb bytecode built by sensec, or .sns source compiled in memory."""
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--dry-run", is_flag=True, help="Skip action bodies and rollbacks; print a summary.")
+@click.option("--audit-log", "audit_log", type=click.Path(), default=None,
+              help="Also append every audit record to this file as a hash-chained JSON line.")
+@click.option("--state-dir", type=click.Path(file_okay=False), default=None,
+              help="Save every paused agent here, to continue later with `sensevm resume`.")
+@click.option("--approve", "approve", metavar="HASH", default=None,
+              help="Approve a session left undecided if its manifest has exactly this hash.")
+@click.option("--session-log", "session_log", type=click.Path(dir_okay=False), default=None,
+              help="The sessions' write-ahead log (default: .sense/sessions.wal beside FILE).")
+@click.option("--tier", type=click.Choice(["1", "2", "auto"]), default=None,
+              help="Force an execution tier: 1 = interpreter only, 2 = compile every code "
+                   "object it can, auto (default) = compile hot code. Same as SENSE_TIER.")
+@click.option("--request", "request", metavar="TEXT", default=None,
+              help="The user's request in their own words: evidence for the second look, and "
+                   "what user_request() returns.")
+@click.option("--second-look", "second_look", type=click.Choice(["on", "off"]), default="on",
+              show_default=True,
+              help="off: no provenance checks on outgoing actions (for comparison runs only; "
+                   "recorded in the audit log).")
+@click.option("--dry-run-allow", "dry_run_allow", multiple=True,
+              type=click.Choice(["python.import", "mcp.connect"]),
+              help="With --dry-run: still let the program import Python modules or start MCP "
+                   "servers (host code, which a dry run does not run otherwise); repeatable.")
+@click.option("--import-root", "import_root", type=click.Path(file_okay=False, exists=True),
+              default=None, help="Let a .sns FILE import modules from anywhere under this "
+                                 "directory (default: FILE's own directory).")
+@limit_options
+def run(file, dry_run, audit_log, state_dir, approve, session_log, tier, request, second_look,
+        dry_run_allow, import_root, **limits):
+    """Verify and run FILE (.snb, or .sns compiled in memory).
+
+    A program that imports Python (`allow python.import`) or starts an MCP server (`allow
+    mcp.connect`) is given the whole host through it: those capabilities are never granted by
+    default, and a dry run refuses them unless --dry-run-allow names them (docs/interop.md).
+
+    Exit status: 0 on success, 1 on an error, 2 on a usage error, 4 when a resource limit
+    stopped the program (docs/limits.md).
+    """
+    if tier is not None:
+        os.environ["SENSE_TIER"] = tier
+    sys.exit(run_file(file, dry_run=dry_run, audit_log=audit_log, state_dir=state_dir,
+                      approve=approve, session_log=session_log, request=request,
+                      second_look=second_look == "on", limits=_given(**limits),
+                      dry_run_allow=dry_run_allow, import_root=import_root))
+
+
+@main.command()
+@click.argument("wal", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print the verdicts as JSON.")
+def recover(wal, as_json):
+    """Give every session in the write-ahead log WAL its verdict (safe to run again)."""
+    import json
+    from sensevm.guard.wal import WalError, recover as recover_log
+    try:
+        verdicts = recover_log(wal)
+    except WalError as exc:
+        click.echo(f"sensevm recover: {exc}", err=True)
+        sys.exit(1)
+    if as_json:
+        click.echo(json.dumps([v.as_json() for v in verdicts], indent=2))
+    else:
+        for v in verdicts:
+            click.echo(v.describe())
+        if not verdicts:
+            click.echo("no sessions in the log")
+    sys.exit(0 if all(v.clean for v in verdicts) else 3)
+
+
+def resume_agent(directory: str, name: str, answer: str, *, stdout=None, stderr=None,
+                 audit_log: str | None = None) -> int:
+    """Continue the agent saved in ``directory`` with ``answer``; return the exit status.
+
+    The saved state is untrusted input (persist.py): it must pass its MAC, its binding to the
+    program.snb beside it and every structural check before any of it runs."""
+    import os
+    from sensevm.world.persist import StateError, load_agent, read_saved
+    from sensevm.runtime.vm import VM
+    from sensevm.world import install
+    stdout = stdout if stdout is not None else sys.stdout
+    stderr = stderr if stderr is not None else sys.stderr
+    state_path = os.path.join(directory, f"{name}.json")
+    try:
+        verified, state = read_saved(directory, name)
+    except FileNotFoundError as exc:
+        stderr.write(f"sensevm: no saved agent '{name}' in {directory} ({exc.filename} is missing)\n")
+        return 1
+    except OSError as exc:
+        stderr.write(f"sensevm: cannot read the saved agent '{name}' ({state_path}): "
+                     f"{exc.strerror or exc}\n")
+        return 1
+    except (SnbFormatError, VerifyError) as exc:
+        from sensevm.base.diagnostics import report_file_error
+        report_file_error(f"{directory}/program.snb", exc, stderr)
+        return 1
+    except StateError as exc:
+        stderr.write(f"sensevm: cannot resume agent '{name}': {exc}\n")
+        return 1
+    limits = running.run_limits(stderr)
+    if limits is None:
+        return 2
+    audit = open_audit(audit_log, stderr)
+    if audit is None:
+        return 1
+    sources = {s.path: s.text for s in verified.program.sources}
+    install()
+    vm = VM(verified, stdout=stdout, audit=audit, state_dir=directory, **limits)
+
+    def body():
+        vm.resume_saved(load_agent(vm, state, state_path), answer)
+    try:
+        return run_guarded(body, audit, sources, stdout, stderr, error_path=state_path)
+    except StateError as exc:       # nothing of the state has run
+        stderr.write(f"sensevm: cannot resume agent '{name}': {exc}\n")
+        return 1
+
+
+@main.command()
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.argument("agent")
+@click.argument("answer")
+@click.option("--audit-log", "audit_log", type=click.Path(), default=None,
+              help="Append the audit records of this continuation to this log.")
+def resume(directory, agent, answer, audit_log):
+    """Continue AGENT, saved in DIRECTORY by `run --state-dir`, with ANSWER as pause()'s result."""
+    sys.exit(resume_agent(directory, agent, answer, audit_log=audit_log))
+
+
+def verify_audit_file(path: str, *, stdout=None, stderr=None,
+                      checkpoint: str | None = None) -> int:
+    """Check the audit log at ``path`` as ``sensevm audit verify`` does; return its status
+    (audit.VERIFY_*: 0 sealed and intact, 1 damaged or forged, 2 torn, 3 a run cut short)."""
+    from sensevm.guard.audit import VERIFY_DAMAGED, AuditLogError, verify_chain
+    stdout = stdout if stdout is not None else sys.stdout
+    stderr = stderr if stderr is not None else sys.stderr
+    try:
+        result = verify_chain(path, checkpoint=checkpoint)
+    except AuditLogError as exc:
+        stderr.write(f"{exc}\n")
+        return VERIFY_DAMAGED
+    (stdout if result.sealed else stderr).write(result.message() + "\n")
+    return result.status
+
+
+def latest_checkpoint(path: str, *, stdout=None, stderr=None) -> int:
+    """Print the last signed checkpoint of the audit log at ``path`` (``audit checkpoint``)."""
+    import json
+    from sensevm.guard.audit import AUDIT_SUBJECT, AuditLogError, verify_chain
+    stdout = stdout if stdout is not None else sys.stdout
+    stderr = stderr if stderr is not None else sys.stderr
+    try:
+        result = verify_chain(path)
+    except AuditLogError as exc:
+        stderr.write(f"{exc}\n")
+        return 1
+    if not result.ok:
+        stderr.write(result.message() + "\n")
+        return result.status
+    note = None
+    with open(path, "rb") as fh:
+        for raw in fh:
+            if b'"kind":"audit"' in raw:
+                entry = json.loads(raw)
+                if entry["subject"] == AUDIT_SUBJECT and entry["event"] in ("checkpoint",
+                                                                           "sealed"):
+                    note = entry["detail"]
+    if note is None:
+        stderr.write(f"{path}: holds no checkpoint yet\n")
+        return 1
+    stdout.write(note)
+    return 0
+
+
+@main.group()
+def audit():
+    """Inspect durable audit logs written by `sensevm run --audit-log`."""
+
+
+@audit.command("verify")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--checkpoint", "checkpoint", type=click.File("r", encoding="utf-8"),
+              default=None, help="A checkpoint note kept outside the log (from `sensevm audit "
+                                 "checkpoint`): the log must extend it.")
+def audit_verify(file, checkpoint):
+    """Check FILE: its hash chain, every line's MAC (the host key), every signed checkpoint,
+    and that every run ended with its seal; name the first broken line.
+
+    Exit status: 0 intact and sealed; 1 damaged, forged or not checkable; 2 the last line is
+    torn (a crash in the middle of a write); 3 intact, but a run ended without its seal (the
+    process died, or records were removed from the end)."""
+    sys.exit(verify_audit_file(file, checkpoint=checkpoint.read() if checkpoint else None))
+
+
+@audit.command("checkpoint")
+@click.argument("file", type=click.Path(dir_okay=False))
+def audit_checkpoint(file):
+    """Print FILE's latest signed checkpoint (origin, size, Merkle root): keep it elsewhere,
+    and `audit verify --checkpoint` will find any later cut or rewrite of what it covers."""
+    sys.exit(latest_checkpoint(file))
+
+
+@main.command("test")
+@click.argument("path", type=click.Path())
+@limit_options
+def test_command(path, **limits):
+    """Run the test blocks of PATH (a file, or test_*.sns / *_test.sns under a directory).
+
+    The limits apply to each file afresh; a file stopped by one is reported as an ERROR.
+    """
+    from sensevm.cli.testrunner import run_tests
+    sys.exit(run_tests(path, limits=_given(**limits)))
+
+
+@main.command("memory-path")
+@click.argument("file", required=False)
+def memory_path_command(file):
+    """Show where FILE's 'persistent memory' declarations keep their SQLite files, without
+    running it (without FILE: whether SENSE_MEMORY_DIR is set)."""
+    from sensevm.cli.memorypath import memory_path
+    sys.exit(memory_path(file))
+
+
+@main.command()
+@click.option("--dry-run", is_flag=True,
+              help="Skip action bodies and rollbacks, as `run --dry-run` does.")
+def repl(dry_run):
+    """Start an interactive Sense session (or run piped input line by line).
+
+    When stdin or stdout is not a terminal, reads the input to the end without prompts or
+    colour, errors on stderr; exit status 1 if any input failed, else 0.
+    """
+    from sensevm.cli.repl import main as repl_main
+    sys.exit(repl_main(dry_run=dry_run))
+
+
+@main.command("inspect")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--dry-run", is_flag=True,
+              help="Run FILE and drive it as `run --dry-run` does: commits skip action bodies.")
+@click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True,
+              help="The port to listen on; 0 picks a free one.")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="The interface to listen on. Anything but loopback lets other machines "
+                   "reach the console (they still need the token).")
+@click.option("--request", "request", metavar="TEXT", default=None,
+              help="The user's request in their own words, as for `run --request`.")
+def inspect_command(file, dry_run, port, host, request):
+    """Run FILE like `run`, then serve a live console (tools, actions, agents, memories, the
+    audit tree) on http://HOST:PORT/ until Ctrl-C; the URL, with its access token, is printed."""
+    from sensevm.cli.console import inspect_file
+    sys.exit(inspect_file(file, dry_run=dry_run, host=host, port=port, request=request))

@@ -1,0 +1,165 @@
+"""Runs a program file for a command: loaded (a .snb verified, a .sns compiled first), limits, audit log, session approval, errors, exit status.
+
+The fast path of ``sensevm run FILE`` (launch.py) and the click commands (commands.py) both run
+files through here, so neither imports the other, and the fast path never imports click.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from sensevm.base.errors import SenseError, SnbFormatError, VerifyError
+from sensevm.base.files import read_bytes
+from sensevm.bytecode.snb import is_snb
+
+
+def load_path(path: str, import_root: str | None = None):
+    """Return ``(VerifiedProgram, sources)`` for a .snb or .sns file.
+
+    A source file is compiled in memory (the compiler is imported only here, lazily) and then
+    goes through exactly the same dump, load and verify as a file built by ``sensec build``
+    (its imports read from under ``import_root``, default its own directory).
+    A file named ``.snb`` is bytecode whatever its first bytes: a damaged magic number is an
+    SnbFormatError, not an attempt to compile the bytes as source.
+    """
+    from sensevm.bytecode.verify import load_verified
+    data = read_bytes(path)
+    if not is_snb(data) and not path.endswith(".snb"):
+        from sensec.driver import compile_file
+        from sensevm.bytecode.snb import dump
+        data = dump(compile_file(path, defer_import_errors=True, import_root=import_root))
+    verified = load_verified(data)
+    sources = {s.path: s.text for s in verified.program.sources}
+    return verified, sources
+
+
+def stale_source(path: str, source_hash: bytes):
+    """The sibling .sns of a .snb file if its text no longer matches the hash in the header."""
+    if not path.endswith(".snb"):
+        return None
+    source = path[:-4] + ".sns"
+    try:
+        with open(source, "rb") as fh:
+            text = fh.read().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    from sensevm.base.digest import sha256
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    return None if sha256(text.encode("utf-8")).digest() == source_hash else source
+
+
+def run_limits(stderr, given: dict | None = None) -> dict | None:
+    """The run's resource limits (docs/limits.md): the environment's, overridden by ``given``
+    (the command line's); None, after saying why, when the environment has a bad one."""
+    from sensevm.runtime.limits import from_env
+    try:
+        limits = from_env(os.environ)
+    except ValueError as exc:
+        stderr.write(f"sensevm: {exc}\n")
+        return None
+    limits.update(given or {})
+    return limits
+
+
+def run_file(path: str, *, dry_run: bool = False, stdout=None, stderr=None,
+             audit_log: str | None = None, state_dir: str | None = None,
+             approve: str | None = None, session_log: str | None = None, stdin=None,
+             request: str | None = None, second_look: bool = True,
+             limits: dict | None = None, dry_run_allow=(),
+             import_root: str | None = None) -> int:
+    """Run ``path`` as ``sensevm run`` does; return the exit status.
+
+    With ``audit_log``, every audit record is also appended durably to that file (see
+    sensevm.guard.audit.AuditFile); a log that cannot be opened stops the run before it starts.
+    ``limits`` are VM keywords (max_steps, max_depth, max_string, max_array, timeout) over
+    the environment's; a program stopped by one exits with status 4.
+    """
+    from sensevm.base.diagnostics import report
+    from sensevm.runtime.vm import VM
+    from sensevm.world import install
+    stdout = stdout if stdout is not None else sys.stdout
+    stderr = stderr if stderr is not None else sys.stderr
+    limits = run_limits(stderr, limits)
+    if limits is None:
+        return 2
+    try:
+        verified, sources = load_path(path, import_root)
+    except SenseError as err:
+        report(err, {}, stderr)
+        return 1
+    except (SnbFormatError, VerifyError) as exc:
+        from sensevm.base.diagnostics import report_file_error
+        report_file_error(path, exc, stderr)
+        return 1
+    stale = stale_source(path, verified.program.source_hash)
+    if stale:
+        stderr.write(f"warning: {path} is older than {stale}, which has changed since it was "
+                     f"built (rebuild with: sensec build {stale})\n")
+    audit = open_audit(audit_log, stderr)
+    if audit is None:
+        return 1
+    install()
+    vm = VM(verified, stdout=stdout, dry_run=dry_run, audit=audit, state_dir=state_dir,
+            second_look=second_look, dry_run_allow=dry_run_allow, **limits)
+    vm.set_request(request)
+    session_host(vm, path, approve, session_log, stdin, stderr)
+    return run_guarded(vm.run, audit, sources, stdout, stderr)
+
+
+def session_host(vm, path: str, approve, session_log, stdin, stderr) -> None:
+    """How this run decides a session its program left undecided, and where sessions log."""
+    vm.session_log_path = session_log or os.path.join(
+        os.path.dirname(os.path.abspath(path)), ".sense", "sessions.wal")
+    stdin = stdin if stdin is not None else sys.stdin
+
+    def approver(session, manifest, shown):
+        if approve is not None:
+            return approve                  # confirm() refuses it unless it is this manifest
+        if not (hasattr(stdin, "isatty") and stdin.isatty()):
+            return None                     # no one to ask: fail closed
+        stderr.write(shown + f"Run exactly these {len(manifest.entries)} irreversible "
+                             "action(s)? Type yes to approve, anything else aborts: ")
+        stderr.flush()
+        return manifest.hash if stdin.readline().strip().lower() == "yes" else None
+
+    vm.session_approver = approver
+
+
+def open_audit(audit_log, stderr):
+    """The run's audit log, durable if asked; None (after saying why) if it cannot be opened."""
+    from sensevm.guard.audit import AuditLog
+    if audit_log is None:
+        return AuditLog()
+    from sensevm.guard.audit import AuditFile, AuditLogError
+    try:
+        return AuditLog(sink=AuditFile(audit_log))
+    except AuditLogError as exc:
+        stderr.write(f"{exc}\n")
+        return None
+
+
+def run_guarded(body, audit, sources, stdout, stderr, error_path=None) -> int:
+    """Run ``body``; render a Sense error, stop on an audit failure; always close the log."""
+    from sensevm.guard.audit import AuditLogError
+    try:
+        body()
+    except SenseError as err:
+        from sensevm.base.diagnostics import report
+        err.path = err.path or error_path
+        stdout.flush()
+        report(err, sources, stderr)
+        if err.kind == "SenseLimitError":
+            from sensevm.runtime.limits import LIMIT_EXIT
+            return LIMIT_EXIT
+        return 1
+    except AuditLogError as exc:
+        # A record that cannot be made durable stops the run: nothing more happens unaudited.
+        stdout.flush()
+        stderr.write(f"{exc}\n")
+        return 1
+    finally:
+        audit.close()
+    stdout.flush()
+    return 0

@@ -1,0 +1,789 @@
+"""The second look's matching rules: what kind of value an argument holds, and whether a clean piece of text holds an equal value of the same kind.
+
+Pure functions, no VM: secondlook.py hands in an argument (or the text of an influenced span)
+and the clean texts that may vouch for it (the user's words, the program's constants, trusted
+records), and gets back, per value found, its kind and the clean text that holds an equal one.
+
+Every comparison is whole and exact for its kind; there is no suffix, prefix or substring rule:
+
+* **email**: read RFC 5322-aware -- a dot-atom or quoted local part, a domain (IDN labels as
+  punycode) or a domain literal; several addresses in one string are each a value. The local
+  part is compared case-blind. A second unquoted ``@``, a ``%`` or any other character glued
+  to the domain makes the token a *malformed* address, equal only to the same text.
+* **phone**: E.164, written with ``+`` (or ``00``) and the country code: equal digits,
+  country code included. A number written without a country code is a digit string.
+* **number**: digit strings (account and card numbers, phone numbers without a country code;
+  Luhn tells a card): equal digits, compared whole.
+* **iban**: country, length and ISO 13616 mod-97 check digits verified (an IBAN-shaped value
+  that fails them is still compared whole, and said to be unverified).
+* **url**: scheme and host case-blind, an IDN host as punycode, an IP host normalised, a
+  default port dropped; user, path, query and fragment exact. A trailing dot on a host, or a
+  look-alike host (its punycode differs), is another host.
+* **amount**: a decimal, with its currency when stated; the digits of dates, times, versions,
+  ids, phone, card and account numbers are not amounts.
+* **text** (code, credentials, recipients of no known kind): equal to a whole clean text, one
+  of its lines, a quoted piece or what follows a colon; a recipient or link of no known kind
+  also to one of its words.
+"""
+
+from __future__ import annotations
+
+import re
+from _thread import allocate_lock
+from decimal import Decimal, InvalidOperation
+from sensevm.guard.outbound import is_credential_name
+
+# ----------------------------------------------------------------------------- roles
+
+ROLE_BY_NAME = {
+    **{n: "recipient" for n in ("to", "cc", "bcc", "recipient", "recipients", "email", "emails",
+                                "phone", "attendees", "attendee", "recipient_email",
+                                "email_address", "phone_number", "iban", "account",
+                                "account_number")},
+    **{n: "amount" for n in ("amount", "price", "total", "fee", "cents")},
+    **{n: "link" for n in ("url", "link", "links")},
+    **{n: "code" for n in ("code", "command", "script", "cmd")},
+}
+ROLES = ("recipient", "amount", "link", "code", "content", "credential")
+
+
+def named_role(param: str, declared: str | None = None) -> str | None:
+    """The role a declaration or a parameter's name gives, or None (then the value decides)."""
+    if declared is not None:
+        return declared
+    name = param.lower()
+    role = ROLE_BY_NAME.get(name)
+    if role is not None:
+        return role
+    return "credential" if is_credential_name(name) else None
+
+
+def role_of(param: str, declared: str | None = None, capability: str | None = None,
+            value=None) -> str:
+    """A parameter's role: the declared one; else by its name; else numbers paid out by a
+    ``payment.*``/``pay.*`` action are amounts and Strings run by ``shell.*`` are code; else
+    content."""
+    role = named_role(param, declared)
+    if role is not None:
+        return role
+    return value_role(capability, value)
+
+
+def value_role(capability: str | None, value) -> str:
+    if capability is not None:
+        t = type(value)
+        if (t is int or t is float) and capability.startswith(("payment.", "pay.")):
+            return "amount"
+        if t is str and capability.startswith("shell."):
+            return "code"
+    return "content"
+
+
+# ----------------------------------------------------------------------------- hosts
+
+def _host(host: str) -> str | None:
+    """A host name as compared: lower-cased, each non-ASCII label in NFC as its punycode
+    (``bücher`` is ``xn--bcher-kva``); None if it is not one.
+
+    Not Python's "idna" codec: it is IDNA 2003, whose mappings make distinct IDNA 2008 domains
+    one (``straße`` -> ``strasse``) and drop characters (a zero-width joiner, a soft hyphen),
+    so a look-alike host would compare equal. Here a character that is not a letter, a digit,
+    a mark or '-' makes the name unreadable, and a value with it is only its own text."""
+    if not host or host.startswith(".") or ".." in host or len(host) > 253:
+        return None
+    labels = []
+    for label in (host[:-1] if host.endswith(".") else host).split("."):
+        if not label or label[0] == "-" or label[-1] == "-":
+            return None
+        if label.isascii():
+            if not all(c.isalnum() or c == "-" for c in label):
+                return None
+            label = label.lower()
+        else:
+            import unicodedata      # only for a non-ASCII name
+            label = unicodedata.normalize("NFC", label).lower()
+            if not all(c.isalnum() or c == "-" or unicodedata.category(c)[0] == "M"
+                       for c in label):
+                return None
+            try:
+                label = "xn--" + label.encode("punycode").decode("ascii")
+            except UnicodeError:
+                return None
+        if len(label) > 63:
+            return None
+        labels.append(label)
+    return ".".join(labels) + ("." if host.endswith(".") else "")
+
+
+def _ip(text: str) -> str | None:
+    import ipaddress        # only for a domain literal or an IP host
+    try:
+        return ipaddress.ip_address(text).compressed
+    except ValueError:
+        return None
+
+
+# ----------------------------------------------------------------------------- email
+
+# A part found in text: (kind, key, start, end). ``key`` is what equality is tested on
+# (its first item the kind's family); ``kind`` is what the audit record calls it.
+
+_ATEXT = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                   "!#$%&'*+-/=?^_`{|}~")
+# What ends a local part going left, and a domain going right (anything else glues on).
+_LOCAL_STOP = frozenset(" \t\r\n\f\v<>()[]{},;:\"\\")
+_DOMAIN_STOP = frozenset(" \t\r\n\f\v<>()[]{},;:\"'`\\")
+_QUOTED_AT = re.compile(r'"((?:[^"\\\r\n]|\\.)*)"@')
+_PROSE_TAIL = ".!?*"           # sentence punctuation (or emphasis) after an address in prose
+
+
+def _local(text: str) -> str | None:
+    """A dot-atom local part (ASCII atext, or any non-ASCII letter or digit), lower-cased."""
+    if not text or text[0] == "." or text[-1] == "." or ".." in text:
+        return None
+    for c in text:
+        if c != "." and c not in _ATEXT and not (ord(c) > 127 and c.isalnum()):
+            return None
+    return text.lower()
+
+
+def _email_key(local: str | None, quoted: bool, domain: str):
+    """The key of local@domain, or None when the address is malformed."""
+    if local is None:
+        return None
+    if quoted:
+        plain = _local(local)
+        local = plain if plain is not None else '"' + local.replace("\\", "\\\\") \
+            .replace('"', '\\"').lower() + '"'
+    if domain.startswith("[") and domain.endswith("]"):
+        inner = domain[1:-1]
+        ip = _ip(inner[5:] if inner.lower().startswith("ipv6:") else inner)
+        return None if ip is None else ("email", f"{local}@[{ip}]")
+    host = _host(domain)
+    if host is None or host.endswith(".") or host.rsplit(".", 1)[-1].isdigit():
+        return None
+    return ("email", f"{local}@{host}")
+
+
+def _emails(text: str, prose: bool, taken: list) -> list:
+    """Every address (or malformed address) in ``text``; their spans are appended to ``taken``."""
+    parts = []
+    # Quoted local parts first: the '@' inside "alice@example.com"@evil.example is not one.
+    for m in _QUOTED_AT.finditer(text):
+        start = m.start()
+        if _inside(taken, start):
+            continue
+        end = _domain_end(text, m.end(), prose)
+        domain = text[m.end():end]
+        glued = start > 0 and text[start - 1] not in _LOCAL_STOP
+        key = None if glued or not domain else \
+            _email_key(re.sub(r"\\(.)", r"\1", m.group(1)), True, domain)
+        parts.append(_address_part(key, text, start, end))
+        taken.append((start, end))
+    at = text.find("@")
+    while at >= 0:
+        if _inside(taken, at):
+            at = text.find("@", at + 1)
+            continue
+        start = at
+        while start > 0 and text[start - 1] not in _LOCAL_STOP:
+            start -= 1
+        if prose:       # 'alice@example.com' or *alice@example.com* in a sentence
+            while start < at and text[start] in "'`*":
+                start += 1
+        end = _domain_end(text, at + 1, prose)
+        local, domain = text[start:at], text[at + 1:end]
+        before = text[start - 1] if start > 0 else ""
+        if not domain or not local and before not in (")", '"'):
+            # "@alice", "meet @ noon", "alice@": no address. A comment or a stray quote in
+            # front of the '@' is one, though: an old mail system may read bob(x)@evil.example.
+            at = text.find("@", at + 1)
+            continue
+        key = None if "@" in local or "@" in domain else _email_key(_local(local), False, domain)
+        parts.append(_address_part(key, text, start, end))
+        taken.append((start, end))
+        at = text.find("@", end)
+    return parts
+
+
+def _domain_end(text: str, i: int, prose: bool) -> int:
+    n = len(text)
+    if i < n and text[i] == "[":
+        close = text.find("]", i)
+        if close > 0:
+            return close + 1
+    j = i
+    while j < n and text[j] not in _DOMAIN_STOP:
+        j += 1
+    if prose:
+        while j > i and text[j - 1] in _PROSE_TAIL:
+            j -= 1
+    return j
+
+
+def _address_part(key, text, start, end):
+    if key is None:
+        return ("malformed email", ("email?", text[start:end].lower()), start, end)
+    return ("email", key, start, end)
+
+
+def _inside(spans: list, i: int) -> bool:
+    for a, b in spans:
+        if a <= i < b:
+            return True
+    return False
+
+
+def find_emails(text: str) -> list[str]:
+    """Every well-formed address in ``text``, as compared (lower-cased, punycode domain)."""
+    return [p[1][1] for p in _emails(text, True, []) if p[0] == "email"]
+
+
+def email_in(address: str, text: str) -> bool:
+    """Does ``text`` hold ``address`` as a whole, equal address?"""
+    wanted = [p[1] for p in _emails(address.strip(), False, [])]
+    return len(wanted) == 1 and wanted[0][0] == "email" \
+        and wanted[0] in {p[1] for p in _emails(text, True, [])}
+
+
+# ----------------------------------------------------------------------------- URLs
+
+_URL = re.compile(r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://[^\s<>\"'`]+")
+_DEFAULT_PORTS = {"http": "80", "https": "443", "ftp": "21", "ws": "80", "wss": "443"}
+
+
+def url_key(url: str):
+    """The key of a URL, or None if it has no readable authority."""
+    m = re.match(r"([A-Za-z][A-Za-z0-9+.-]*)://([^/?#]*)(.*)$", url, re.S)
+    if not m:
+        return None
+    scheme, authority, rest = m.group(1).lower(), m.group(2), m.group(3)
+    user, at, hostport = authority.rpartition("@")
+    port = ""
+    if hostport.startswith("["):
+        close = hostport.find("]")
+        if close < 0:
+            return None
+        ip = _ip(hostport[1:close])
+        if ip is None:
+            return None
+        host, after = f"[{ip}]", hostport[close + 1:]
+        if after:
+            if not after.startswith(":"):
+                return None
+            port = after[1:]
+    else:
+        name, colon, port = hostport.partition(":")
+        host = _ip(name) if name.replace(".", "").isdigit() else _host(name)
+        if host is None:
+            return None
+    if port and not port.isdigit() or port == _DEFAULT_PORTS.get(scheme):
+        port = ""
+    if not rest and scheme in ("http", "https"):
+        rest = "/"
+    return ("url", f"{scheme}://{user}{at}{host}{':' + port if port else ''}{rest}")
+
+
+def _urls(text: str, prose: bool, taken: list) -> list:
+    parts = []
+    for m in _URL.finditer(text):
+        start, end = m.start(), m.end()
+        while prose and end > start and text[end - 1] in ".,;:!?)]}":
+            close = text[end - 1]
+            if close in ")]}":          # (see https://x.example/a_(b)) keeps its own ')'
+                opener = "([{"[")]}".index(close)]
+                if text.count(opener, start, end) >= text.count(close, start, end):
+                    break
+            end -= 1
+        key = url_key(text[start:end])
+        parts.append(("url", key, start, end) if key is not None
+                     else ("malformed url", ("url?", text[start:end]), start, end))
+        taken.append((start, end))
+    return parts
+
+
+def normal_url(url: str) -> str:
+    key = url_key(url.strip())
+    return key[1] if key is not None else url.strip()
+
+
+def find_urls(text: str) -> list[str]:
+    return [p[1][1] for p in _urls(text, True, []) if p[0] == "url"]
+
+
+def url_in(url: str, text: str) -> bool:
+    key = url_key(url.strip())
+    return key is not None and key in {p[1] for p in _urls(text, True, [])}
+
+
+# ----------------------------------------------------------------------------- numbers
+
+_IBAN_LENGTHS = {
+    "AD": 24, "AE": 23, "AL": 28, "AT": 20, "AZ": 28, "BA": 20, "BE": 16, "BG": 22, "BH": 22,
+    "BI": 27, "BR": 29, "BY": 28, "CH": 21, "CR": 22, "CY": 28, "CZ": 24, "DE": 22, "DJ": 27,
+    "DK": 18, "DO": 28, "EE": 20, "EG": 29, "ES": 24, "FI": 18, "FK": 18, "FO": 18, "FR": 27,
+    "GB": 22, "GE": 22, "GI": 23, "GL": 18, "GR": 27, "GT": 28, "HR": 21, "HU": 28, "IE": 22,
+    "IL": 23, "IQ": 23, "IS": 26, "IT": 27, "JO": 30, "KW": 30, "KZ": 20, "LB": 28, "LC": 32,
+    "LI": 21, "LT": 20, "LU": 20, "LV": 21, "LY": 25, "MC": 27, "MD": 24, "ME": 22, "MK": 19,
+    "MN": 20, "MR": 27, "MT": 31, "MU": 30, "NI": 28, "NL": 18, "NO": 15, "OM": 23, "PK": 24,
+    "PL": 28, "PS": 29, "PT": 25, "QA": 29, "RO": 24, "RS": 22, "RU": 33, "SA": 24, "SC": 31,
+    "SD": 18, "SE": 24, "SI": 19, "SK": 24, "SM": 27, "SO": 23, "ST": 25, "SV": 28, "TL": 23,
+    "TN": 24, "TR": 26, "UA": 29, "VA": 22, "VG": 24, "XK": 20, "YE": 30,
+}
+_IBAN = re.compile(r"[A-Za-z]{2}\d{2}[A-Za-z0-9]{11,30}")
+_IBAN_HEAD = re.compile(r"[A-Z]{2}\d{2}")
+_IBAN_GROUP = re.compile(r"[A-Z0-9]{1,4}")
+
+
+def iban_valid(iban: str) -> bool:
+    """ISO 13616: a registered country, its length, and the mod-97 check digits."""
+    iban = iban.replace(" ", "").upper()
+    if _IBAN_LENGTHS.get(iban[:2]) != len(iban) or not iban.isalnum() or not iban.isascii():
+        return False
+    moved = iban[4:] + iban[:4]
+    return int("".join(str(int(c, 36)) for c in moved)) % 97 == 1
+
+
+def _iban_part(text: str, start: int, end: int):
+    iban = text[start:end].replace(" ", "").upper()
+    kind = "iban" if iban_valid(iban) else "iban (unverified)"
+    return (kind, ("iban", iban), start, end)
+
+
+def luhn_valid(digits: str) -> bool:
+    total = 0
+    for i, c in enumerate(reversed(digits)):
+        d = ord(c) - 48
+        if i % 2:
+            d = d * 2 - 9 if d > 4 else d * 2
+        total += d
+    return total % 10 == 0
+
+
+def _digits_part(group: str, start: int, end: int, words: int):
+    """A phone, card or account number from a group of digit words, or None."""
+    digits = "".join(c for c in group if c.isdigit())
+    international = group.startswith("+")
+    if not international and group.startswith("00") and len(digits) >= 9:
+        international, digits = True, digits[2:]
+    if len(digits) < 7:
+        return None
+    if international:
+        return ("phone", ("phone", "+" + digits), start, end)
+    if 13 <= len(digits) <= 19 and luhn_valid(digits):
+        kind = "card number"
+    elif len(digits) <= 15 and (words > 1 or any(c in group for c in "()-.")):
+        kind = "phone number (no country code)"
+    else:
+        kind = "account number"
+    return (kind, ("number", digits), start, end)
+
+
+# ----------------------------------------------------------------------------- amounts
+
+_SYMBOLS = {"$": "USD", "€": "EUR", "£": "GBP", "₹": "INR", "¥": "JPY"}
+_WORDS = {"usd": "USD", "dollar": "USD", "dollars": "USD", "eur": "EUR", "euro": "EUR",
+          "euros": "EUR", "gbp": "GBP", "pound": "GBP", "pounds": "GBP", "inr": "INR",
+          "rupee": "INR", "rupees": "INR", "rs": "INR", "rs.": "INR", "jpy": "JPY",
+          "yen": "JPY", "chf": "CHF", "francs": "CHF", "cad": "CAD", "aud": "AUD",
+          "cny": "CNY", "sek": "SEK", "nok": "NOK", "dkk": "DKK", "pln": "PLN", "czk": "CZK",
+          "mxn": "MXN", "brl": "BRL", "zar": "ZAR", "sgd": "SGD", "hkd": "HKD", "nzd": "NZD"}
+_NUMBER = (r"[+-]?(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d{1,2}(?:,\d{2})+,\d{3}(?:\.\d+)?"
+           r"|\d+(?:\.\d+)?)")
+_AMOUNT_WORD = re.compile(r"(?P<pre>[$€£₹¥])?(?P<num>" + _NUMBER + r")(?P<post>[$€£₹¥])?")
+_AMOUNT_VALUE = re.compile(
+    r"(?:(?P<pre>[$€£₹¥])\s?|(?P<code>[A-Za-z]{2,3}\.?)\s)?(?P<num>" + _NUMBER + r")"
+    r"(?:\s?(?P<post>[$€£₹¥])|\s(?P<word>[A-Za-z]+\.?))?")
+_MONTHS = frozenset(
+    "jan feb mar apr may jun jul aug sep sept oct nov dec january february march april june "
+    "july august september october november december".split())
+_PHONEISH = re.compile(r"\+?[\d().\-]*\d[\d().\-]*")
+_DATE = re.compile(r"\d{4}-\d{1,2}(?:-\d{1,2}(?:T[\d:.]+Z?)?)?|\d{1,4}[/.-]\d{1,2}[/.-]\d{1,4}")
+_LEAD = "([{\"'`*"
+_TRAIL = ")]}\"'`*.,;:!?"
+
+
+def _decimal(text: str) -> Decimal | None:
+    try:
+        return Decimal(text.replace(",", ""))
+    except InvalidOperation:
+        return None
+
+
+def _words(text: str) -> list:
+    """(start, end, core start, core end) of every whitespace-separated word: the core
+    without the quotes, brackets and sentence punctuation prose puts around it."""
+    out = []
+    for m in re.finditer(r"\S+", text):
+        s, e = m.span()
+        cs, ce = s, e
+        while cs < ce and text[cs] in _LEAD:
+            cs += 1
+        while ce > cs and text[ce - 1] in _TRAIL:
+            ce -= 1
+        out.append((s, e, cs, ce))
+    return out
+
+
+def _numbers(text: str, words: list) -> tuple[list, list]:
+    """IBANs, phone, card and account numbers, and amounts, in the words of ``text``."""
+    parts = []
+    amounts = []
+    n = len(words)
+    used = [False] * n
+    i = 0
+    while i < n:
+        j, part = _number_at(text, words, i)
+        if part is None:
+            i += 1
+            continue
+        parts.append(part)
+        for k in range(i, j + 1):
+            used[k] = True
+        s, e, cs, ce = words[i]
+        if j == i and text[cs:ce].isdigit():
+            # Seven digits or more with nothing around them: an account number, or an amount.
+            amounts.append((Decimal(text[cs:ce]), _currency_near(text, words, i), i))
+        i = j + 1
+    for i in range(n):
+        if used[i]:
+            continue
+        s, e, cs, ce = words[i]
+        m = _AMOUNT_WORD.fullmatch(text, cs, ce)
+        # A day or a year beside a month's name is a date (1 April 2022, April 1, 2022).
+        if m is None or _month(text, words, i - 1) or _month(text, words, i + 1) \
+                or _day(text, words, i - 1) and _month(text, words, i - 2) \
+                or _day(text, words, i + 1) and _month(text, words, i + 2):
+            continue
+        value = _decimal(m.group("num"))
+        if value is None:
+            continue
+        symbol = m.group("pre") or m.group("post")
+        currency = _SYMBOLS[symbol] if symbol else _currency_near(text, words, i)
+        amounts.append((value, currency, i))
+    amounts.sort(key=lambda a: a[2])
+    return parts, [(v, c) for v, c, _ in amounts]
+
+
+def _number_at(text: str, words: list, i: int):
+    """(last word, part) of an IBAN or a phone, card or account number starting at word
+    ``i``, or (i, None)."""
+    s, e, cs, ce = words[i]
+    core = text[cs:ce]
+    if _IBAN.fullmatch(core) and (core[:2].isupper() or iban_valid(core)):
+        return i, _iban_part(text, cs, ce)
+    n = len(words)
+    if _IBAN_HEAD.fullmatch(core) and ce == e:
+        # The print form, in groups of four: GB29 NWBK 6016 1331 9268 19
+        j = i
+        while j + 1 < n and _joined(words, j) and words[j][3] - words[j][2] == 4:
+            ns, ne, ncs, nce = words[j + 1]
+            if ncs != ns or not _IBAN_GROUP.fullmatch(text, ncs, nce):
+                break
+            j += 1
+            if nce != ne:
+                break
+        if j > i and 15 <= len(text[cs:words[j][3]].replace(" ", "")) <= 34:
+            return j, _iban_part(text, cs, words[j][3])
+    first = _digit_word(text, words[i])
+    if first is None:
+        return i, None
+    # Groups of a few digits joined by single spaces, as phone and card numbers are written
+    # (+1 555 010 0000, 4111 1111 1111 1111, +91 98765 43210); a long run stands alone.
+    start, end, clean = first
+    j = i
+    while clean and j + 1 < n and words[j + 1][0] == words[j][1] + 1 \
+            and _short_groups(text, start, end):
+        nxt = _digit_word(text, words[j + 1])
+        if nxt is None or nxt[0] != words[j + 1][0] or text[nxt[0]] == "+" \
+                or not _short_groups(text, nxt[0], nxt[1]):
+            break
+        end, clean = nxt[1], nxt[2]
+        j += 1
+    group = text[start:end]
+    if j == i and not (len(group) >= 7 or any(c in group for c in "+()-.")):
+        return i, None
+    if j == i and _looks_like_version(group):
+        return i, None
+    part = _digits_part(group, start, end, j - i + 1)
+    return (j, part) if part is not None else (i, None)
+
+
+_LONG_RUN = re.compile(r"\d{7}")
+
+
+def _short_groups(text: str, start: int, end: int) -> bool:
+    return _LONG_RUN.search(text, start, end) is None
+
+
+def _joined(words: list, j: int) -> bool:
+    """Word ``j`` ends clean and the next one follows after exactly one space."""
+    return words[j][3] == words[j][1] and words[j + 1][0] == words[j][1] + 1
+
+
+def _digit_word(text: str, word):
+    """(start, end, ends clean) of the digits-and-separators part of a word, or None."""
+    s, e, cs, ce = word
+    if _PHONEISH.fullmatch(text, s, e) and not _DATE.fullmatch(text, cs, ce):
+        return s, e, True
+    if ce > cs and _PHONEISH.fullmatch(text, cs, ce) and not _DATE.fullmatch(text, cs, ce):
+        return cs, ce, ce == e
+    return None
+
+
+def _looks_like_version(group: str) -> bool:
+    pieces = group.split(".")
+    return len(pieces) >= 3 and all(p.isdigit() for p in pieces) and any(len(p) < 2 for p in pieces)
+
+
+def _month(text, words, i) -> bool:
+    if 0 <= i < len(words):
+        return text[words[i][2]:words[i][3]].lower() in _MONTHS
+    return False
+
+
+def _day(text, words, i) -> bool:
+    if 0 <= i < len(words):
+        word = text[words[i][2]:words[i][3]]
+        return word.isdigit() and len(word) <= 2
+    return False
+
+
+def _currency_near(text, words, i):
+    """The currency a word before or after a number names (USD 500, 500 rupees), or None."""
+    for j in (i + 1, i - 1):
+        if 0 <= j < len(words):
+            s, e, cs, ce = words[j]
+            word = text[cs:ce]
+            if word in _SYMBOLS:
+                return _SYMBOLS[word]
+            currency = _WORDS.get(word.lower())
+            if currency is not None:
+                return currency
+    return None
+
+
+def find_amounts(text: str) -> list[tuple[Decimal, str | None]]:
+    """Every amount in ``text`` as (value, currency or None): ``$1,200``, ``500 rupees``,
+    ``12.50``, ``transfer 5000`` -- not the digits of a date, a version, an id or a number."""
+    return analyse(text).amounts
+
+
+def as_amount(value) -> tuple[Decimal, str | None] | None:
+    """An amount argument (Int, Float, or a String such as ``"$1,200"``) as a decimal."""
+    t = type(value)
+    if t is int:
+        return Decimal(value), None
+    if t is float:
+        if value != value or value in (float("inf"), float("-inf")):
+            return None
+        return Decimal(repr(value)), None
+    if t is not str:
+        return None
+    m = _AMOUNT_VALUE.fullmatch(value.strip())
+    if m is not None:
+        number = _decimal(m.group("num"))
+        symbol = m.group("pre") or m.group("post")
+        word = m.group("code") or m.group("word")
+        if symbol:
+            currency = _SYMBOLS[symbol]
+        elif word:
+            currency = _WORDS.get(word.lower())
+            if currency is None:
+                number = None
+        else:
+            currency = None
+        if number is not None:
+            return number, currency
+    found = analyse(value).amounts
+    return found[0] if len(found) == 1 else None
+
+
+def _same_amount(a, b) -> bool:
+    return a[0] == b[0] and (a[1] is None or b[1] is None or a[1] == b[1])
+
+
+def amount_in(value, text: str) -> bool:
+    amount = as_amount(value)
+    return amount is not None and any(_same_amount(amount, given)
+                                      for given in analyse(text).amounts)
+
+
+# ----------------------------------------------------------------------------- phones
+
+def find_phones(text: str) -> list[str]:
+    """Every phone number in ``text``: ``+`` and its digits (E.164), or the digits of one
+    written without a country code."""
+    return [p[1][1] for p in analyse(text).parts if p[1][0] in ("phone", "number")]
+
+
+def phone_in(number: str, text: str) -> bool:
+    wanted = [p[1] for p in analyse(number, False).parts]
+    return len(wanted) == 1 and wanted[0][0] in ("phone", "number") \
+        and wanted[0] in analyse(text).keys
+
+
+# ----------------------------------------------------------------------------- text
+
+_QUOTED = re.compile(r"```(?:[\w+-]*\n)?(.*?)```|`([^`\n]+)`|\"([^\"\n]+)\""
+                     r"|(?<![\w'])'([^'\n]+)'(?![\w'])", re.S)
+
+
+def _pieces(text: str) -> tuple[frozenset, frozenset]:
+    """The pieces of a clean text that vouch for a value of no kind (a code, a credential):
+    the whole text, its lines, quoted pieces and what follows a colon; and its words, which
+    vouch only for recipients and links."""
+    whole = set()
+    stripped = text.strip()
+    if stripped:
+        whole.add(stripped)
+    for line in text.splitlines():
+        line = line.strip()
+        if line:
+            whole.add(line)
+            head, colon, tail = line.partition(": ")
+            if colon and tail.strip():
+                whole.add(tail.strip())
+    for m in _QUOTED.finditer(text):
+        piece = next(g for g in m.groups() if g is not None).strip()
+        if piece:
+            whole.add(piece)
+    words = set()
+    for s, e, cs, ce in _words(text):
+        words.add(text[s:e])
+        if ce > cs:
+            words.add(text[cs:ce])
+    return frozenset(whole), frozenset(words)
+
+
+# ----------------------------------------------------------------------------- analysis
+
+class Analysis:
+    """What one text holds: its parts (kinds and keys, with spans), their keys, its amounts
+    and its pieces of text."""
+
+    __slots__ = ("parts", "keys", "amounts", "_pieces")
+
+    def __init__(self, parts, amounts):
+        self.parts = parts
+        self.keys = frozenset(p[1] for p in parts)
+        self.amounts = amounts
+        self._pieces = None
+
+    def pieces(self, text) -> tuple[frozenset, frozenset]:
+        if self._pieces is None:
+            self._pieces = _pieces(text)
+        return self._pieces
+
+
+# Analyses by (text, prose): the same evidence and arguments are read at verify, at commit and
+# by every later check. Bounded by count and by the characters it keeps alive (pages are big).
+_CACHE: dict = {}
+_CACHE_ENTRIES = 2048
+_CACHE_CHARS = 4_000_000
+_cached_chars = 0
+_CACHE_LOCK = allocate_lock()
+
+
+def analyse(text: str, prose: bool = True) -> Analysis:
+    """Every address, number, link and amount in ``text``. ``prose``: the text is sentences
+    (an address at the end of one may be followed by a full stop); an argument is not."""
+    global _cached_chars
+    key = (text, prose)
+    found = _CACHE.get(key)
+    if found is None:
+        found = _analyse(text, prose)
+        if len(text) <= _CACHE_CHARS // 8:
+            with _CACHE_LOCK:       # async tools and agents check from threads of their own
+                while _CACHE and (len(_CACHE) >= _CACHE_ENTRIES
+                                  or _cached_chars + len(text) > _CACHE_CHARS):
+                    old = next(iter(_CACHE))
+                    del _CACHE[old]
+                    _cached_chars -= len(old[0])
+                if key not in _CACHE:
+                    _CACHE[key] = found
+                    _cached_chars += len(text)
+    return found
+
+
+def _analyse(text: str, prose: bool) -> Analysis:
+    taken: list = []
+    parts = _urls(text, prose, taken)
+    parts += _emails(text, prose, taken)
+    if taken:
+        masked = list(text)
+        for a, b in taken:
+            masked[a:b] = " " * (b - a)
+        rest = "".join(masked)
+    else:
+        rest = text
+    more, amounts = _numbers(rest, _words(rest))
+    parts += more
+    parts.sort(key=lambda p: p[2])
+    return Analysis(parts, amounts)
+
+
+RECIPIENT_KINDS = ("email", "email?", "phone", "number", "iban", "url", "url?")
+
+
+def value_parts(role: str, value) -> list:
+    """The values an argument in ``role`` holds, each to be vouched for: (kind, key, shown).
+
+    A recipient holds every address and number in it (``"a@x.example, b@y.example"`` holds
+    two); a link, its URLs; an amount, one amount (key None when it does not read as one);
+    anything else, or a recipient or link with none, is compared as text."""
+    if role == "amount":
+        amount = as_amount(value)
+        shown = str(value)
+        return [("amount", None if amount is None else ("amount",) + amount, shown)]
+    text = value if type(value) is str else str(value)
+    if role in ("recipient", "link"):
+        found = analyse(text, False).parts
+        wanted = RECIPIENT_KINDS if role == "recipient" else ("url", "url?")
+        parts = [(k, key, text[s:e]) for k, key, s, e in found if key[0] in wanted]
+        if parts:
+            return parts
+    return [("text", None, text)]
+
+
+def text_match(role: str, value: str, text: str) -> bool:
+    """Is ``value`` a whole piece of ``text`` -- the text, a line, a quoted piece, what follows
+    a colon, or (for a recipient or a link of no known kind) a word? A code or a credential
+    is never vouched for by a word: a page must not set the password to one of yours."""
+    whole, words = analyse(text).pieces(text)
+    value = value.strip()
+    if not value:
+        return False
+    return value in whole or (role not in ("code", "credential") and value in words)
+
+
+def matches(role: str, part, text: str) -> bool:
+    """Does the clean ``text`` hold a value equal to ``part`` (from value_parts)?"""
+    kind, key, shown = part
+    if kind == "amount":
+        if key is None:
+            return False
+        wanted = key[1:]
+        return any(_same_amount(wanted, given) for given in analyse(text).amounts)
+    if key is None:
+        return text_match(role, shown, text)
+    return key in analyse(text).keys
+
+
+def endorsed_by(role: str, value, clean: list) -> tuple | None:
+    """The first clean span (origin, text) that vouches for ``value`` in ``role``, or None.
+
+    ``clean`` lists (origin, text) pairs in order of precedence (user, literal, trusted). A
+    value holding several recipients is endorsed only when each of them is."""
+    found = None
+    for part in value_parts(role, value):
+        span = next((s for s in clean if matches(role, part, s[1])), None)
+        if span is None:
+            return None
+        found = found or span
+    return found
+
+
+def recipients_in(text: str) -> list[str]:
+    """The addresses and numbers inside any string argument of an outgoing action."""
+    return [p[1][1] for p in analyse(text).parts if p[1][0] in RECIPIENT_KINDS]

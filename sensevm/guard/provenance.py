@@ -1,0 +1,558 @@
+"""Provenance: where a value came from, carried on labelled values so the second look can ask.
+
+An *origin* is a small tuple: ``("user",)`` for the user's own words, ``("literal",)`` for the
+program's constants, ``("trusted", tool)`` and ``("untrusted", tool)`` for tool results,
+``("model", name)`` for model output. A value is *influenced* when one of its origins is
+untrusted (a model's output carries its context's origins, so it is influenced when its
+prompt was).
+
+Values keep their plain Python types (values.py) and only values that came from outside the
+program are labelled, as subclasses of those types: ``LStr`` (labels per span of text, so
+concatenation keeps exact provenance), ``LInt``, ``LFloat`` and ``LBool`` (a wrapper: Python's
+bool cannot be subclassed). A plain value is clean. The VM's fast paths test exact types, so a
+labelled value always takes the slow path, and the slow paths in values.py hand it here just
+before they would have raised a type error: programs that never meet outside data pay nothing.
+Arrays are never labelled themselves; their elements are.
+
+Operations take the union of their inputs' origins; branching on a labelled condition labels
+what the branch stores (the VM's ``pc`` labels, see vm.py ``_run_tainted``).
+"""
+
+from __future__ import annotations
+
+EMPTY = frozenset()
+USER = ("user",)
+
+# Whether this process has made a labelled value yet. Until it has, no value anywhere holds a
+# label, and the operations that would have to walk a whole Array to find one (its length,
+# its inequality with another) need not.
+live = False
+LITERAL = ("literal",)
+
+
+def trusted(tool: str) -> tuple:
+    return ("trusted", tool)
+
+
+def untrusted(tool: str) -> tuple:
+    return ("untrusted", tool)
+
+
+_SINGLE: dict = {}
+
+
+def only(origin: tuple) -> frozenset:
+    """The one-origin set, shared: a union of a set with itself costs nothing (``a is b``)."""
+    s = _SINGLE.get(origin)
+    if s is None:
+        s = _SINGLE[origin] = frozenset((origin,))
+    return s
+
+
+def model(name: str) -> tuple:
+    return ("model", name)
+
+
+def union(a: frozenset, b: frozenset) -> frozenset:
+    """``a | b``, without making a new set when one side already holds the other (the common
+    case: a value summed over many calls of one tool)."""
+    if a is b or not b:
+        return a
+    if not a:
+        return b
+    if b <= a:
+        return a
+    if a <= b:
+        return b
+    return a | b
+
+
+def is_influenced(origins) -> bool:
+    for o in origins:
+        if o[0] == "untrusted":
+            return True
+    return False
+
+
+def describe(origin: tuple) -> str:
+    """An origin in words, for a reason shown to a person."""
+    kind = origin[0]
+    if kind == "user":
+        return "you"
+    if kind == "literal":
+        return "the program's own text"
+    if kind == "trusted":
+        return f"the trusted tool {origin[1]}"
+    if kind == "untrusted":
+        return "Python code" if origin[1] == "python" else f"the tool {origin[1]}"
+    return f"model {origin[1]}"
+
+
+def origin_text(origin: tuple) -> str:
+    """An origin as a short token for the audit log: user, literal, trusted:T, untrusted:T."""
+    if len(origin) == 1:
+        return origin[0]
+    return f"{origin[0]}:{origin[1]}"
+
+
+# ----------------------------------------------------------------------------- labelled values
+
+class LStr(str):
+    """A String with origins per span: ``spans`` is a tuple of (start, end, origins) covering
+    the text in order, adjacent spans of equal origins merged; a span with no origins is clean
+    (the program's own text). At least one span has origins (else the String is plain).
+
+    A String built by ``+`` shares one growing list of spans with the String it extends
+    (``_buf``, of which it sees the first ``_n``), so ``s = s + page + "-"`` in a loop adds
+    its spans in amortised O(1) instead of copying every span each time; ``spans`` is made
+    from the list when first read, and kept."""
+
+    type_name = "String"
+
+    def __new__(cls, text: str, spans: tuple):
+        global live
+        live = True
+        s = str.__new__(cls, text)
+        s._spans = spans if type(spans) is tuple else tuple(spans)
+        s._buf = None
+        return s
+
+    @property
+    def spans(self) -> tuple:
+        spans = self._spans
+        if spans is None:
+            spans = self._spans = _merged(self._buf, self._n)
+        return spans
+
+    def __reduce__(self):
+        return (LStr, (str(self), self.spans))
+
+
+def _grown(text: str, buf: list, n: int) -> LStr:
+    s = str.__new__(LStr, text)
+    s._spans = None
+    s._buf = buf
+    s._n = n
+    return s
+
+
+def _merged(buf: list, n: int) -> tuple:
+    out = []
+    for i in range(n):
+        span = buf[i]
+        if span[0] == span[1]:
+            continue
+        if out and out[-1][2] == span[2] and out[-1][1] == span[0]:
+            out[-1] = (out[-1][0], span[1], span[2])
+        else:
+            out.append(span)
+    return tuple(out)
+
+
+class LInt(int):
+    """An Int with origins. Python allows an int subclass no slots, and an instance dict per
+    value was a third of the cost of labelling a tool's result; so each origin set has its own
+    subclass of LInt (int_class) holding the set as a class attribute, and making a labelled
+    Int is int.__new__ alone. Test with ``type(v) in INT_TYPES``, never ``is LInt``."""
+
+    __slots__ = ()
+    type_name = "Int"
+    origins = EMPTY
+
+    def __new__(cls, value: int, origins: frozenset):
+        return int.__new__(int_class(origins), value)
+
+    def __reduce__(self):
+        return (LInt, (int(self), self.origins))
+
+
+class LFloat(float):
+    __slots__ = ("origins",)
+    type_name = "Float"
+
+    def __new__(cls, value: float, origins: frozenset):
+        global live
+        live = True
+        x = float.__new__(cls, value)
+        x.origins = origins
+        return x
+
+    def __reduce__(self):
+        return (LFloat, (float(self), self.origins))
+
+
+class LBool:
+    """A Bool with origins (Python's bool cannot be subclassed)."""
+
+    __slots__ = ("value", "origins")
+    type_name = "Bool"
+
+    def __init__(self, value: bool, origins: frozenset):
+        global live
+        live = True
+        self.value = value
+        self.origins = origins
+
+    def __bool__(self):
+        return self.value
+
+    def __eq__(self, other):
+        return self.value == (other.value if type(other) is LBool else other)
+
+    def __hash__(self):
+        return hash(self.value)
+
+    def __reduce__(self):
+        return (LBool, (self.value, self.origins))
+
+
+# The labelled types: a set that grows by one class per origin set an Int is labelled with.
+LABELLED = {LStr, LInt, LFloat, LBool}
+INT_TYPES = {LInt}
+_INT_CLASSES: dict = {}
+
+
+def int_class(origins: frozenset) -> type:
+    """The LInt subclass whose values carry ``origins``."""
+    cls = _INT_CLASSES.get(origins)
+    if cls is None:
+        global live
+        live = True             # (every labelled Int is made through its class, made here)
+        cls = type("LInt", (LInt,), {"__slots__": (), "origins": origins})
+        _INT_CLASSES[origins] = cls
+        INT_TYPES.add(cls)
+        LABELLED.add(cls)
+    return cls
+
+
+def plain(v):
+    """The unlabelled value (the same value for anything that is not labelled)."""
+    t = type(v)
+    if t is LStr:
+        return str.__str__(v)
+    if t in INT_TYPES:
+        return int(v)
+    if t is LFloat:
+        return float(v)
+    if t is LBool:
+        return v.value
+    return v
+
+
+def origins_of(v) -> frozenset:
+    """The origins of a value itself (an array's elements are not looked at)."""
+    t = type(v)
+    if t is LStr:
+        spans = v.spans
+        if len(spans) == 1:
+            return spans[0][2]
+        out = EMPTY
+        for span in spans:
+            out = union(out, span[2])
+        return out
+    if t in LABELLED:
+        return v.origins
+    return EMPTY
+
+
+_PLAIN_TYPES = frozenset({str, int, float, bool, type(None)})
+
+
+def deep_origins(v, _seen=None) -> frozenset:
+    """The origins of a value and of everything its text can show: an Array's items, and what
+    a value of the VM's shows of its own (``sense_origins()``: an agent's pause reason, an
+    answer's value, a Python object's untrusted text ...)."""
+    t = type(v)
+    if t is not list:
+        if t in _PLAIN_TYPES:
+            return EMPTY
+        if t in LABELLED:
+            return origins_of(v)
+        own = getattr(v, "sense_origins", None)
+        return own() if own is not None else EMPTY
+    seen = _seen if _seen is not None else set()
+    if id(v) in seen:
+        return EMPTY
+    seen.add(id(v))
+    out = EMPTY
+    for x in v:
+        if type(x) not in _PLAIN_TYPES:
+            out = union(out, deep_origins(x, seen))
+    return out
+
+
+def spans_of(s: str) -> tuple:
+    if type(s) is LStr:
+        return s.spans
+    return ((0, len(s), EMPTY),) if s else ()
+
+
+def make_str(text: str, spans) -> str:
+    """``text`` with ``spans`` (adjacent spans with equal origins merged); plain when clean."""
+    merged = []
+    for start, end, origins in spans:
+        if end <= start and text:
+            continue
+        if merged and merged[-1][2] == origins:
+            merged[-1] = (merged[-1][0], end, origins)
+        else:
+            merged.append((start, end, origins))
+    if not any(span[2] for span in merged):
+        return text
+    return LStr(text, tuple(merged))
+
+
+def label(v, origins: frozenset):
+    """``v`` with ``origins`` added (to every span of a string; to the elements of an array,
+    which are changed in place: labels are invisible to the program)."""
+    if not origins:
+        return v
+    t = type(v)
+    if t is str:
+        return LStr(v, ((0, len(v), origins),))
+    if t is LStr:
+        return LStr(str.__str__(v), tuple((a, b, union(o, origins)) for a, b, o in v.spans))
+    if t is int:
+        return int.__new__(int_class(origins), v)
+    if t is bool:
+        return LBool(v, origins)
+    if t is float:
+        return LFloat(v, origins)
+    if t in INT_TYPES:
+        return int.__new__(int_class(union(v.origins, origins)), int(v))
+    if t is LFloat:
+        return LFloat(float(v), union(v.origins, origins))
+    if t is LBool:
+        return LBool(v.value, union(v.origins, origins))
+    if t is list:
+        _label_items(v, origins, set())
+    return v
+
+
+def _label_items(items: list, origins, seen) -> None:
+    if id(items) in seen:
+        return
+    seen.add(id(items))
+    for i, x in enumerate(items):
+        if type(x) is list:
+            _label_items(x, origins, seen)
+        else:
+            items[i] = label(x, origins)
+
+
+def like(result, *sources):
+    """``result`` labelled with the union of the (deep) origins of ``sources``."""
+    origins = EMPTY
+    for s in sources:
+        origins = union(origins, deep_origins(s))
+    return label(result, origins)
+
+
+# ----------------------------------------------------------------------------- operations
+# values.py calls these only when an operand is labelled; each computes on the plain values
+# with the plain operation (so errors and results are exactly the unlabelled ones) and labels
+# the result.
+
+def concat(a: str, b: str, text: str | None = None) -> str:
+    """``a + b`` (``text``, when the caller has made it) with the spans of both.
+
+    When ``a`` is the newest String on its span list, ``b``'s spans are added to that list in
+    place (one atomic ``extend``: if another thread extended it first, this one copies), so a
+    String grown by ``+`` in a loop costs O(1) per step in spans."""
+    if type(a) is not LStr and type(b) is not LStr:
+        return str.__str__(a) + str.__str__(b) if text is None else text
+    n = len(a)
+    if text is None:
+        text = str.__str__(a) + str.__str__(b)
+    if not n or not b:
+        # An empty labelled String keeps its label only alone (make_str's rule): this way,
+        # every String grown below has spans of positive length, a labelled one among them.
+        return make_str(text, list(spans_of(a)) + [(s + n, e + n, o) for s, e, o in spans_of(b)])
+    if type(b) is LStr:
+        more = [(s + n, e + n, o) for s, e, o in b.spans]
+    else:
+        more = [(n, n + len(b), EMPTY)] if b else []
+    if type(a) is LStr:
+        buf = a._buf
+        if buf is not None and len(buf) == a._n:
+            buf.extend(more)
+            if buf[a._n] is more[0]:              # this call owns what it added
+                return _grown(text, buf, a._n + len(more))
+        buf = list(a.spans)
+    else:
+        buf = [(0, n, EMPTY)] if n else []
+    start = len(buf)
+    buf.extend(more)
+    return _grown(text, buf, start + len(more))
+
+
+_new_int = int.__new__
+
+
+def add(a, b, plain_add):
+    ta, tb = type(a), type(b)
+    if ta in INT_TYPES:
+        # The common case (a total of tool results), without label()'s dispatch: the class
+        # of an operand already carries the origins.
+        if tb is int or tb is ta:
+            return _new_int(ta, int.__add__(a, b))
+        if tb in INT_TYPES:
+            return _new_int(int_class(union(a.origins, b.origins)), int.__add__(a, b))
+    elif ta is int and tb in INT_TYPES:
+        return _new_int(tb, int.__add__(a, b))
+    pa, pb = plain(a), plain(b)
+    result = plain_add(pa, pb)
+    if type(result) is str:
+        return concat(a, b, result)
+    return label(result, union(origins_of(a), origins_of(b)))
+
+
+def binary(fn, a, b, *rest):
+    """A numeric or comparison operation on plain operands, labelled with both origins."""
+    return label(fn(*rest, plain(a), plain(b)), union(origins_of(a), origins_of(b)))
+
+
+def unary(fn, a):
+    return label(fn(plain(a)), origins_of(a))
+
+
+def negation(v):
+    """``not v`` for a labelled value: a Bool with its origins."""
+    return label(not plain(v), origins_of(v))
+
+
+def char_at(s: str, i: int):
+    """The one-character String at index ``i`` (already checked), with its span's origins."""
+    if i < 0:
+        i += len(s)
+    ch = str.__str__(s)[i]
+    for start, end, origins in spans_of(s):
+        if start <= i < end:
+            return LStr(ch, ((0, 1, origins),)) if origins else ch
+    return ch
+
+
+class Chars:
+    """The characters of a labelled String, read by index (``for c in s``, values.StringIterator),
+    each with its span's origins, without copying the String: reading them in order walks its
+    spans once."""
+
+    __slots__ = ("text", "spans", "k")
+
+    def __init__(self, s: str):
+        self.text = str.__str__(s)
+        self.spans = spans_of(s)
+        self.k = 0              # the span of the character read last
+
+    def __len__(self) -> int:
+        return len(self.text)
+
+    def __getitem__(self, i: int):
+        spans = self.spans
+        k = self.k
+        start, end, origins = spans[k]
+        if not start <= i < end:
+            k = k if i >= end else 0
+            while not spans[k][0] <= i < spans[k][1]:
+                k += 1
+            self.k = k
+            origins = spans[k][2]
+        ch = self.text[i]
+        return LStr(ch, ((0, 1, origins),)) if origins else ch
+
+
+def clean_spans(v) -> list:
+    """The pieces of a value's text whose origins are all trusted to vouch (user, literal,
+    uninfluenced trusted), as (origin, text) pairs."""
+    out = []
+    stack = [v]
+    seen = set()
+    while stack:
+        x = stack.pop()
+        t = type(x)
+        if t is list:
+            if id(x) not in seen:
+                seen.add(id(x))
+                stack.extend(x)
+        elif t is str:
+            out.append((LITERAL, x))
+        elif t is LStr:
+            text = str.__str__(x)
+            for start, end, origins in x.spans:
+                if not is_influenced(origins):
+                    out.append((_best(origins), text[start:end]))
+    return out
+
+
+def _best(origins) -> tuple:
+    """The origin that vouches for a clean span, by precedence: user, literal, trusted."""
+    if not origins:
+        return LITERAL
+    ranked = sorted(origins, key=lambda o: ({"user": 0, "literal": 1, "trusted": 2}
+                                            .get(o[0], 3), o))
+    return ranked[0]
+
+
+# ----------------------------------------------------------------------------- join points
+
+class JoinPoints:
+    """Where the branches of one code object join again: each instruction's immediate
+    post-dominator, from post-dominator sets (bitsets) over the instruction graph.
+
+    Computed from the bytecode itself, not from what the compiler meant, so hand-made
+    bytecode cannot end a pc label early. A branch with no join inside its code object (one
+    arm returns, or loops forever) keeps its label to the end of the frame."""
+
+    __slots__ = ("pdom", "exit", "cache")
+
+    def __init__(self, instrs):
+        from sensevm.bytecode.opcodes import JUMPS, TERMINATORS, Op
+        n = len(instrs)
+        succ = []
+        for i, (op, a, b) in enumerate(instrs):
+            o = Op(op)
+            out = []
+            if o in JUMPS:
+                out.append(b if o is Op.TEST_BEGIN else a)
+            if o not in TERMINATORS:
+                out.append(i + 1 if i + 1 < n else n)
+            if o is Op.RETURN or not out:
+                out.append(n)
+            succ.append(out)
+        everything = (1 << (n + 1)) - 1
+        pdom = [everything] * n + [1 << n]
+        changed = True
+        while changed:
+            changed = False
+            for i in range(n - 1, -1, -1):
+                acc = everything
+                for j in succ[i]:
+                    acc &= pdom[j]
+                acc |= 1 << i
+                if acc != pdom[i]:
+                    pdom[i] = acc
+                    changed = True
+        self.pdom = pdom
+        self.exit = n
+        self.cache = {}
+
+    def join(self, i: int):
+        """The immediate post-dominator of instruction ``i``, or None (the frame's end)."""
+        if i in self.cache:
+            return self.cache[i]
+        pdom = self.pdom
+        strict = pdom[i] & ~(1 << i)
+        found = None
+        if not strict >> self.exit & 1 or strict == (1 << self.exit):
+            found = None
+        else:
+            rest = strict
+            while rest:
+                low = rest & -rest
+                d = low.bit_length() - 1
+                if pdom[d] == strict:
+                    found = d if d != self.exit else None
+                    break
+                rest ^= low
+        self.cache[i] = found
+        return found

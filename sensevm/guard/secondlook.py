@@ -1,0 +1,574 @@
+"""The second look: before an outgoing action verifies and again before it commits, and before
+an outgoing tool runs, every recipient, amount, link, code and credential argument that outside
+content influenced must be vouched for by the user's words, the program's own text or an
+uninfluenced trusted record.
+
+The VM calls ``SecondLook.evaluate`` from its verify and commit handlers (vm.py), after the
+policy check, for actions that send data out (declared ``sends``, requiring an outbound
+capability, or taking a credential: ``outbound.is_outbound``). A flagged evaluation makes the action
+require ``.approve()`` given *after* the flag, whatever the policy or declaration say; the
+approval is bound to a digest of the arguments and their origins, so changing an argument asks
+again. An outgoing tool is evaluated at each call, before its body runs (``evaluate_tool``): a
+flagged call is refused, and ``t.approve()`` after the refusal lets the same call run once.
+Every evaluation with labelled arguments is recorded host-side in the audit trail, each value
+with the kind it was recognised as and what vouched for it. The matching rules are in
+endorse.py and the labels in provenance.py.
+"""
+
+from __future__ import annotations
+
+from sensevm.guard import provenance as P
+
+_E = None
+_new_int = int.__new__
+
+
+def _endorse():
+    """endorse.py, imported at the first check (it needs decimal, which start-up does not)."""
+    global _E
+    if _E is None:
+        from sensevm.guard import endorse
+        _E = endorse
+    return _E
+
+PREVIEW = 60        # characters of a value shown in a reason or an audit record
+
+_RANK = {"user": 0, "literal": 1, "trusted": 2}
+_PYTHON = P.only(P.untrusted("python"))
+
+
+class Finding:
+    __slots__ = ("param", "role", "value", "origins", "endorsed", "verdict", "kind", "path",
+                 "matched")
+
+    def __init__(self, param, role, value, origins, endorsed, verdict, kind=None, path=None,
+                 matched=None):
+        self.param = param
+        self.role = role
+        self.value = value            # the plain value checked (a whole argument or a part)
+        self.origins = origins
+        self.endorsed = endorsed      # (origin, text) of the clean text that vouched, or None
+        self.verdict = verdict        # "clean" (not influenced), "endorsed" or "flagged"
+        self.kind = kind              # what the value was recognised as (endorse.py)
+        self.path = path              # where inside the argument (an element, an entry)
+        self.matched = matched        # the value as compared (its key), when it has a kind
+
+    def shown(self) -> str:
+        return _masked(self.value) if self.role == "credential" else _preview(self.value)
+
+    def as_json(self) -> dict:
+        out = {
+            "param": self.param, "role": self.role, "kind": self.kind, "preview": self.shown(),
+            "origins": sorted(P.origin_text(o) for o in self.origins) or ["literal"],
+            "endorsed_by": (P.origin_text(self.endorsed[0]) if self.endorsed else None),
+            "verdict": self.verdict,
+        }
+        if self.path is not None and self.path != self.param:
+            out["path"] = self.path
+        if self.matched is not None and self.role != "credential":
+            out["compared_as"] = self.matched
+        if self.endorsed and self.role != "credential":
+            out["evidence"] = _preview(self.endorsed[1])
+        return out
+
+
+class Evaluation:
+    __slots__ = ("name", "args", "findings", "stage", "_digest")
+
+    def __init__(self, name, args, findings, stage):
+        self.name = name
+        self.args = args
+        self.findings = findings
+        self.stage = stage
+        self._digest = None
+
+    @property
+    def digest(self) -> str:
+        """Made only for an evaluation that has findings (an unlabelled call has nothing to
+        bind an approval to), when the VM reads it -- at once, before an argument can change."""
+        if self._digest is None:
+            self._digest = _digest(self.name, self.args)
+        return self._digest
+
+    @property
+    def flagged(self) -> list:
+        return [f for f in self.findings if f.verdict == "flagged"]
+
+    def reason(self) -> str:
+        """A plain sentence naming the first flagged value and where it came from."""
+        f = self.flagged[0]
+        sources = sorted({P.describe(o) for o in f.origins if o[0] == "untrusted"})
+        if not sources:
+            sources = sorted({P.describe(o) for o in f.origins})
+        where = ", ".join(sources)
+        what = {"recipient": "goes to", "link": "carries the link", "code": "runs the code",
+                "amount": "is for the amount", "content": "contains",
+                "credential": "sets the credential"}[f.role]
+        if f.role == "amount":
+            tail = f"came from {where}, and you never gave that amount"
+        else:
+            tail = f"came from {where}, not from you or your records"
+        kind = f", {_ARTICLE.get(f.kind)}" if f.kind in _ARTICLE else ""
+        more = len(self.flagged) - 1
+        extra = f" ({more} more value{'s' if more > 1 else ''} flagged)" if more else ""
+        return (f"'{self.name}' {what} {f.shown()} (argument '{f.param}'{kind}), "
+                f"which {tail}{extra}")
+
+    def as_json(self) -> dict:
+        return {"stage": self.stage, "digest": self.digest,
+                "decision": "ask" if self.flagged else "pass",
+                "findings": [f.as_json() for f in self.findings]}
+
+
+# Kinds a reason names, because they say why an address that looks right is not the one given.
+_ARTICLE = {"malformed email": "a malformed e-mail address", "malformed url": "a malformed URL",
+            "iban (unverified)": "an IBAN whose check digits do not verify"}
+
+_NOTHING = Evaluation("", (), [], "")
+
+
+def _preview(value) -> str:
+    text = str(P.plain(value)) if not isinstance(value, list) else repr(value)
+    return repr(text if len(text) <= PREVIEW else text[:PREVIEW] + "...")
+
+
+def _masked(value) -> str:
+    """A credential is never written out: the reason and the audit trail give its length."""
+    text = str(P.plain(value))
+    return f"<secret, {len(text)} character{'' if len(text) == 1 else 's'}>"
+
+
+# Arguments of these types are not labelled and hold nothing: the common case, decided first.
+_PLAIN_TYPES = frozenset((str, int, float, bool, type(None)))
+
+
+class SecondLook:
+    """One run's second look: the evidence seen so far and the tool-call counter for origins.
+
+    Shared by the VM and its worker execution states (they share this object)."""
+
+    def __init__(self):
+        self._units: list = []
+        self._untrusted: dict = {}            # tool name -> the LInt class of its origin
+        # Set once any labelled value exists: from then on tier 2 runs no leaf forms (they
+        # have no frame to keep a pc label on).
+        self.live = False
+        self.evidence: list = []          # (origin, text): the user's words, trusted records
+        self._seen: set = set()
+        self._literals = None
+        self._reset_index()
+
+    def _reset_index(self) -> None:
+        # What the evidence holds, by key, each with the best span (by precedence) holding it:
+        # built as the first checks need it, and extended as evidence grows.
+        self._keys: dict = {}
+        self._amounts: dict = {}          # Decimal -> [(currency, span)]
+        self._indexed = 0
+        self._literals_indexed = False
+
+    # -- minting labels where values enter the program
+
+    def add_evidence(self, origin, text) -> None:
+        key = (origin, text)
+        if text and key not in self._seen:
+            self._seen.add(key)
+            self.evidence.append(key)
+
+    def user_text(self, text: str):
+        """The user's own words (an ask_human answer, the run's request): evidence, labelled."""
+        self.add_evidence(P.USER, text)
+        self.live = True
+        return P.label(text, frozenset({P.USER}))
+
+    def tool_result(self, tool, value):
+        """A tool's result: trusted (and then evidence) or untrusted, as the tool is declared."""
+        self.live = True
+        decl = tool.decl
+        if decl.trusted:
+            value = P.label(value, P.only(P.trusted(decl.name)))
+            self.context(value)
+            return value
+        cls = self._untrusted.get(decl.name)
+        if cls is None:
+            cls = self._untrusted[decl.name] = P.int_class(P.only(P.untrusted(decl.name)))
+        origins = cls.origins
+        t = type(value)
+        if t is int:
+            return _new_int(cls, value)         # the common cases, without label()'s dispatch
+        if t is str:
+            return P.LStr(value, ((0, len(value), origins),))
+        return P.label(value, origins)
+
+    def context(self, *values) -> None:
+        """Text a model or a trusted record showed: its clean spans count as evidence (the
+        literal half of a prompt like ``"Email a@b.example. Notes: " + page`` vouches for
+        that address)."""
+        for v in values:
+            for origin, text in P.clean_spans(v):
+                self.add_evidence(origin, text)
+            for x in _flat(v):
+                if (type(x) in P.INT_TYPES or type(x) is P.LFloat) \
+                        and not P.is_influenced(x.origins):
+                    self.add_evidence(P._best(x.origins), str(P.plain(x)))
+
+    # -- the program's own words
+
+    def add_unit(self, unit) -> None:
+        """A loaded unit of code (its literals are gathered at the first check)."""
+        self._units.append(unit)
+        self._literals = None
+        self._literals_indexed = False
+
+    def literals(self) -> list:
+        """The constants the program's code pushes: its own words and numbers -- except inside
+        tool bodies, whose text stands for what the tool fetches. Strings as (LITERAL, text);
+        numbers (Int and Float constants, amounts the author wrote) as (LITERAL, number)."""
+        if self._literals is None:
+            from sensevm.bytecode.opcodes import Op
+            from sensevm.bytecode.program import CodeKind
+            load_const = int(Op.LOAD_CONST)
+            found = set()
+            numbers = set()
+            for unit in self._units:
+                for prepared in unit:
+                    if prepared.code.kind is CodeKind.TOOL_BODY:
+                        continue
+                    for op, a, _ in prepared.instrs:
+                        if op == load_const:
+                            t = type(a)
+                            if t is str and a:
+                                found.add(a)
+                            elif t is int or t is float:
+                                numbers.add(a)
+            self._literals = ([(P.LITERAL, c) for c in sorted(found)]
+                              + [(P.LITERAL, n) for n in sorted(numbers, key=repr)])
+        return self._literals
+
+    def _index(self) -> None:
+        """Bring the index up to the evidence and literals seen so far."""
+        E = _endorse()
+        if not self._literals_indexed:
+            if self._indexed:
+                self._reset_index()
+            for span in self.literals():
+                if type(span[1]) is str:
+                    self._add_to_index(E, span)
+                else:
+                    amount = E.as_amount(span[1])
+                    if amount is not None:
+                        self._add_amount(amount[0], None, (P.LITERAL, repr(span[1])))
+            self._literals_indexed = True
+        evidence = self.evidence
+        while self._indexed < len(evidence):
+            self._add_to_index(E, evidence[self._indexed])
+            self._indexed += 1
+
+    def _add_to_index(self, E, span) -> None:
+        origin, text = span
+        analysis = E.analyse(text)
+        rank = _RANK.get(origin[0], 3)
+        keys = self._keys
+        for key in analysis.keys:
+            known = keys.get(key)
+            if known is None or _RANK.get(known[0][0], 3) > rank:
+                keys[key] = span
+        if origin[0] in ("user", "literal"):        # only you, or the author, give amounts
+            for value, currency in analysis.amounts:
+                self._add_amount(value, currency, span)
+
+    def _add_amount(self, value, currency, span) -> None:
+        entries = self._amounts.setdefault(value, [])
+        if (currency, span) not in entries:
+            entries.append((currency, span))
+            entries.sort(key=lambda e: _RANK.get(e[1][0][0], 3))
+
+    # -- the check
+
+    def evaluate(self, action, stage: str) -> Evaluation:
+        args = action.args
+        for a in args:
+            if type(a) not in _PLAIN_TYPES:
+                break
+        else:
+            return _NOTHING         # nothing labelled, nothing inside: nothing to look at
+        definition = action.definition
+        decl = definition.decl
+        return self._evaluate(action.name, definition.params, args, decl, decl.capability,
+                              stage)
+
+    def evaluate_tool(self, tool, args) -> Evaluation:
+        """An outgoing tool's call, before its body runs (stage ``call``)."""
+        for a in args:
+            if type(a) not in _PLAIN_TYPES:
+                break
+        else:
+            return _NOTHING
+        return self._evaluate(tool.name, tool.params, args, tool.decl, tool.capability, "call")
+
+    def _evaluate(self, name, params, args, decl, capability, stage) -> Evaluation:
+        E = _endorse()
+        roles = dict(getattr(decl, "roles", ()))
+        findings = []
+        for param, value in zip(params, args):
+            named = E.named_role(param, roles.get(param))
+            for leaf, hint, path in _leaves(value, param, E):
+                role = named or hint or E.value_role(capability, P.plain(leaf))
+                findings.extend(self._check(param, role, leaf, path, E))
+        return Evaluation(name, list(args), findings, stage)
+
+    def _check(self, param, role, leaf, path, E) -> list:
+        origins = P.origins_of(leaf)
+        if not origins:
+            return []
+        value = P.plain(leaf)
+        influenced = P.is_influenced(origins)
+        if role == "content":
+            # Recipients and links inside any text an outgoing call sends are checked too,
+            # each by the spans it came from.
+            if type(value) is not str or not influenced:
+                return []
+            out = []
+            for kind, key, start, end in E.analyse(value).parts:
+                part_origins = _origins_between(leaf, start, end)
+                if not P.is_influenced(part_origins):
+                    continue
+                part_role = "link" if key[0] in ("url", "url?") else "recipient"
+                part = (kind, key, value[start:end])
+                endorsed = self._endorsement(leaf, part_role, part, E)
+                out.append(Finding(param, part_role, part[2], part_origins, endorsed,
+                                   "endorsed" if endorsed else "flagged", kind, path,
+                                   _compared(part)))
+            return out
+        out = []
+        for part in E.value_parts(role, value):
+            kind, key, shown = part
+            if not influenced:
+                out.append(Finding(param, role, shown, origins, None, "clean", kind, path,
+                                   _compared(part)))
+                continue
+            endorsed = self._endorsement(leaf, role, part, E)
+            out.append(Finding(param, role, shown, origins, endorsed,
+                               "endorsed" if endorsed else "flagged", kind, path,
+                               _compared(part)))
+        return out
+
+    def _endorsement(self, leaf, role, part, E):
+        """The clean text that holds a value equal to ``part``, by precedence (user, literal,
+        trusted; the value's own clean spans first among equals), or None."""
+        best = None
+        for span in P.clean_spans(leaf):
+            if role == "amount" and span[0][0] not in ("user", "literal"):
+                continue
+            if E.matches(role, part, span[1]):
+                if best is None or _RANK.get(span[0][0], 3) < _RANK.get(best[0][0], 3):
+                    best = span
+        self._index()
+        kind, key, shown = part
+        if kind == "amount":
+            found = None
+            if key is not None:
+                for currency, span in self._amounts.get(key[1], ()):
+                    if key[2] is None or currency is None or currency == key[2]:
+                        found = span
+                        break
+        elif key is not None:
+            found = self._keys.get(key)
+        else:
+            found = None
+            for span in self.evidence + [s for s in self.literals() if type(s[1]) is str]:
+                if (found is None or _RANK.get(span[0][0], 3) < _RANK.get(found[0][0], 3)) \
+                        and E.text_match(role, shown, span[1]):
+                    found = span
+                    if _RANK.get(span[0][0], 3) == 0:
+                        break
+        if found is not None and (best is None
+                                  or _RANK.get(found[0][0], 3) < _RANK.get(best[0][0], 3)):
+            best = found
+        return best
+
+
+def _compared(part):
+    """A part's key as the audit record shows it (None for text, which has no kind)."""
+    kind, key, shown = part
+    if key is None:
+        return None
+    if key[0] == "amount":
+        return str(key[1]) + (f" {key[2]}" if key[2] else "")
+    return key[1]
+
+
+def _flat(value):
+    """The values inside an array (nested arrays flattened), or the value itself."""
+    if type(value) is not list:
+        yield value
+        return
+    seen = set()
+    stack = [value]
+    while stack:
+        x = stack.pop()
+        if type(x) is list:
+            if id(x) not in seen:
+                seen.add(id(x))
+                stack.extend(reversed(x))
+        else:
+            yield x
+
+
+def _leaves(value, param, E):
+    """(value, role hint, path) of every value inside an argument: array elements (nested
+    arrays included), an Answer's value, a Memory's entries, and a Python map's, list's or
+    object's contents (all of which Python code chose). An entry whose key names a role
+    (``{"recipient": ..., "amount": ...}``) has that role unless the parameter has one."""
+    t = type(value)
+    if t in _PLAIN_TYPES or t in P.LABELLED:
+        yield value, None, param
+        return
+    seen = set()
+    stack = [(value, None, param)]
+    while stack:
+        x, hint, path = stack.pop()
+        t = type(x)
+        if t is list:
+            if id(x) not in seen:
+                seen.add(id(x))
+                stack.extend(reversed([(y, hint, f"{path}[{i}]") for i, y in enumerate(x)]))
+            continue
+        if t in _PLAIN_TYPES or t in P.LABELLED:
+            yield x, hint, path
+            continue
+        kind = getattr(t, "type_name", None)
+        if kind == "Answer":
+            stack.append((x.value, hint, f"{path}.value"))
+        elif kind == "Memory" and hasattr(x, "snapshot"):
+            if id(x) not in seen:
+                seen.add(id(x))
+                entries = x.snapshot((None, None))
+                stack.extend(reversed([(v, E.named_role(k) or hint, f"{path}[{k!r}]")
+                                       for k, v in entries]))
+        elif kind == "Python" and hasattr(x, "value"):
+            yield from _python_leaves(x.value, hint, path, seen, E)
+        # Functions, actions, agents, futures... carry no data of their own to look into.
+
+
+def _python_leaves(obj, hint, path, seen, E):
+    """The contents of a Python value, labelled as what Python code gives is (untrusted)."""
+    stack = [(obj, hint, path)]
+    while stack:
+        x, hint, path = stack.pop()
+        if x is None:
+            continue
+        if isinstance(x, (str, int, float)):
+            yield P.label(x if type(x) in (str, int, float, bool) else _py_str(x), _PYTHON), \
+                hint, path
+        elif isinstance(x, (dict, list, tuple, set, frozenset)):
+            if id(x) in seen:
+                continue
+            seen.add(id(x))
+            try:        # a subclass's own items() or __iter__ may raise: then it is its text
+                if isinstance(x, dict):
+                    inside = [(v, E.named_role(_py_str(k)) or hint, f"{path}[{_py_repr(k)}]")
+                              for k, v in list(x.items())]
+                else:
+                    inside = [(v, hint, f"{path}[{i}]") for i, v in enumerate(list(x))]
+            except Exception:
+                yield P.label(_py_str(x), _PYTHON), hint, path
+                continue
+            stack.extend(reversed(inside))
+        else:
+            yield P.label(_py_str(x), _PYTHON), hint, path
+
+
+def _py_repr(x) -> str:
+    try:
+        text = repr(x)
+        return text if type(text) is str else str.__str__(text)
+    except Exception:
+        return f"<python {type(x).__name__}>"
+
+
+def _py_str(x) -> str:
+    try:
+        text = str(x)
+        return text if type(text) is str else str.__str__(text)
+    except Exception:       # a broken __str__ must not break the check
+        return f"<python {type(x).__name__}>"
+
+
+def _origins_between(leaf, start: int, end: int) -> frozenset:
+    """The origins of the spans of ``leaf`` that [start, end) overlaps."""
+    if type(leaf) is not P.LStr:
+        return P.origins_of(leaf)
+    out = P.EMPTY
+    for a, b, origins in leaf.spans:
+        if a < end and start < b:
+            out = P.union(out, origins)
+    return out
+
+
+def _digest(name, args) -> str:
+    """The arguments and their origins, hashed: what an approval after a flag is bound to."""
+    import hashlib
+    import json
+
+    def canon(v):
+        if type(v) is list:
+            return ["list", [canon(x) for x in v]]
+        origins = sorted(P.origin_text(o) for o in P.origins_of(v))
+        if type(v) is P.LStr:
+            origins = [[a, b, sorted(P.origin_text(o) for o in o_)] for a, b, o_ in v.spans]
+        p = P.plain(v)
+        if type(p) in (str, int, bool) or p is None:
+            return [type(p).__name__, p, origins]
+        if type(p) is float:
+            return ["float", repr(p), origins]
+        return ["other", str(p), origins]
+
+    doc = [name, [canon(a) for a in args]]
+    text = json.dumps(doc, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
+    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+# ----------------------------------------------------------------------------- outgoing tools
+
+def tool_member(tool, vm, name: str):
+    """``t.second_look`` and ``t.approve`` of an outgoing tool; any other member (and these,
+    on a tool that sends nothing) is the error every Tool gives."""
+    from sensevm.base.errors import SenseRuntimeError
+    if tool.outbound:
+        if name == "second_look":
+            return tool.reason if tool.flag is not None else None
+        if name == "approve":
+            return ToolApproval(tool, vm.frame.pos)
+    raise SenseRuntimeError(f"cannot access member '{name}' on type Tool")
+
+
+class ToolApproval:
+    """``t.approve``: after a refused call, lets exactly that call (the same arguments, from
+    the same origins) run once."""
+
+    __slots__ = ("tool", "pos")
+    type_name = "Function"
+    is_function = True
+
+    def __init__(self, tool, pos):
+        self.tool = tool
+        self.pos = pos
+
+    def __str__(self) -> str:
+        return f"<builtin {self.tool.name}.approve>"
+
+    def sense_call(self, vm, frame, args) -> bool:
+        from sensevm.guard.audit import AuditRecord
+        from sensevm.base.errors import SenseRuntimeError
+        if args:
+            raise SenseRuntimeError(f"'{self.tool.name}.approve' expects 0 argument(s), "
+                                    f"got {len(args)}")
+        tool = self.tool
+        if tool.flag is not None:
+            tool.cleared = tool.flag
+            # Host-side, as an action's approval is (spec 21.9).
+            vm.audit.append(AuditRecord.make(tool.subject, tool.name, "tool", "approved",
+                                             "second look", self.pos.line, vm.lineage(frame),
+                                             True))
+        frame.stack.append(None)
+        return False

@@ -1,0 +1,131 @@
+"""Frames and what both tiers share about them: prepared code objects, frames, test handlers, tier 2's direct-call limits.
+
+The dispatch loop (vm.py) and tier 2 (tier2.py) both make and run these; neither imports the
+other to reach them.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing would slow every start
+    from typing import Optional
+
+    from sensevm.base.errors import Pos
+    from sensevm.runtime.values import Closure, ModuleValue, Scope
+
+# A tier-2 frame runs the tier-2 frame it just pushed by calling its generator directly, which
+# saves a trip through the loop; at most this many deep, so the host stack stays small.
+INLINE_LIMIT = 32
+# Calls with fewer arguments than this find a direct form by their count (PreparedCode.dx).
+DIRECT_ARITIES = 8
+NO_DIRECT = (None,) * DIRECT_ARITIES
+# Direct-form activations nested on the Python stack (one Python frame each); a call past this
+# is made with a real frame, so deep recursion never reaches Python's recursion limit.
+DIRECT_LIMIT = 48
+
+
+class PreparedCode:
+    """A verified code object in the shape the dispatch loop wants.
+
+    ``unit`` is the list of every PreparedCode of the same program and ``program`` that program:
+    operands that name other code objects, actions or modules are relative to them, so values
+    made by different compiled units (the REPL's inputs) live side by side in one VM.
+    """
+
+    __slots__ = ("code", "index", "instrs", "positions", "path", "param_checks", "return_check",
+                 "unit", "program", "t2", "direct", "dx", "heat", "joins")
+
+    def __init__(self, code, instrs, positions, path, param_checks, return_check):
+        self.joins = None         # post-dominator sets, made at the first labelled branch
+        self.t2 = None            # tier 2: None = not tried yet, False = declined, else Compiled
+        self.direct = None        # tier 2's direct form, if it has one (see tier2.Compiled)
+        self.dx = NO_DIRECT       # ... by argument count: a call with n arguments uses dx[n]
+        self.heat = 0             # frame entries and loop back-edges seen by tier 1
+        self.index = -1
+        self.unit: list = []
+        self.program = None
+        self.code = code
+        self.instrs = instrs
+        self.positions = positions
+        self.path = path
+        self.param_checks = param_checks
+        self.return_check = return_check
+
+
+class TestHandler:
+    """A running ``test`` block: where to resume, and the stack and scope to restore, on error."""
+
+    __slots__ = ("name", "target", "depth", "scope", "pos")
+
+    def __init__(self, name, target, depth, scope, pos):
+        self.name = name
+        self.target = target
+        self.depth = depth
+        self.scope = scope
+        self.pos = pos
+
+
+class TestResult:
+    __slots__ = ("name", "passed", "error", "path", "pos")
+
+    def __init__(self, name, passed, error, path, pos):
+        self.name = name
+        self.passed = passed
+        self.error = error
+        self.path = path
+        self.pos = pos
+
+
+_NO_TESTS = ()      # most frames never run a test block: they share this empty sequence
+
+
+class Deoptimize(BaseException):
+    """Raised through the direct forms of tier 2 (tier2.Compiled) when one meets a call it
+    cannot make as a plain Python call: each direct activation on the way out becomes a real
+    frame, ``top`` the outermost so far (None: the callee was refused before it was entered),
+    and ``depth`` is the depth of the innermost, which the VM's depth becomes.
+
+    A BaseException, so that no ``except Exception`` on the way (a direct form's own position
+    handler) mistakes it for an error.
+    """
+
+    def __init__(self, top, depth):
+        self.top = top
+        self.depth = depth
+
+
+class Frame:
+    """One running body. ``action``/``role`` mark an action's commit body or rollback block, whose
+    return and failure move the action's state; ``tags`` are its audit lineage frames."""
+
+    __slots__ = ("prepared", "instrs", "ip", "stack", "scope", "closure", "tests", "module",
+                 "caller", "action", "role", "tags", "audit_line", "origin", "gen", "gvm", "pc")
+
+    def __init__(self, prepared: PreparedCode, scope: Scope, caller: Optional["Frame"],
+                 closure: Optional[Closure] = None, module: Optional[ModuleValue] = None,
+                 action=None, role: Optional[str] = None, tags: tuple = (),
+                 audit_line: Optional[int] = None):
+        self.action = action
+        self.role = role
+        self.origin = None    # for a body on a worker thread: a snapshot of who called it
+        self.tags = tags
+        self.audit_line = audit_line
+        self.prepared = prepared
+        self.instrs = prepared.instrs
+        self.ip = 0
+        self.stack: list = []
+        self.scope = scope
+        self.closure = closure
+        self.tests: list[TestHandler] = _NO_TESTS     # a list once a test block starts
+        self.module = module
+        self.caller = caller
+        self.gen = None       # a tier-2 generator running this frame, made by the VM ``gvm``
+        self.gvm = None
+        # Branches on influenced values still open here: [(join ip or -1, origins, depth)]
+        # (see _run_tainted); None for almost every frame.
+        self.pc = None
+
+    @property
+    def pos(self) -> Pos:
+        """The position of the instruction being executed."""
+        return self.prepared.positions[max(self.ip - 1, 0)]

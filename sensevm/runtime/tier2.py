@@ -1,0 +1,1571 @@
+"""Tier 2: compiles a verified, hot code object into a Python generator that runs its frames.
+
+The generated generator replaces the dispatch loop for one frame: the operand stack lives in
+Python locals (``s0``, ``s1``, ... by depth, which the verifier fixed per instruction), the
+common instructions are inlined as Python statements, and every other instruction calls the
+tier-1 handler itself, so actions, tools, policy, imports and agents run the very same checks
+in both tiers.
+
+The frame stays a real tier-1 frame at every point where anything else can see it: before a
+call, or any instruction handed to its tier-1 handler, the generator writes its stack, scope
+and instruction pointer back into the frame ("spills"). When the handler pushed a frame (a Sense
+call, a commit, start/resume, import ...) the frame is run: by the generator itself, which
+drives the callee's generator directly up to ``frames.INLINE_LIMIT`` deep, or else by yielding to
+the VM loop, which resumes the generator when the frame is current again. Either way the
+generator then reloads its stack from the frame. So every Sense call still has its frame,
+``max_depth`` and the frame chain (lineage, stack-inspecting policy, pause) are exactly tier 1's,
+the host stack stays small, and a suspended frame can be saved by persist.py and continued by
+tier 1 in another process: spilled state is tier-1 state. (A function that calls only functions
+runs without a frame, as a plain Python call, until it meets anything else: see ``Compiled``.)
+
+Errors: each generated line belongs to one instruction; an exception leaving the generator
+sets ``frame.ip`` from the line it was raised on, so positions match tier 1 exactly.
+
+Names keep tier 1's run-time semantics (spec 5). The analysis rests on one fact about the VM: a
+scope gains a binding only from the frame that owns it (parameters, STORE_LOCAL, a STORE_NAME
+that found no binding); nested closures and callees can update existing bindings, never create
+them, and no binding is ever removed. So per code object we know statically which names a block
+scope or the function's own scope can ever hold, and look only there. When, in addition, the
+code declares nothing that could capture its scopes (no def, action, tool or agent inside) and
+writes no policy rule, nobody else can read or write them: the function scope's names are then
+mirrored in Python locals (stores write through to the scope), and block scopes are not made at
+all, their names living in Python locals that a spill turns back into tier-1 scopes.
+
+Declined (they stay in tier 1): code containing test blocks (their recovery restores a stack
+that lives in the frame), very large code objects, and code that keeps a deep operand stack
+across its calls (see MAX_SPILLED).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing costs every run that reaches tier 2
+    from typing import Optional
+
+from sensevm.base.errors import SenseError, SenseRecursionError, SenseRuntimeError
+from sensevm.bytecode.opcodes import JUMPS, POPS, PUSHES, TERMINATORS, Op
+from sensevm.bytecode.program import CodeKind
+from sensevm.guard import provenance as PV
+from sensevm.runtime import values as V
+from sensevm.runtime.builtins import CORE
+from sensevm.runtime.frames import DIRECT_ARITIES, DIRECT_LIMIT, Deoptimize, Frame
+from sensevm.runtime.values import (ActionDefinition, ArrayIterator, Builtin, Closure,
+                                    PreparedAction, Scope, ToolDefinition, index_get, index_set,
+                                    load_name, store_name, store_outer)
+
+CORE_NAMES = frozenset(b.name for b in CORE)
+_GRAND = "ppv = P.parent.vars if P is not None and P.parent is not None else EMPTY"
+# The scope three out, where a store looking for an outer binding goes on (see outer_store).
+_GREAT = "P3 = P.parent.parent if P is not None and P.parent is not None else None"
+_CORE_BY_NAME = {b.name: b for b in CORE}
+MAX_INSTRUCTIONS = 4000     # larger code objects stay in tier 1 (compile time, Python limits)
+MAX_INDENT = 40             # deeper inlining turns the block into a dispatch target instead
+# Every instruction done by its tier-1 handler (a call among them) writes the whole operand
+# stack back and reads it again, so code that keeps a deep stack (calls nested hundreds deep,
+# f(f(f(...)))) would generate code quadratic in its size: 700 nested calls took 1 GB. The
+# corpus's largest total is under 200 stack slots; code over this stays in tier 1.
+MAX_SPILLED = 2000
+DECLINED_OPS = frozenset({Op.TEST_BEGIN, Op.TEST_END, Op.TEST_ABANDON})
+# Ops that let other code hold on to this frame's scopes (a closure, an action, a tool or an
+# agent declared here) or that write into the current scope's policy table.
+CAPTURING_OPS = frozenset({Op.MAKE_FUNCTION, Op.MAKE_ACTION, Op.MAKE_TOOL, Op.MAKE_AGENT})
+POLICY_OPS = frozenset({Op.POLICY_ALLOW, Op.POLICY_DENY})
+# The instructions the generator does itself, without the frame: a function made of only
+# these (and calls) has a direct form (see Compiled).
+IN_PLACE_OPS = frozenset({
+    Op.NOP, Op.LOAD_CONST, Op.LOAD_NIL, Op.LOAD_TRUE, Op.LOAD_FALSE, Op.POP, Op.DUP,
+    Op.LOAD_NAME, Op.STORE_NAME, Op.STORE_LOCAL, Op.CHECK_DECL, Op.PUSH_SCOPE, Op.POP_SCOPE,
+    Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.MOD, Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE, Op.NEG,
+    Op.NOT, Op.JUMP, Op.POP_JUMP_IF_FALSE, Op.POP_JUMP_IF_TRUE, Op.JUMP_IF_FALSE_OR_POP,
+    Op.JUMP_IF_TRUE_OR_POP, Op.BUILD_ARRAY, Op.INDEX, Op.STORE_INDEX, Op.GET_ITER, Op.FOR_ITER,
+    Op.RETURN})
+
+
+class Compiled:
+    """A tier-2 code object: ``fn(vm, frame, entry)`` makes the generator; ``entries`` are the
+    instruction indices it can start at (function entry and loop headers).
+
+    ``direct`` is the function's *direct form*, when it has one: ``direct(vm, closure, depth,
+    nesting, *args)`` runs the whole body as a plain Python call with no frame and returns the
+    result, after the checks of a call (made first, so their errors are the caller's; a tool
+    body's and a commit body's are made by call_tool and commit, which call theirs the same
+    way, a commit body with its scope instead of arguments). vm.call_t2 and the generated code
+    find it by argument count (PreparedCode.dx). A function has one when every instruction is
+    done in place or is a CALL (a CALL only when no step budget counts). At a CALL, a pure builtin (values.Builtin)
+    is called in place and a function with a direct form is called directly; nothing else can
+    be called without this body's frame on the chain (policy, lineage and pausing read it), so
+    anything else *deoptimizes*: the activation becomes a real frame stopped at that CALL,
+    every direct activation below it on the Python stack becomes a frame stopped just after
+    its own call, linked as callers, and the loop carries on from the innermost in tier 1.
+    Nothing has happened of the call that deoptimized (the guards only read), so tier 1 makes
+    it exactly once; until then, nothing can observe the missing frames: direct forms call only
+    code that cannot look at the chain. A branch on a labelled value deoptimizes the same way
+    (pc labels live in tier 1).
+    """
+
+    __slots__ = ("fn", "entries", "source", "direct")
+
+    def __init__(self, fn, entries, source, direct=None):
+        self.fn = fn
+        self.entries = entries
+        self.source = source
+        self.direct = direct
+
+    def set_direct(self, prepared, direct) -> None:
+        """Make ``direct`` (or None) the direct form that calls of ``prepared`` find."""
+        self.direct = prepared.direct = direct
+        n = len(prepared.code.params)
+        if n < DIRECT_ARITIES:
+            prepared.dx = tuple(direct if k == n else None for k in range(DIRECT_ARITIES))
+
+
+# ----------------------------------------------------------------------------- run-time helpers
+
+UNSET = object()     # a variable mirrored in a Python local that is not bound (yet)
+
+
+def chain(scope, *levels):
+    """The block scopes tier 1 would have pushed by now, over the function scope ``scope``:
+    one per level, outermost first, each given as (names, values); UNSET values are unbound."""
+    for names, values in levels:
+        scope = Scope(scope)
+        bindings = scope.vars
+        for name, value in zip(names, values):
+            if value is not UNSET:
+                bindings[name] = value
+    return scope
+
+
+def store_found(outer, name, value) -> bool:
+    """Update the nearest binding of ``name`` from ``outer`` outward; False if there is none."""
+    s = outer
+    while s is not None:
+        bindings = s.vars
+        if name in bindings:
+            bindings[name] = value
+            return True
+        s = s.parent
+    return False
+
+
+def function_scope(parent, names, values):
+    """The function scope of a direct form with a lazy scope, as its locals say it is now."""
+    scope = Scope(parent)
+    bindings = scope.vars
+    for name, value in zip(names, values):
+        if value is not UNSET:
+            bindings[name] = value
+    return scope
+
+
+def materialize(prepared, scope, owner, stack, ip):
+    """The frame a direct activation becomes (its caller is linked by whoever called it):
+    a function's, or a tool's, commit body's or rollback block's (role, owner and lineage
+    frame, as call_tool, commit and rollback make them; rollback gives its frame the audit
+    line)."""
+    kind = prepared.code.kind
+    if kind is CodeKind.TOOL_BODY:
+        frame = Frame(prepared, scope, None, None, None, owner, "tool", owner.tags)
+    elif kind is CodeKind.ACTION_BODY:
+        frame = Frame(prepared, scope, None, None, None, owner, "commit", owner.definition.tags)
+    elif kind is CodeKind.ROLLBACK:
+        frame = Frame(prepared, scope, None, None, None, owner, "rollback",
+                      owner.definition.rollback_tags)
+    else:
+        frame = Frame(prepared, scope, None, owner)
+    frame.stack = stack
+    frame.ip = ip
+    return frame
+
+
+def direct_error(exc, pos, path):
+    """The error a direct form's exception becomes, placed at ``pos`` as the loop would have."""
+    if isinstance(exc, SenseError):
+        return exc.with_pos(pos, path)
+    if isinstance(exc, RecursionError):
+        return SenseRecursionError().with_pos(pos, path)
+    if isinstance(exc, MemoryError):
+        return SenseRuntimeError("out of memory", located=False).with_pos(pos, path)
+    return exc
+
+
+def add_slow(a, b):
+    """``+`` past the generated fast paths: a labelled Int plus an Int (a total of tool
+    results) goes straight to provenance's case for it, anything else to values.add."""
+    ta = type(a)
+    if ta in _INT_TYPES:
+        tb = type(b)
+        if tb is int or tb is ta:       # provenance.add's first case, without the call
+            return _new_int(ta, _int_add(a, b))
+        return PV.add(a, b, V.add)
+    if type(b) in _INT_TYPES:
+        return PV.add(a, b, V.add)
+    return V.add(a, b)
+
+
+_INT_TYPES = PV.INT_TYPES       # (the set every labelled Int class joins)
+_new_int = int.__new__
+_int_add = int.__add__
+
+
+_RUNTIME = {
+    "load_name": load_name, "store_name": store_name, "store_outer": store_outer,
+    "chain": chain, "store_found": store_found,
+    "index_get": index_get, "index_set": index_set, "get_iter": V.get_iter,
+    "array_limit": V.array_limit,
+    "decl_error": V.decl_error, "return_error": V.return_error, "direct_error": direct_error,
+    "arity_error": V.arity_error, "param_error": V.param_error,
+    "SenseRecursionError": SenseRecursionError,
+    "add": add_slow, "arith": V.arith, "compare": V.compare, "equal": V.equal,
+    "not_equal": V.not_equal,
+    "negate": V.negate, "LT": PV.LABELLED, "negation": PV.negation, "PV": PV,
+    "materialize": materialize, "function_scope": function_scope, "Deoptimize": Deoptimize, "DIRECT_LIMIT": DIRECT_LIMIT, "Scope": Scope, "Closure": Closure, "Builtin": Builtin,
+    "ArrayIterator": ArrayIterator, "SenseRuntimeError": SenseRuntimeError, "V": V,
+    "ToolDefinition": ToolDefinition, "ActionDefinition": ActionDefinition,
+    "PreparedAction": PreparedAction,
+    "B_LEN": _CORE_BY_NAME["len"], "B_PUSH": _CORE_BY_NAME["push"], "B_STR": _CORE_BY_NAME["str"],
+}
+
+
+# ----------------------------------------------------------------------------- analysis
+
+class _Declined(Exception):
+    pass
+
+
+def _flow(instrs):
+    """Stack and scope depth on entry to every reachable instruction, and each one's successors."""
+    n = len(instrs)
+    state = [None] * n
+    succ = [()] * n
+    state[0] = (0, 0)
+    work = [0]
+    while work:
+        i = work.pop()
+        op, a, b = instrs[i]
+        op = Op(op)
+        depth, scope = state[i]
+        out = []
+        pops, pushes = POPS[op](a, b), PUSHES[op](a, b)
+        f_scope = scope
+        if op is Op.PUSH_SCOPE:
+            f_scope = scope + 1
+        elif op is Op.POP_SCOPE:
+            f_scope = scope - a
+        if op in JUMPS:
+            target = a if op is not Op.TEST_BEGIN else b
+            out.append((target, (depth - op.branch[0] + op.branch[1], scope)))
+        if op not in TERMINATORS:
+            out.append((i + 1, (depth - pops + pushes, f_scope)))
+        succ[i] = tuple(j for j, _ in out)
+        for j, st in out:
+            if state[j] is None:
+                state[j] = st
+                work.append(j)
+    return state, succ
+
+
+def _regions(instrs, state, succ):
+    """Per instruction, the PUSH_SCOPE sites of its open block scopes, outermost first; None
+    when two paths meet with different ones (then block scopes stay real)."""
+    n = len(instrs)
+    regions = [None] * n
+    regions[0] = ()
+    work = [0]
+    while work:
+        i = work.pop()
+        cur = regions[i]
+        op, a, b = instrs[i]
+        after = cur
+        if op == Op.PUSH_SCOPE:
+            after = cur + (i,)
+        elif op == Op.POP_SCOPE:
+            after = cur[:len(cur) - a]
+        for j in succ[i]:
+            # A branch keeps the entry state, the fall-through gets the scope effect (only
+            # PUSH/POP_SCOPE have one, and neither branches).
+            new = after if j == i + 1 or op not in JUMPS else cur
+            old = regions[j]
+            if old is None:
+                regions[j] = new
+                work.append(j)
+            elif old != new:
+                return None
+    return regions
+
+
+def _defined(instrs, state, succ, params):
+    """Per instruction: the names certainly bound in the function scope or further out.
+
+    A STORE_NAME or STORE_LOCAL at scope depth 0 leaves its name bound there or outside, and
+    bindings are never removed, so the set only grows along a path; paths meet by intersection.
+    """
+    n = len(instrs)
+    defined = [None] * n
+    defined[0] = frozenset(params)
+    work = [0]
+    while work:
+        i = work.pop()
+        cur = defined[i]
+        op, a, b = instrs[i]
+        if (op == Op.STORE_NAME or op == Op.STORE_LOCAL) and state[i][1] == 0:
+            cur = cur | {a}
+        for j in succ[i]:
+            old = defined[j]
+            new = cur if old is None else (old & cur)
+            if new != old:
+                defined[j] = new
+                work.append(j)
+    return defined
+
+
+def _nested_names(prepared) -> frozenset:
+    """Every name the code declared inside ``prepared`` can use (its closures', actions',
+    tools' and agents' bodies, and theirs in turn): the only names of this frame's scopes that
+    other code can ever read or write. Any string operand counts, a member's name or a constant
+    too, which errs on the safe side."""
+    unit, program = prepared.unit, prepared.program
+    names: set = set()
+    seen: set = set()
+    todo = [prepared]
+    while todo:
+        code = todo.pop()
+        for op, a, b in code.instrs:
+            if code is not prepared:
+                if type(a) is str:
+                    names.add(a)
+                if type(b) is str:
+                    names.add(b)
+            if op == Op.MAKE_FUNCTION:
+                inner = [a]
+            elif op == Op.MAKE_ACTION:
+                decl = program.actions[a]
+                inner = [decl.body] + ([decl.rollback] if decl.rollback >= 0 else [])
+            elif op == Op.MAKE_TOOL:
+                inner = [program.tools[a].body]
+            elif op == Op.MAKE_AGENT:
+                inner = [program.agents[a].body]
+            else:
+                continue
+            for index in inner:
+                if index not in seen:
+                    seen.add(index)
+                    todo.append(unit[index])
+    return frozenset(names)
+
+
+# ----------------------------------------------------------------------------- code generation
+
+def _literal(value) -> Optional[str]:
+    t = type(value)
+    if value is None or t is bool or t is int or t is str:
+        return repr(value)
+    if t is float and math.isfinite(value):
+        return repr(value)
+    return None
+
+
+class _Gen:
+    def __init__(self, prepared, counting=False, max_array=None, max_string=None):
+        self.prepared = prepared
+        self.counting = counting      # a step budget: count backward jumps and calls
+        self.max_array = max_array    # --max-array, when an array literal could exceed it
+        self.instrs = prepared.instrs
+        code = prepared.code
+        self.kind = code.kind
+        self.params = tuple(code.params)
+        self.lines: list[str] = []
+        self.linemap: dict[int, int] = {}
+        self.ns: dict = dict(_RUNTIME)
+        # The Ints that str() turns into text in place under --max-string (values.int_text
+        # does the others): those of at most this many bits.
+        self.int_bits = V.int_bits(max_string if max_string is not None else V.MAX_STRING)
+        self.nconst = 0
+        self.direct = False     # generating the direct form (see Compiled)
+        self.lazy = False       # ... whose function scope is made only if it deoptimizes
+        self.argnames: list = []        # ... its Python parameters, one per Sense parameter
+        self.slot_names: dict = {}      # stack slot -> the name last loaded into it, per block
+        self.chain_keys: dict = {}
+
+    # -- helpers
+
+    def const(self, value) -> str:
+        lit = _literal(value)
+        if lit is not None:
+            return lit
+        name = f"_k{self.nconst}"
+        self.nconst += 1
+        self.ns[name] = value
+        return name
+
+    def emit(self, indent: int, text: str, ip: int) -> None:
+        self.lines.append("    " * indent + text)
+        self.linemap[len(self.lines)] = ip
+
+    # -- analysis
+
+    def analyse(self):
+        instrs = self.instrs
+        if len(instrs) > MAX_INSTRUCTIONS:
+            raise _Declined("too large")
+        for op, _, _ in instrs:
+            if op in DECLINED_OPS:
+                raise _Declined("test blocks")
+        self.state, self.succ = _flow(instrs)
+        spilled = 0
+        for (op, _, _), st in zip(instrs, self.state):
+            if st is not None and op not in IN_PLACE_OPS:
+                spilled += st[0]
+        if spilled > MAX_SPILLED:
+            raise _Declined("stack too deep")
+        # Parameters are bound in the function's own scope only for these kinds; a rollback
+        # block sees its action's parameters one scope further out.
+        fresh = self.kind in (CodeKind.FUNCTION, CodeKind.ACTION_BODY, CodeKind.TOOL_BODY,
+                              CodeKind.ROLLBACK)
+        self.fixed = frozenset(self.params) if self.kind in (
+            CodeKind.FUNCTION, CodeKind.ACTION_BODY, CodeKind.TOOL_BODY) else frozenset()
+        self.defined = _defined(instrs, self.state, self.succ, self.params)
+        # Names a block scope of this frame can ever hold, and names its own scope can hold.
+        blk, own = set(), set(self.params)
+        for i, (op, a, b) in enumerate(instrs):
+            st = self.state[i]
+            if st is None:
+                continue
+            if op == Op.STORE_LOCAL or op == Op.STORE_NAME:
+                if st[1] == 0:
+                    own.add(a)
+                elif op == Op.STORE_LOCAL or a not in self.defined[i]:
+                    blk.add(a)
+        self.blk = blk
+        # A module's or agent's scope may already hold bindings (the REPL, a restored agent).
+        self.own = own if fresh else None
+        # Fixed parameters: always in the function scope and never shadowed by a block.
+        self.fixed = frozenset(p for p in self.fixed if p not in blk)
+        ops = {op for op, _, _ in instrs}
+        captures = bool(ops & CAPTURING_OPS)
+        # Cached variables: only this frame writes a name of its own scope that no code
+        # declared here (closure, action, tool or agent, which alone can see this frame's
+        # scopes) ever names, so such a name that lives there (never in a block) is mirrored in
+        # a Python local. Stores write through to the scope, which therefore stays exact for a
+        # spill, a save, a later tier-1 continuation and the code declared here.
+        self.cached = {}
+        if fresh:
+            shared = _nested_names(self.prepared) if captures else frozenset()
+            for j, name in enumerate(sorted(own - blk - shared)):
+                self.cached[name] = f"l{j}"
+        # Block variables: with nothing declared here to capture a scope and no policy rule to
+        # write into one, nobody but this frame sees its block scopes, so none is made: each
+        # name a block can bind lives in a Python local of that block (reset when it is
+        # entered). A spill builds the scopes tier 1 would have, with those bindings, so the
+        # frame can be saved or continued by tier 1 at any call.
+        self.regions = _regions(instrs, self.state, self.succ)
+        self.blocal = (not captures and not (ops & POLICY_OPS) and self.regions is not None)
+        # Block scopes made again and again (a loop's body): where nothing inside the block
+        # can keep its scope (no closure, action, tool or agent declared there, no policy rule,
+        # no internal builtin such as a session's, which holds on to the scope it opens in),
+        # no one can tell this turn's scope from the last one's, so the block's last scope
+        # serves again, emptied, whenever its parent is the same.
+        self.reused: set = set()
+        if not self.blocal and self.regions is not None:
+            kept = set()
+            for i, (op, a, b) in enumerate(instrs):
+                if self.state[i] is None:
+                    continue
+                if op in CAPTURING_OPS or op in POLICY_OPS or (
+                        op == Op.LOAD_NAME and type(a) is str and a.startswith("@")):
+                    kept.update(self.regions[i])
+            self.reused = {i for i, (op, _, _) in enumerate(instrs)
+                           if op == Op.PUSH_SCOPE and self.state[i] is not None
+                           and i not in kept}
+        self.bnames: dict[int, dict[str, str]] = {}     # PUSH_SCOPE site -> name -> local
+        if self.blocal:
+            for i, (op, a, b) in enumerate(instrs):
+                st = self.state[i]
+                if st is None or st[1] == 0:
+                    continue
+                if op == Op.STORE_LOCAL or (op == Op.STORE_NAME and a not in self.defined[i]):
+                    site = self.regions[i][-1]
+                    names = self.bnames.setdefault(site, {})
+                    if a not in names:
+                        names[a] = f"b{site}_{len(names)}"
+
+        # Blocks: leaders are the entry, jump targets and instructions after a jump/terminator.
+        n = len(instrs)
+        preds = [0] * n
+        for i in range(n):
+            if self.state[i] is None:
+                continue
+            for j in self.succ[i]:
+                preds[j] += 1
+        self.preds = preds
+        dispatch = {0}
+        loop_heads = set()
+        for i in range(n):
+            if self.state[i] is None:
+                continue
+            op, a, b = instrs[i]
+            if op in JUMPS and op is not Op.TEST_BEGIN and a <= i:
+                dispatch.add(a)
+                loop_heads.add(a)         # loop headers: also where a tier-1 frame can switch in
+            for j in self.succ[i]:
+                if preds[j] > 1:
+                    dispatch.add(j)
+        self.dispatch = dispatch
+        self.entries = frozenset(j for j in dispatch if j == 0 or j in loop_heads)
+
+    def has_direct_form(self) -> bool:
+        """A function with a direct form (see Compiled): every instruction done in place (no
+        member read: it may capture the frame; no closure made) or a CALL, unless steps count."""
+        if self.kind not in (CodeKind.FUNCTION, CodeKind.TOOL_BODY, CodeKind.ACTION_BODY,
+                             CodeKind.ROLLBACK):
+            return False
+        allowed = IN_PLACE_OPS if self.counting else IN_PLACE_OPS | {Op.CALL}
+        for i, (op, _, _) in enumerate(self.instrs):
+            if self.state[i] is not None and op not in allowed:
+                return False
+        return True
+
+    def outer_store(self, kw, q, top, indent, ip) -> tuple:
+        """The branch keyword and test, after ``kw``, of a store's last branch: true when no
+        scope outside the function binds name ``q`` (an outer binding is updated instead).
+        Outside direct forms the parent's and grandparent's bindings are tested first, written
+        out as ``elif`` branches (a store to a new local asks this on every first store, and
+        these are where a binding is found if anywhere), then store_found from three out. A
+        direct form's prologue runs on every call, so it does not read those scopes: it asks
+        store_found from the parent."""
+        if self.direct:
+            return kw, f"not store_found(P, {q}, {top})"
+        self.emit(indent, f"{kw} {q} in pv: pv[{q}] = {top}", ip)
+        self.emit(indent, f"elif {q} in ppv: ppv[{q}] = {top}", ip)
+        self.reads_great = True
+        return "elif", f"(P3 is None or not store_found(P3, {q}, {top}))"
+
+    def store_block_local(self, i, kw, test, site, name, top, indent):
+        """Bind block ``site``'s Python local of ``name`` to ``top`` (under ``{kw} {test}:``
+        unless ``test`` is None). The block scopes built for this region (``bk`` is its key)
+        are updated in place, as tier 1 updates its one scope per block entry; any others
+        cached are out of date (``bk = False``). A direct form caches none (see scope_at)."""
+        e = self.emit
+        ip = i + 1
+        local = self.bnames[site][name]
+        if test is not None:
+            e(indent, f"{kw} {test}:", ip)
+            indent += 1
+        e(indent, f"{local} = {top}", ip)
+        if self.direct:
+            return
+        region = self.regions[i]
+        key = self.chain_keys.setdefault(region, len(self.chain_keys) + 1)
+        up = ".parent" * (len(region) - 1 - region.index(site))
+        self.keyed(indent, key, f"bsc{up}.vars[{name!r}] = {top}", ip)
+
+    def keyed(self, indent, key, update, ip):
+        """``if bk == key: {update}`` else the cached scopes are stale; just the latter when no
+        scopes are ever built for that key (a loop that makes no call), see drop_keyed. Keys
+        start at 1 and none cached is False, so a loop that keeps none pays one test of a
+        bool (the interpreter's fastest branch)."""
+        self.keyed_at.append((len(self.lines), key))
+        self.emit(indent, "if bk:", ip)
+        self.emit(indent + 1, f"if bk == {key}: {update}", ip)
+        self.emit(indent + 1, "else: bk = False", ip)
+
+    def drop_keyed(self) -> None:
+        """Keyed updates (see keyed) of keys no scopes were built for become ``bk = False``."""
+        for k, key in self.keyed_at:
+            if key not in self.built_keys:
+                line = self.lines[k]
+                indent = line[:len(line) - len(line.lstrip())]
+                self.lines[k:k + 3] = [indent + "bk = False", indent + "pass", indent + "pass"]
+
+    def scope_is_lazy(self) -> bool:
+        """A direct form needs no function scope while it runs when every name its scope can
+        hold lives in a Python local (none is also bound in a block) and its blocks, if any,
+        live in Python locals too: nothing reads the scope but a deoptimization, which builds
+        it from those locals (params first, as tier 1 binds them)."""
+        if self.own is None or self.own & self.blk or self.kind in _GIVEN_SCOPE:
+            return False        # (the VM gives a commit body or rollback block its scope)
+        pushes = any(op == Op.PUSH_SCOPE for op, _, _ in self.instrs)
+        return self.blocal or not pushes
+
+    # -- emission
+
+    def generate(self) -> str:
+        while True:
+            try:
+                return self._generate()
+            except _Deeper as more:
+                self.dispatch.add(more.block)
+
+    def _generate(self) -> str:
+        self.lines = []
+        self.linemap = {}
+        self.keyed_at: list = []        # (line index, chain key): see keyed
+        self.reads_great = False        # whether the code reads P3 (see outer_store)
+        self.built_keys: set = set()
+        maxdepth = max((st[0] for st in self.state if st is not None), default=0)
+        slots = [f"s{i}" for i in range(maxdepth + 2)]
+        e = self.emit
+        if self.direct:
+            self.direct_prologue()
+        else:
+            e(0, "def t2(vm, f, L):", 0)
+            e(1, "H = vm.handlers", 0)
+            e(1, "sc = f.scope", 0)
+        if self.counting:
+            e(1, "B = vm.budget", 0)
+        if not self.direct:
+            e(1, "fs = sc", 0)
+            e(1, "if L:", 0)
+            # Entered at a loop header (a frame switching over from tier 1): its stack is in
+            # the frame, and the function's scope is as many scopes out as the depth there.
+            e(2, "d = DEPTH[L]", 0)
+            e(2, "while d:", 0)
+            e(3, "fs = fs.parent", 0)
+            e(3, "d -= 1", 0)
+            e(2, "stk = f.stack", 0)
+            e(2, "k = len(stk)", 0)
+            for k in range(1, maxdepth + 1):
+                e(2, f"{'if' if k == 1 else 'elif'} k == {k}: {', '.join(slots[:k])}, = stk", 0)
+            e(1, "v0 = fs.vars", 0)
+            e(1, "P = fs.parent", 0)
+            e(1, "pv = P.vars if P is not None else EMPTY", 0)
+        else:
+            e(1, "pv = P.vars", 0)      # a closure's scope: never None
+        # The scope two out, where a top-level function finds the builtins (see lookup); the
+        # line goes again if nothing reads it (prune_unread).
+        e(1, _GRAND, 0)
+        e(1, _GREAT, 0)
+        e(1, "U = UNSET", 0)
+        for site in sorted(self.reused):
+            e(1, f"_r{site} = None", 0)
+        for name, local in self.cached.items():
+            if self.direct and name in self.fixed and self.argnames is not None:
+                arg = self.argnames[self.params.index(name)]
+                if arg != local:
+                    e(1, f"{local} = {arg}", 0)
+            elif name in self.fixed:
+                e(1, f"{local} = v0[{name!r}]", 0)
+            elif self.lazy:
+                e(1, f"{local} = U", 0)             # a fresh function scope holds only params
+            else:
+                e(1, f"{local} = v0.get({name!r}, U)", 0)
+        if self.blocal:
+            if not self.direct:
+                e(1, "sc = fs", 0)
+            e(1, "bk = False", 0)
+            e(1, "bsc = None", 0)
+            for names in self.bnames.values():
+                for local in names.values():
+                    e(1, f"{local} = U", 0)
+            # A frame switching over inside blocks: its block scopes are real; read them.
+            for entry in ([] if self.direct else sorted(self.entries)):
+                sites = self.regions[entry] if entry < len(self.regions) else ()
+                if not sites or not any(site in self.bnames for site in sites):
+                    continue
+                e(1, f"if L == {entry}:", 0)
+                e(2, "_s = f.scope", 0)
+                for site in reversed(sites):
+                    for name, local in self.bnames.get(site, {}).items():
+                        e(2, f"{local} = _s.vars.get({name!r}, U)", 0)
+                    e(2, "_s = _s.parent", 0)
+        e(1, "try:", 0)
+        e(2, "while True:", 0)
+        order = sorted(j for j in self.dispatch if self.state[j] is not None)
+        inner = self.innermost_loop(order)
+        if inner is None:
+            self._tree(order, 3)
+        else:
+            # Every turn of the innermost loop comes back here: its header is tested first,
+            # the other blocks are found by the tree as before.
+            e(3, f"if L == {inner}:", 0)
+            self.block(inner, 4)
+            order.remove(inner)
+            self._tree(order, 3, "elif")
+        if self.direct:
+            self.direct_epilogue()
+        else:
+            e(2, "if L is None: yield    # always a generator, even without calls", 0)
+            e(1, "except Exception as exc:", 0)
+            e(2, "tb = exc.__traceback__", 0)
+            e(2, "f.ip = LINEMAP.get(tb.tb_lineno, f.ip) if tb is not None else f.ip", 0)
+            e(2, "raise", 0)
+        self.drop_keyed()
+        self.prune_unread()
+        self.ns["DEPTH"] = {j: self.state[j][1] for j in self.entries}
+        self.ns["UNSET"] = UNSET
+        self.ns["EMPTY"] = {}
+        return "\n".join(self.lines) + "\n"
+
+    # Prologue assignments whose variable the code may never read, and how a read looks.
+    _UNREAD = {"    " + _GRAND: re.compile(r"\bppv\b"),
+               "    U = UNSET": re.compile(r"\bU\b"),
+               "    L = 0": re.compile(r"\bL\b(?!\s*=[^=])"),
+               "    bk = False": re.compile(r"\bbk\b(?!\s*=[^=])"),
+               "    bsc = None": re.compile(r"\bbsc\b(?!\s*=[^=])")}
+
+    def prune_unread(self) -> None:
+        """Drop the prologue's initial assignments of variables nothing reads (most small
+        functions use no block scope and no dispatch), keeping the line map in step."""
+        body_start = next((k for k, line in enumerate(self.lines) if line == "    try:"),
+                          len(self.lines))
+        drop = []
+        for k in range(body_start):
+            if self.lines[k] == "    " + _GREAT:
+                if not self.reads_great:        # known without a search (see outer_store)
+                    drop.append(k)
+                continue
+            read = self._UNREAD.get(self.lines[k])
+            if read is not None and not any(read.search(line) for n, line
+                                            in enumerate(self.lines) if n != k):
+                drop.append(k)
+        if not drop:
+            return
+        dropped = set(drop)
+        new_number = {}             # old line number -> new, for the lines kept
+        kept = []
+        for k, line in enumerate(self.lines):
+            if k not in dropped:
+                kept.append(line)
+                new_number[k + 1] = len(kept)
+        self.lines = kept
+        self.linemap = {new_number[n]: v for n, v in self.linemap.items() if n in new_number}
+
+    def _tree(self, blocks, indent, kw="if"):
+        """Find block L among ``blocks`` by halving; ``kw`` "elif" continues a test above."""
+        if len(blocks) == 1:
+            if kw == "elif":
+                self.emit(indent, "else:", 0)
+                indent += 1
+            self.block(blocks[0], indent)
+            return
+        mid = len(blocks) // 2
+        self.emit(indent, f"{kw} L < {blocks[mid]}:", 0)
+        self._tree(blocks[:mid], indent + 1)
+        self.emit(indent, "else:", 0)
+        self._tree(blocks[mid:], indent + 1)
+
+    def innermost_loop(self, order) -> Optional[int]:
+        """The header, among the blocks ``order``, of the loop nested deepest (the smallest
+        such loop), when there are enough blocks for the tree to cost more than one test."""
+        if len(order) < 3:
+            return None
+        loops = [(a, i) for i, (op, a, _) in enumerate(self.instrs)
+                 if self.state[i] is not None and op in JUMPS and op is not Op.TEST_BEGIN
+                 and a <= i and a in order]
+        best = None
+        for head, end in loops:
+            depth = sum(1 for h, e in loops if h <= head <= e)
+            key = (-depth, end - head)
+            if best is None or key < best[0]:
+                best = (key, head)
+        return None if best is None else best[1]
+
+    def direct_prologue(self):
+        """A direct form's start: the checks of a call, in tier 1's order (vm._bind_call), then
+        its scope. Errors raised before the ``try`` are the caller's (placed at its CALL)."""
+        e = self.emit
+        prepared = self.prepared
+        params = self.params
+        self.ns["POSITIONS"] = prepared.positions
+        self.ns["PATH"] = prepared.path
+        self.ns["PREP"] = prepared
+        if self.kind in _GIVEN_SCOPE:
+            # A commit body: vm.commit made its scope (the scope a rollback will see) and bound
+            # the checked arguments; a rollback block: vm.rollback made its scope, a child of
+            # that one. ``cl`` is the prepared action.
+            self.argnames = None
+            e(0, "def direct(vm, cl, D, N, sc):", 0)
+            e(1, "if N > DIRECT_LIMIT or D > vm.max_depth: raise Deoptimize(None, 0)", 0)
+            e(1, "fs = sc", 0)
+            e(1, "v0 = sc.vars", 0)
+            e(1, "P = sc.parent", 0)
+            e(1, "L = 0", 0)
+            return
+        # The arguments arrive as Python parameters (a call site with n arguments only uses a
+        # direct form of n parameters: PreparedCode.dx), named as the locals that mirror them.
+        self.argnames = [self.cached.get(name) if name in self.fixed and self.lazy
+                         else f"a{k}" for k, name in enumerate(params)]
+        e(0, f"def direct(vm, cl, D, N{''.join(', ' + a for a in self.argnames)}):", 0)
+        # D: the depth this call has (vm.depth is not moved by direct calls: it counts frames,
+        # and a deoptimization sets it to the frames it made); N: direct activations on the
+        # Python stack with this one. Past DIRECT_LIMIT or the depth limit the call is refused
+        # before anything is checked: made again with a frame, it gets every check in tier 1's
+        # order, the depth limit's included.
+        e(1, "if N > DIRECT_LIMIT or D > vm.max_depth: raise Deoptimize(None, 0)", 0)
+        # (A tool body's arguments were checked by call_tool, before its `called` record.)
+        checks = () if self.kind is CodeKind.TOOL_BODY else prepared.param_checks
+        for k, name, text, check, exact in checks:
+            arg = self.argnames[k]
+            e(1, f"if {self.exact_test(exact, arg)}not {self.const(check)}({arg}): "
+                 f"raise param_error({name!r}, cl.name, {text!r}, {arg})", 0)
+        e(1, "P = cl.scope", 0)
+        if not self.lazy:
+            e(1, "fs = sc = Scope(P)", 0)
+            e(1, "v0 = sc.vars", 0)
+            for k, name in enumerate(params):
+                e(1, f"v0[{name!r}] = {self.argnames[k]}", 0)
+        e(1, "L = 0", 0)
+
+    def direct_epilogue(self):
+        """Leaving a direct form: by its RETURN (``_v``, then the declared return type, checked
+        outside the ``try`` so that an error is the caller's), by an error placed here, or as a
+        frame (Deoptimize, which passes: it is no Exception)."""
+        e = self.emit
+        e(1, "except Exception as exc:", 0)
+        e(2, "tb = exc.__traceback__", 0)
+        e(2, "ip = LINEMAP.get(tb.tb_lineno, 1) if tb is not None else 1", 0)
+        e(2, "raise direct_error(exc, POSITIONS[ip - 1], PATH) from None", 0)
+        check = self.direct_return_check()
+        if check is not None:
+            e(1, f"if {self.exact_test(check[2], '_v')}not {self.const(check[1])}(_v): "
+                 f"raise return_error(cl.name, {check[0]!r}, _v)", 0)
+            e(1, "return _v", 0)
+
+    def exact_test(self, exact, value: str) -> str:
+        """The start of a type check's condition: a value of the annotation's exact type (see
+        values.exact_type) skips the checker's call."""
+        return "" if exact is None else f"type({value}) is not {self.const(exact)} and "
+
+    def direct_return_check(self):
+        """The declared return type a direct form checks: a function's or a tool's, as tier 1's
+        RETURN does (a commit body's value is never checked)."""
+        return None if self.kind is CodeKind.ACTION_BODY else self.prepared.return_check
+
+    def tick(self, indent, ip):
+        """One step (vm.count_step, inlined): placed at instruction ip - 1, as tier 1 places it."""
+        self.emit(indent, "B.left -= 1", ip)
+        self.emit(indent, "if B.left < 0: raise B.exceeded()", ip)
+
+    def thread(self, j):
+        """Where control lands after instruction j's block when it does nothing but jump (the
+        end of an `if` inside a loop: close its block scope, jump back): going there directly
+        saves a trip through the dispatch tree. Not with a step budget, which counts jumps."""
+        if self.counting:
+            return j
+        seen = set()
+        while j not in seen:
+            seen.add(j)
+            k = j
+            op, a, b = self.instrs[k]
+            while op == Op.NOP or (op == Op.POP_SCOPE and (self.blocal or not a)):
+                k += 1
+                op, a, b = self.instrs[k]
+            if op != Op.JUMP:
+                return j
+            j = a
+        return j
+
+    def goto(self, j, indent, ip):
+        j = self.thread(j)
+        if self.counting and j < ip:
+            self.tick(indent, ip)       # a backward jump taken: a step
+        if j in self.dispatch:
+            self.emit(indent, f"L = {j}", ip)
+            self.emit(indent, "continue", ip)
+        elif indent > MAX_INDENT:
+            raise _Deeper(j)
+        else:
+            self.block(j, indent)
+
+    def block(self, i, indent):
+        """Emit instructions from i until control leaves (always by goto, return or yield)."""
+        instrs = self.instrs
+        self.slot_names = {}
+        while True:
+            op, a, b = instrs[i]
+            depth, scope = self.state[i]
+            nxt = self.instr(i, op, a, b, depth, scope, indent)
+            if nxt is None:
+                return
+            if nxt in self.dispatch or self.preds[nxt] != 1:
+                self.goto(nxt, indent, i + 1)
+                return
+            i = nxt
+
+    def block_sites(self, i, name):
+        """(site, Python local) of ``name`` in the blocks open at instruction i, innermost first."""
+        return [(site, self.bnames[site][name]) for site in reversed(self.regions[i])
+                if name in self.bnames.get(site, ())]
+
+    def block_locals(self, i, name):
+        """The Python locals of ``name`` in the blocks open at instruction i, innermost first."""
+        return [local for _, local in self.block_sites(i, name)]
+
+    def lookup(self, i, name, scope, dst):
+        """Python statements (as lines) that put the binding of ``name`` into ``dst``."""
+        q = repr(name)
+        if name in self.blk and scope > 0 and not self.blocal:
+            return [f"{dst} = load_name(sc, {q})"]
+        lines = []
+        kw = "if"
+        if self.blocal and scope > 0:
+            for blocal in self.block_locals(i, name):
+                lines.append(f"{kw} {blocal} is not U: {dst} = {blocal}")
+                kw = "elif"
+        local = self.cached.get(name)
+        if name in self.fixed:
+            line = f"{dst} = {local or f'v0[{q}]'}"
+            return lines + [f"else: {line}"] if lines else [line]
+        if local is not None:
+            lines.append(f"{kw} {local} is not U: {dst} = {local}")
+            kw = "elif"
+        elif self.own is None or name in self.own:
+            lines.append(f"{kw} {q} in v0: {dst} = v0[{q}]")
+            kw = "elif"
+        lines.append(f"{kw} {q} in pv: {dst} = pv[{q}]")
+        if name in CORE_NAMES:
+            # Most likely a builtin, two scopes out for a top-level function (see prologue).
+            lines.append(f"elif {q} in ppv: {dst} = ppv[{q}]")
+        lines.append(f"else: {dst} = load_name(P.parent, {q})")
+        return lines
+
+    def instr(self, i, op, a, b, depth, scope, indent):
+        """Emit one instruction; return the index control continues at, or None."""
+        e = self.emit
+        ip = i + 1
+        s = [f"s{j}" for j in range(depth + 2)]
+        top = s[depth - 1] if depth else None
+        sec = s[depth - 2] if depth >= 2 else None
+        push = s[depth]
+        op = Op(op)
+        # The right operand is a constant pushed just before (the common `x + 1`, `i < 10`):
+        # its type test is done here, once.
+        kc = self.folded_constant(i)
+        if kc is not None and kc[0] is int and op in _INT_FOLD and (op is not Op.MOD or kc[2]):
+            sym = _INT_FOLD[op]
+            e(indent, f"if type({sec}) is int: {sec} = {sec} {sym} {kc[1]}", ip)
+            if op is Op.ADD:
+                e(indent, f"else: {sec} = add({sec}, {kc[1]})", ip)
+            elif op in (Op.SUB, Op.MUL, Op.MOD):
+                e(indent, f"else: {sec} = arith({sym!r}, {sec}, {kc[1]})", ip)
+            elif op in (Op.EQ, Op.NE):
+                self.slow_compare(i, f"{sec} = {'' if op is Op.EQ else 'not_'}equal({sec}, {kc[1]})",
+                                  sec, indent)
+            else:
+                self.slow_compare(i, f"{sec} = compare({sym!r}, {sec}, {kc[1]})", sec, indent)
+            return i + 1
+        if kc is not None and kc[0] is str and op is Op.ADD:
+            e(indent, f"if type({sec}) is str and len({sec}) <= V.MAX_STRING - {len(kc[2])}: "
+                      f"{sec} = {sec} + {kc[1]}", ip)
+            e(indent, f"else: {sec} = add({sec}, {kc[1]})", ip)
+            return i + 1
+        if kc is not None and kc[0] is _NIL:
+            # values.equal(x, nil) is `x is None` for any x but a labelled value.
+            test = "is" if op is Op.EQ else "is not"
+            e(indent, f"if type({sec}) not in LT: {sec} = {sec} {test} None", ip)
+            self.slow_compare(i, f"{sec} = {'' if op is Op.EQ else 'not_'}equal({sec}, None)",
+                              sec, indent)
+            return i + 1
+        if kc is not None and kc[0] is str and op in (Op.EQ, Op.NE):
+            sym = _INT_FOLD[op]
+            e(indent, f"if type({sec}) is str: {sec} = {sec} {sym} {kc[1]}", ip)
+            self.slow_compare(i, f"{sec} = {'' if op is Op.EQ else 'not_'}equal({sec}, {kc[1]})",
+                              sec, indent)
+            return i + 1
+        if op is Op.NOP:
+            pass
+        elif op is Op.LOAD_CONST:
+            if self.folded_constant(i + 1) is None:     # else the next one uses the literal
+                e(indent, f"{push} = {self.const(a)}", ip)
+        elif op is Op.LOAD_NIL:
+            if self.folded_constant(i + 1) is None:     # else the comparison uses None
+                e(indent, f"{push} = None", ip)
+        elif op is Op.LOAD_TRUE:
+            e(indent, f"{push} = True", ip)
+        elif op is Op.LOAD_FALSE:
+            e(indent, f"{push} = False", ip)
+        elif op is Op.POP:
+            pass
+        elif op is Op.DUP:
+            e(indent, f"{push} = {top}", ip)
+        elif op is Op.LOAD_NAME:
+            for line in self.lookup(i, a, scope, push):
+                e(indent, line, ip)
+            self.slot_names[depth] = a      # a guess at what a CALL here calls (see inline_builtin)
+        elif op is Op.STORE_NAME and self.blocal and scope > 0:
+            self.store_in_block(i, a, top, indent)
+        elif op is Op.STORE_NAME:
+            q = repr(a)
+            local = self.cached.get(a)
+            if local is not None and self.lazy:
+                if a in self.fixed:
+                    e(indent, f"{local} = {top}", ip)
+                else:
+                    e(indent, f"if {local} is not U: {local} = {top}", ip)
+                    kw, test = self.outer_store("elif", q, top, indent, ip)
+                    e(indent, f"{kw} {test}: {local} = {top}", ip)
+            elif local is not None:
+                if a in self.fixed:
+                    e(indent, f"{local} = v0[{q}] = {top}", ip)
+                else:
+                    e(indent, f"if {local} is not U: {local} = v0[{q}] = {top}", ip)
+                    e(indent, "else:", ip)
+                    # Not in the function's scope: update an outer binding, or (possible
+                    # only at depth 0) bind it in the function's scope.
+                    e(indent + 1, f"store_outer(P, {q}, {top}, fs)", ip)
+                    e(indent + 1, f"{local} = v0.get({q}, U)", ip)
+            elif a in self.fixed:
+                e(indent, f"v0[{q}] = {top}", ip)
+            elif (a not in self.blk or scope == 0) and a in self.defined[i]:
+                # Bound at depth 0 or further out, and no block of this frame can hold it.
+                if self.own is None or a in self.own:
+                    e(indent, f"if {q} in v0: v0[{q}] = {top}", ip)
+                    e(indent, f"else: store_outer(P, {q}, {top}, sc)", ip)
+                else:
+                    e(indent, f"store_outer(P, {q}, {top}, sc)", ip)
+            else:
+                e(indent, f"store_name(sc, {q}, {top})", ip)
+        elif op is Op.STORE_LOCAL and self.blocal and scope > 0:
+            self.store_block_local(i, None, None, self.regions[i][-1], a, top, indent)
+        elif op is Op.STORE_LOCAL:
+            local = self.cached.get(a) if scope == 0 else None
+            target = "v0" if scope == 0 else "sc.vars"
+            if self.lazy:
+                e(indent, f"{local} = {top}", ip)     # depth 0: a name of its own, cached
+            else:
+                e(indent, f"{local + ' = ' if local else ''}{target}[{a!r}] = {top}", ip)
+        elif op is Op.CHECK_DECL:
+            text, check = b
+            cname = self.const(check)
+            e(indent, f"if not {cname}({top}): raise decl_error({a!r}, {text!r}, {top})", ip)
+        elif op is Op.PUSH_SCOPE:
+            if i in self.reused:
+                r = f"_r{i}"
+                e(indent, f"if {r} is None or {r}.parent is not sc: {r} = Scope(sc)", ip)
+                e(indent, f"elif {r}.vars: {r}.vars.clear()", ip)
+                e(indent, f"sc = {r}", ip)
+            elif not self.blocal:
+                e(indent, "sc = Scope(sc)", ip)
+            else:
+                names = self.bnames.get(i, {})
+                for local in names.values():
+                    e(indent, f"{local} = U", ip)       # a fresh block: nothing bound yet
+                # Nobody but this frame can tell one block scope from another (see blocal), so
+                # the scopes cached for this block's last entry serve again, its own emptied
+                # (a block that binds nothing leaves them as they are); any others are stale.
+                if names and not self.direct:
+                    key = self.chain_keys.setdefault(self.regions[i] + (i,), len(self.chain_keys) + 1)
+                    self.keyed(indent, key, "bsc.vars.clear()", ip)
+        elif op is Op.POP_SCOPE:
+            if not self.blocal and a:
+                e(indent, "sc = sc.parent" + ".parent" * (a - 1), ip)
+        elif op is Op.ADD:
+            e(indent, f"if type({sec}) is int is type({top}): {sec} = {sec} + {top}", ip)
+            # Strings too (values.add's first case, with its size limit).
+            e(indent, f"elif type({sec}) is str is type({top}) and "
+                      f"len({sec}) + len({top}) <= V.MAX_STRING: {sec} = {sec} + {top}", ip)
+            e(indent, f"else: {sec} = add({sec}, {top})", ip)
+        elif op in (Op.SUB, Op.MUL):
+            sym = "-" if op is Op.SUB else "*"
+            e(indent, f"if type({sec}) is int is type({top}): {sec} = {sec} {sym} {top}", ip)
+            e(indent, f"else: {sec} = arith({sym!r}, {sec}, {top})", ip)
+        elif op is Op.MOD:
+            e(indent, f"if type({sec}) is int is type({top}) and {top}: {sec} = {sec} % {top}", ip)
+            e(indent, f"else: {sec} = arith('%', {sec}, {top})", ip)
+        elif op is Op.DIV:
+            e(indent, f"{sec} = arith('/', {sec}, {top})", ip)
+        elif op in (Op.LT, Op.LE, Op.GT, Op.GE):
+            sym = {Op.LT: "<", Op.LE: "<=", Op.GT: ">", Op.GE: ">="}[op]
+            e(indent, f"if type({sec}) is int is type({top}): {sec} = {sec} {sym} {top}", ip)
+            self.slow_compare(i, f"{sec} = compare({sym!r}, {sec}, {top})", sec, indent)
+        elif op in (Op.EQ, Op.NE):
+            neg = "" if op is Op.EQ else "not_"
+            cmp = "==" if op is Op.EQ else "!="
+            e(indent, f"if type({sec}) is int is type({top}) or type({sec}) is str is type({top}): "
+                      f"{sec} = {sec} {cmp} {top}", ip)
+            self.slow_compare(i, f"{sec} = {neg}equal({sec}, {top})", sec, indent)
+        elif op is Op.NEG:
+            e(indent, f"{top} = negate({top})", ip)
+        elif op is Op.NOT:
+            e(indent, f"if type({top}) in LT: {top} = negation({top})", ip)
+            e(indent, f"else: {top} = not {top}", ip)
+        elif op is Op.JUMP:
+            self.goto(a, indent, ip)
+            return None
+        elif op in (Op.POP_JUMP_IF_FALSE, Op.POP_JUMP_IF_TRUE):
+            if not self.compared(i):
+                self.labelled_branch(i, top, depth, indent)
+            e(indent, f"if {'not ' if op is Op.POP_JUMP_IF_FALSE else ''}{top}:", ip)
+            self.goto(a, indent + 1, ip)
+        elif op in (Op.JUMP_IF_FALSE_OR_POP, Op.JUMP_IF_TRUE_OR_POP):
+            if not self.compared(i):
+                self.labelled_branch(i, top, depth, indent)
+            e(indent, f"if {'not ' if op is Op.JUMP_IF_FALSE_OR_POP else ''}{top}:", ip)
+            self.goto(a, indent + 1, ip)
+        elif op is Op.BUILD_ARRAY:
+            if self.max_array is not None and a > self.max_array:
+                e(indent, f"raise array_limit({a}, {self.max_array})", ip)
+            elif a:
+                items = s[depth - a:depth]
+                e(indent, f"{items[0]} = [{', '.join(items)}]", ip)
+            else:
+                e(indent, f"{push} = []", ip)
+        elif op is Op.INDEX:
+            e(indent, f"if type({sec}) is list and type({top}) is int and "
+                      f"-len({sec}) <= {top} < len({sec}): {sec} = {sec}[{top}]", ip)
+            e(indent, f"else: {sec} = index_get({sec}, {top})", ip)
+        elif op is Op.STORE_INDEX:
+            obj, idx, val = s[depth - 3], s[depth - 2], s[depth - 1]
+            e(indent, f"if type({obj}) is list and type({idx}) is int and "
+                      f"-len({obj}) <= {idx} < len({obj}): {obj}[{idx}] = {val}", ip)
+            e(indent, f"else: index_set({obj}, {idx}, {val})", ip)
+            e(indent, f"{obj} = {val}", ip)
+        elif op is Op.GET_MEMBER:
+            # A member read may capture the frame's scope and position (a bound lifecycle
+            # method does, for its policy check and audit line).
+            e(indent, f"f.ip = {ip}", ip)
+            e(indent, "f.scope = sc", ip)
+            e(indent, f"{top} = vm.member({top}, {a!r})", ip)
+        elif op is Op.GET_ITER:
+            e(indent, f"{top} = get_iter({top})", ip)
+        elif op is Op.FOR_ITER:
+            e(indent, f"if {top}.i < len({top}.items):", ip)
+            e(indent + 1, f"{push} = {top}.items[{top}.i]", ip)
+            # A labelled item decides that the loop goes on: tier 1 takes this FOR_ITER again
+            # and opens the pc label, as for a labelled condition.
+            self.labelled_branch(i, push, depth, indent + 1)
+            e(indent + 1, f"{top}.i += 1", ip)
+            e(indent, "else:", ip)
+            self.goto(a, indent + 1, ip)
+        elif op is Op.MAKE_FUNCTION:
+            e(indent, f"_c = f.prepared.unit[{a}]", ip)
+            e(indent, f"{push} = Closure(_c, sc, _c.code.name)", ip)
+        elif op is Op.CALL:
+            self.call(i, a, depth, indent)
+        elif op is Op.TOOL_CALL and not self.counting:     # (a step budget counts it: generic)
+            self.tool_call(i, a, depth, indent)
+        elif op is Op.ACTION_PREPARE and not self.counting:
+            self.action_prepare(i, a, depth, indent)
+        elif op in (Op.ACTION_VERIFY, Op.ACTION_APPROVE, Op.ACTION_COMMIT) and not self.counting:
+            self.lifecycle_step(i, op, depth, indent)       # (each is a step: counted by H)
+        elif op is Op.RETURN:
+            self.ret(i, top, indent)
+            return None
+        else:
+            self.generic(i, op, a, b, depth, indent)
+        if op in TERMINATORS:
+            return None
+        return i + 1
+
+    def set_scope(self, i, indent):
+        """Give the frame its scope as tier 1 would have it at instruction i. Block scopes are
+        built once and reused (as tier 1's would be) until a block variable changes or a block
+        is entered: ``bk`` says which blocks ``bsc`` was built for, False for none."""
+        self.emit(indent, f"f.scope = {self.scope_at(i, indent)}", i + 1)
+
+    def store_in_block(self, i, name, top, indent):
+        """STORE_NAME inside blocks of Python locals: the nearest binding along blocks, the
+        function scope and outwards is updated; else the name is bound in the innermost block."""
+        e = self.emit
+        ip = i + 1
+        q = repr(name)
+        kw = "if"
+        for site, blocal in self.block_sites(i, name):
+            self.store_block_local(i, kw, f"{blocal} is not U", site, name, top, indent)
+            kw = "elif"
+        local = self.cached.get(name)
+        if local is not None:
+            write = "" if self.lazy else f"v0[{q}] = "
+            e(indent, f"{kw} {local} is not U: {local} = {write}{top}", ip)
+            kw = "elif"
+        elif self.own is None or name in self.own:
+            e(indent, f"{kw} {q} in v0: v0[{q}] = {top}", ip)
+            kw = "elif"
+        site = self.regions[i][-1]
+        if name in self.bnames.get(site, ()):
+            kw, test = self.outer_store(kw, q, top, indent, ip)
+            self.store_block_local(i, kw, test, site, name, top, indent)
+        elif self.lazy and local is not None:
+            kw, test = self.outer_store(kw, q, top, indent, ip)
+            e(indent, f"{kw} {test}: {local} = {top}", ip)
+        else:
+            # Known to be bound in the function scope or further out (the analysis).
+            line = f"store_outer(P, {q}, {top}, fs)"
+            e(indent, f"else: {line}" if kw == "elif" else line, ip)
+
+    def folded_constant(self, i):
+        """(type, literal, value) when instruction i's right operand is the constant that the
+        instruction just before pushed (an Int or String with a literal, or nil compared),
+        else None."""
+        if not (0 < i < len(self.instrs)) or self.preds[i] != 1 or i in self.dispatch:
+            return None
+        prev = self.instrs[i - 1]
+        if not self.state[i] or not self.state[i][0]:
+            return None
+        if instrs_op(prev) == Op.LOAD_NIL and Op(self.instrs[i][0]) in (Op.EQ, Op.NE):
+            return (_NIL, "None", None)
+        if instrs_op(prev) != Op.LOAD_CONST:
+            return None
+        value = prev[1]
+        if type(value) not in (int, str) or _literal(value) is None:
+            return None
+        op = Op(self.instrs[i][0])
+        if type(value) is int and op in _INT_FOLD and (op is not Op.MOD or value):
+            return (int, _literal(value), value)
+        if type(value) is str and op in (Op.EQ, Op.NE, Op.ADD):
+            return (str, _literal(value), value)
+        return None
+
+    def compared(self, i):
+        """Is the branch at i fed directly by a comparison (which checked for a labelled result
+        on its own slow path: its fast paths only ever give a Bool)?"""
+        return (i > 0 and self.preds[i] == 1 and i not in self.dispatch
+                and Op(self.instrs[i - 1][0]) in _COMPARISONS)
+
+    def slow_compare(self, i, line, result, indent):
+        """The slow path of the comparison at i; when a branch takes its result next, the check
+        for a labelled result is made here, on this path only."""
+        e = self.emit
+        e(indent, "else:", i + 1)
+        e(indent + 1, line, i + 1)
+        j = i + 1
+        if self.compared(j) and Op(self.instrs[j][0]) in _BRANCHES:
+            self.labelled_branch(j, result, self.state[j][0], indent + 1)
+
+    def labelled_branch(self, i, top, depth, indent):
+        """A branch on a labelled value goes back to tier 1, which keeps pc labels: the frame
+        is spilled at the branch itself, and the generator gives the frame up."""
+        e = self.emit
+        e(indent, f"if {top} is not True and {top} is not False and type({top}) in LT:", i + 1)
+        if self.direct:
+            self.deoptimize(i, depth, indent + 1)
+            return
+        self.spill(i, [f"s{j}" for j in range(depth)], indent + 1)
+        e(indent + 1, f"f.ip = {i}", i + 1)
+        e(indent + 1, "f.gen = None", i + 1)
+        e(indent + 1, "yield", i + 1)
+        e(indent + 1, "return", i + 1)
+
+    def spill(self, i, items, indent):
+        ip = i + 1
+        self.emit(indent, f"f.stack = [{', '.join(items)}]", ip)
+        self.emit(indent, f"f.ip = {ip}", ip)
+        self.set_scope(i, indent)
+
+    def reload(self, i, count, indent):
+        if count:
+            slots = ", ".join(f"s{j}" for j in range(count))
+            self.emit(indent, f"{slots}, = f.stack", i + 1)
+
+    def scope_at(self, i, indent) -> str:
+        """The expression for the scope tier 1 would have at instruction i (see set_scope)."""
+        if self.lazy:
+            names = [p for p in self.params] + [n for n in self.cached if n not in self.params]
+            values = "".join(self.cached[n] + ", " for n in names)
+            self.emit(indent, f"fs = sc = function_scope(P, {tuple(names)!r}, ({values}))", i + 1)
+        if not self.blocal or not self.regions[i]:
+            return "sc"
+        key = self.chain_keys.setdefault(self.regions[i], len(self.chain_keys) + 1)
+        levels = []
+        for site in self.regions[i]:
+            names = self.bnames.get(site, {})
+            levels.append(f"({tuple(names)!r}, ({''.join(v + ', ' for v in names.values())}))")
+        if self.direct:       # only a deoptimization asks, once: nothing to reuse
+            self.emit(indent, f"bsc = chain(fs, {', '.join(levels)})", i + 1)
+        else:
+            self.built_keys.add(key)
+            self.emit(indent, f"if bk != {key}: bsc = chain(fs, {', '.join(levels)}); bk = {key}",
+                      i + 1)
+        return "bsc"
+
+    def deoptimize(self, i, depth, indent):
+        """Become a frame stopped at instruction i (its stack as it is there) and unwind."""
+        e = self.emit
+        scope = self.scope_at(i, indent)
+        stack = ", ".join(f"s{j}" for j in range(depth))
+        e(indent, f"vm.frame = _fr = materialize(PREP, {scope}, cl, [{stack}], {i})", i + 1)
+        e(indent, "vm.deopts += 1", i + 1)
+        e(indent, "raise Deoptimize(_fr, D)", i + 1)
+
+    def inline_builtin(self, i, n, base, indent) -> str:
+        """For a call of what was loaded as `len`, `push` or `str`: that builtin's common case
+        done in place when the callee *is* that builtin (checked by identity, so a program that
+        rebinds the name loses nothing but speed); returns the keyword for the next test."""
+        name = self.slot_names.get(base)
+        c = f"s{base}"
+        a = [f"s{j}" for j in range(base + 1, base + 1 + n)]
+        ip = i + 1
+        if name == "len" and n == 1:
+            # (An Array only while no labels exist: then b_len labels its length with its
+            # items' origins.)
+            self.emit(indent, f"if {c} is B_LEN and (type({a[0]}) is str or type({a[0]}) is list "
+                              f"and not PV.live): {c} = len({a[0]})", ip)
+        elif name == "push" and n == 2:
+            self.emit(indent, f"if {c} is B_PUSH and type({a[0]}) is list and "
+                              f"len({a[0]}) < vm.max_array:", ip)
+            self.emit(indent + 1, f"{a[0]}.append({a[1]})", ip)
+            self.emit(indent + 1, f"{c} = {a[0]}", ip)
+        elif name == "str" and n == 1:
+            self.emit(indent, f"if {c} is B_STR and type({a[0]}) is int and "
+                              f"{a[0]}.bit_length() <= {self.int_bits}: {c} = str({a[0]})", ip)
+        else:
+            return "if"
+        return "elif"
+
+    def direct_call(self, i, n, depth, indent):
+        """CALL n in a direct form (see Compiled)."""
+        ip = i + 1
+        e = self.emit
+        base = depth - n - 1
+        callee = f"s{base}"
+        args = ", ".join(f"s{j}" for j in range(base + 1, depth))
+        kw = self.inline_builtin(i, n, base, indent)
+        if kw == "elif":
+            e(indent, "else:", ip)
+            indent += 1
+        e(indent, f"_ty = type({callee})", ip)
+        e(indent, f"if _ty is Closure and (_l := {callee}.code.dx[{n}]) is not None:"
+                  if n < DIRECT_ARITIES else "if False:", ip)
+        e(indent + 1, "try:", ip)
+        e(indent + 2, f"{callee} = _l(vm, {callee}, D + 1, N + 1{', ' + args if args else ''})", ip)
+        e(indent + 1, "except Deoptimize as _d:", ip)
+        e(indent + 2, "if _d.top is None:", ip)
+        self.deoptimize(i, depth, indent + 3)
+        # The callee is a frame now: this activation continues after the call, in tier 1.
+        scope = self.scope_at(i, indent + 2)
+        stack = ", ".join(f"s{j}" for j in range(base))
+        e(indent + 2, f"_fr = materialize(PREP, {scope}, cl, [{stack}], {ip})", ip)
+        e(indent + 2, "_d.top.caller = _fr", ip)
+        e(indent + 2, "_d.top = _fr", ip)
+        e(indent + 2, "raise", ip)
+        e(indent, f"elif _ty is Builtin and {callee}.pure and "
+                  f"({callee}.arity is None or {callee}.arity == {n}):", ip)
+        e(indent + 1, f"{callee} = {callee}.fn(vm, [{args}])", ip)
+        e(indent, "else:", ip)
+        self.deoptimize(i, depth, indent + 1)
+
+    def call(self, i, n, depth, indent):
+        """CALL n: a function with a direct form is called right here (vm.call_t2's first half,
+        inlined), a plain builtin too; anything else goes through vm.call_t2."""
+        if self.direct:
+            self.direct_call(i, n, depth, indent)
+            return
+        ip = i + 1
+        e = self.emit
+        base = depth - n - 1
+        callee = f"s{base}"
+        args = ", ".join(f"s{j}" for j in range(base + 1, depth))
+        below = ", ".join(f"s{j}" for j in range(base))
+        if self.counting:
+            e(indent, f"f.ip = {ip}", ip)
+            self.tick(indent, ip)       # a call: a step, before anything is called
+        if self.inline_builtin(i, n, base, indent) == "elif":
+            e(indent, "else:", ip)
+            indent += 1
+        e(indent, f"_ty = type({callee})", ip)
+        # With a step budget no function has a direct form; one of n parameters is found by n.
+        if not self.counting and n < DIRECT_ARITIES:
+            e(indent, f"if _ty is Closure and (_l := {callee}.code.dx[{n}]) is not None:", ip)
+            e(indent + 1, "try:", ip)
+            e(indent + 2, f"{callee} = _l(vm, {callee}, vm.depth + 1, 1"
+                          f"{', ' + args if args else ''})", ip)
+            e(indent + 1, "except Deoptimize as _d:", ip)
+            # The frame is on the chain from here on: spilled, as for any other call.
+            e(indent + 2, f"f.ip = {ip}", ip)
+            e(indent + 2, f"f.stack = [{below}]", ip)
+            self.set_scope(i, indent + 2)
+            e(indent + 2, "if _d.top is None:", ip)      # refused before it was entered
+            e(indent + 3, f"if vm.call_frame(f, {callee}, [{args}]):", ip)
+            e(indent + 4, "yield", ip)
+            e(indent + 2, "else:", ip)               # its activations are frames: run them first
+            e(indent + 3, "vm.depth = _d.depth", ip)
+            e(indent + 3, "_d.top.caller = f", ip)
+            e(indent + 3, "yield", ip)
+            self.reload(i, base + 1, indent + 2)
+            kw = "elif"
+        else:
+            kw = "if"
+        # A pure builtin sees no frame (values.Builtin): nothing to spill for it.
+        e(indent, f"{kw} _ty is Builtin and {callee}.pure and "
+                  f"({callee}.arity is None or {callee}.arity == {n}):", ip)
+        e(indent + 1, f"{callee} = {callee}.fn(vm, [{args}])", ip)
+        e(indent, f"elif _ty is Builtin and not {callee}.frames and "
+                  f"({callee}.arity is None or {callee}.arity == {n}):", ip)
+        if not self.counting:
+            e(indent + 1, f"f.ip = {ip}", ip)
+        e(indent + 1, "f.scope = sc", ip)
+        e(indent + 1, f"{callee} = {callee}.fn(vm, [{args}])", ip)
+        e(indent, "else:", ip)
+        if not self.counting:
+            e(indent + 1, f"f.ip = {ip}", ip)
+        e(indent + 1, f"f.stack = [{below}]", ip)
+        self.set_scope(i, indent + 1)
+        e(indent + 1, f"if vm.call_t2(f, {callee}, [{args}]):", ip)
+        e(indent + 2, "yield", ip)
+        self.reload(i, base + 1, indent + 1)
+
+    def tool_call(self, i, n, depth, indent):
+        """TOOL_CALL n: vm.call_tool directly, as its handler would (through op_CALL and
+        _call), with the frame spilled: policy, lineage and the audit record read it."""
+        ip = i + 1
+        e = self.emit
+        base = depth - n - 1
+        callee = f"s{base}"
+        args = ", ".join(f"s{j}" for j in range(base + 1, depth))
+        self.spill(i, [f"s{j}" for j in range(base)], indent)
+        e(indent, f"if type({callee}) is ToolDefinition:", ip)
+        e(indent + 1, f"if vm.call_tool(f, {callee}, [{args}], {self.prepared.positions[i].line})"
+                      " and not vm.inline(f):", ip)
+        e(indent + 2, "yield", ip)
+        e(indent, f"elif vm.call_t2(f, {callee}, [{args}]):", ip)     # what CALL does with it
+        e(indent + 1, "yield", ip)
+        self.reload(i, base + 1, indent)
+
+    def action_prepare(self, i, n, depth, indent):
+        """ACTION_PREPARE n: vm.prepare directly when the callee is an action (given the line
+        of this instruction; it reads the frame's lineage); anything else is called as CALL
+        calls it."""
+        ip = i + 1
+        e = self.emit
+        base = depth - n - 1
+        callee = f"s{base}"
+        args = ", ".join(f"s{j}" for j in range(base + 1, depth))
+        e(indent, f"if type({callee}) is ActionDefinition:", ip)
+        e(indent + 1, f"{callee} = vm.prepare(f, {callee}, [{args}], "
+                      f"{self.prepared.positions[i].line})", ip)
+        e(indent, "else:", ip)
+        self.spill(i, [f"s{j}" for j in range(base)], indent + 1)
+        e(indent + 1, f"if vm.call_t2(f, {callee}, [{args}]):", ip)
+        e(indent + 2, "yield", ip)
+        self.reload(i, base + 1, indent + 1)
+
+    def lifecycle_step(self, i, op, depth, indent):
+        """ACTION_VERIFY / APPROVE / COMMIT on a prepared action: the VM's method directly, as
+        the handler calls it; on any other value, the handler (a method call on that value).
+
+        Policy and lineage read the frame's scope and its callers, so the scope is set first.
+        A commit may run its body as a frame, which returns into this one: the stack and ip
+        are spilled for it. Verify and approve never push a frame and are given the position;
+        if one raises, the handler below (LINEMAP) sets the ip the error is placed at."""
+        ip = i + 1
+        e = self.emit
+        top = f"s{depth - 1}"
+        e(indent, f"if type({top}) is PreparedAction:", ip)
+        if op is Op.ACTION_COMMIT:
+            self.spill(i, [f"s{j}" for j in range(depth - 1)], indent + 1)
+        else:
+            self.set_scope(i, indent + 1)
+        # f.pos, known here: the position of instruction i, a constant of the generated code.
+        pos = self.const(self.prepared.positions[i])
+        if op is Op.ACTION_VERIFY:
+            e(indent + 1, f"{top} = vm.verify(f, {top}, f.scope, {pos})", ip)
+        elif op is Op.ACTION_APPROVE:
+            e(indent + 1, f"{top} = vm.approve(f, {top}, {pos})", ip)
+        else:
+            e(indent + 1, f"if vm.commit(f, {top}, f.scope) and not vm.inline(f):", ip)
+            e(indent + 2, "yield", ip)
+            self.reload(i, depth, indent + 1)
+        e(indent, "else:", ip)
+        self.spill(i, [f"s{j}" for j in range(depth)], indent + 1)
+        e(indent + 1, f"if H[{int(op)}](f, None, None) and not vm.inline(f):", ip)
+        e(indent + 2, "yield", ip)
+        self.reload(i, depth, indent + 1)
+
+    def ret(self, i, top, indent):
+        ip = i + 1
+        e = self.emit
+        if self.direct:
+            if self.direct_return_check() is None:
+                e(indent, f"return {top}", ip)
+            else:
+                e(indent, f"_v = {top}", ip)    # checked on the way out: direct_epilogue
+                e(indent, "break", ip)
+            return
+        prepared = self.prepared
+        if self.kind is CodeKind.FUNCTION:
+            # A function frame: no module, no role (tier 1's op_RETURN, closure branch).
+            e(indent, "if f.module is None and f.role is None:", ip)
+            e(indent + 1, "c = f.caller", ip)
+            e(indent + 1, "vm.frame = c", ip)
+            e(indent + 1, "vm.depth -= 1", ip)
+            check = prepared.return_check
+            if check is not None:
+                cname = self.const(check[1])
+                e(indent + 1, f"if f.closure is not None and {self.exact_test(check[2], top)}"
+                              f"not {cname}({top}): "
+                              f"raise return_error(f.closure.name, {check[0]!r}, {top})", ip)
+            e(indent + 1, f"if c is not None: c.stack.append({top})", ip)
+            e(indent + 1, f"else: vm.result = {top}", ip)
+            e(indent + 1, "return", ip)
+        # Tier 1's RETURN reads the stack and the position, never the scope: no block scopes
+        # are built for it.
+        e(indent, f"f.stack = [{top}]", ip)
+        e(indent, f"f.ip = {ip}", ip)
+        e(indent, f"H[{int(Op.RETURN)}](f, None, None)", ip)
+        e(indent, "return", ip)
+
+    def generic(self, i, op, a, b, depth, indent):
+        """Hand the instruction to its tier-1 handler, with the frame spilled."""
+        ip = i + 1
+        pops, pushes = POPS[op](a, b), PUSHES[op](a, b)
+        self.spill(i, [f"s{j}" for j in range(depth)], indent)
+        self.emit(indent, f"if H[{int(op)}](f, {self.const(a)}, {self.const(b)}) and not vm.inline(f):",
+                  ip)
+        self.emit(indent + 1, "yield", ip)
+        self.reload(i, depth - pops + pushes, indent)
+
+
+_COMPARISONS = frozenset({Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE})
+# The bodies whose direct form is given its scope by the VM (commit, rollback).
+_GIVEN_SCOPE = frozenset({CodeKind.ACTION_BODY, CodeKind.ROLLBACK})
+_NIL = type(None)
+_BRANCHES = frozenset({Op.POP_JUMP_IF_FALSE, Op.POP_JUMP_IF_TRUE, Op.JUMP_IF_FALSE_OR_POP,
+                       Op.JUMP_IF_TRUE_OR_POP})
+_INT_FOLD = {Op.ADD: "+", Op.SUB: "-", Op.MUL: "*", Op.MOD: "%", Op.LT: "<", Op.LE: "<=",
+             Op.GT: ">", Op.GE: ">=", Op.EQ: "==", Op.NE: "!="}
+
+
+def instrs_op(ins):
+    return ins[0]
+
+
+class _Deeper(Exception):
+    def __init__(self, block):
+        self.block = block
+
+
+def compile_code(prepared, counting: bool = False, max_array: Optional[int] = None,
+                 max_string: Optional[int] = None) -> Optional[Compiled]:
+    """The tier-2 form of ``prepared``, or None when it stays in tier 1. With ``counting`` (a
+    step or time limit), the code counts the steps tier 1 counts (sensevm/runtime/limits.py); an array
+    literal longer than ``max_array`` raises tier 1's error, and an Int whose text could be
+    longer than ``max_string`` is made into text by values.int_text."""
+    gen = _Gen(prepared, counting, max_array, max_string)
+    try:
+        gen.analyse()
+    except _Declined:
+        return None
+    source = gen.generate()
+    gen.ns["LINEMAP"] = gen.linemap
+    filename = f"<tier2 {prepared.code.name}#{prepared.index}>"
+    try:
+        code = compile(source, filename, "exec")
+    except (SyntaxError, RecursionError, MemoryError):
+        return None     # a Python limit (nesting, size): tier 1 runs it as it is
+    exec(code, gen.ns)
+    compiled = Compiled(gen.ns["t2"], gen.entries, source)
+    if gen.has_direct_form():
+        compiled.direct = _direct_on_first_call(compiled, gen, filename)
+    return compiled
+
+
+def _direct_on_first_call(compiled: Compiled, gen: _Gen, filename: str):
+    """A stand-in for the direct form that makes it when it is first called: most functions
+    hot enough for tier 2 are called often, but one that is hot only for its loops (a
+    program's ``main``) would make its direct form for nothing."""
+    def first_call(vm, closure, depth, nested, *args):
+        gen.direct = True
+        gen.lazy = gen.scope_is_lazy()
+        gen.ns = dict(gen.ns)       # its own globals: LINEMAP differs from the generator's
+        try:
+            exec(compile(gen.generate(), filename, "exec"), gen.ns)
+        except (SyntaxError, RecursionError, MemoryError):
+            compiled.set_direct(gen.prepared, None)     # a Python limit: with a frame
+            raise Deoptimize(None, 0) from None
+        gen.ns["LINEMAP"] = gen.linemap
+        direct = gen.ns["direct"]
+        compiled.set_direct(gen.prepared, direct)
+        return direct(vm, closure, depth, nested, *args)
+    return first_call

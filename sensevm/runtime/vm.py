@@ -1,0 +1,1698 @@
+"""The dispatch loop: runs a VerifiedProgram, one handler per opcode (frames.py holds the frames).
+
+Sense calls never recurse in Python: a call pushes a ``Frame`` on the VM's own frame chain and
+the loop continues with it, so the depth of Sense recursion is bounded by ``max_depth`` (an
+ordinary, catchable Sense error) and never by the host's stack.
+
+Each code object is prepared once into a list of ``(opcode, a, b)`` triples whose operands are
+already resolved (constants, names, annotation checkers, jump targets as instruction indices),
+plus a parallel list of source positions used only when an error needs one.
+"""
+
+from __future__ import annotations
+
+import operator
+import sys
+from time import time as _now
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing would slow every start
+    from typing import Any, Optional
+
+from sensevm.base.errors import (Pos, SenseError, SenseImportError, SenseLimitError, SenseNameError,
+                                 SenseRecursionError, SenseRuntimeError, SenseSyntaxError)
+from sensevm.base.errors import SenseApprovalError, SensePolicyError
+from sensevm.bytecode.opcodes import Op, Operand
+from sensevm.guard import lifecycle as L
+from sensevm.guard import policy as P
+from sensevm.guard import provenance as PV
+from sensevm.guard.audit import AuditLog
+from sensevm.guard.audit import AuditRecord
+from sensevm.guard.provenance import LABELLED as _LT
+from sensevm.runtime import services
+from sensevm.runtime import values as V
+from sensevm.runtime.builtins import builtin_scope
+from sensevm.runtime.frames import (DIRECT_ARITIES, INLINE_LIMIT, _NO_TESTS, Deoptimize, Frame,
+                                    PreparedCode, TestHandler, TestResult)
+from sensevm.runtime.limits import (DEFAULT_MAX_ARRAY, DEFAULT_MAX_DEPTH, DEFAULT_MAX_STRING,
+                                    DEFAULT_MAX_WORKERS, Budget)
+from sensevm.runtime.values import (ActionDefinition, AgentValue, Builtin, Closure, Future,
+                                    ModuleValue, PreparedAction, Scope, ToolDefinition, index_get,
+                                    index_set, load_name, store_name, type_name)
+
+DRY_RUN_BANNER = "DRY RUN — no actions will actually commit\n\n"
+# The instructions that count as a step (with a step or time limit; see limits.py): every
+# one that may call, besides the backward jumps.
+CALL_OPS = (Op.CALL, Op.CALL_LABELED, Op.TOOL_CALL, Op.IMPORT, Op.ACTION_PREPARE,
+            Op.ACTION_VERIFY, Op.ACTION_APPROVE, Op.ACTION_COMMIT, Op.ACTION_ROLLBACK)
+JUMP_OPS = (Op.POP_JUMP_IF_FALSE, Op.POP_JUMP_IF_TRUE, Op.JUMP_IF_FALSE_OR_POP,
+            Op.JUMP_IF_TRUE_OR_POP, Op.FOR_ITER)
+
+_LOAD_NAME, _LOAD_CONST, _STORE_NAME, _POP_JUMP_IF_FALSE, _JUMP = (
+    int(Op.LOAD_NAME), int(Op.LOAD_CONST), int(Op.STORE_NAME), int(Op.POP_JUMP_IF_FALSE),
+    int(Op.JUMP))
+_PUSH_SCOPE, _POP_SCOPE, _ADD, _DIV, _MOD, _GE = (
+    int(Op.PUSH_SCOPE), int(Op.POP_SCOPE), int(Op.ADD), int(Op.DIV), int(Op.MOD), int(Op.GE))
+# Under a pc label these store the top of the stack (_PC_STORES) or hand values to a callee
+# (_PC_CALLS: the operand counts them).
+_PC_STORES = frozenset(int(op) for op in (Op.STORE_NAME, Op.STORE_LOCAL, Op.STORE_INDEX,
+                                          Op.RETURN))
+_PC_CALLS = frozenset(int(op) for op in (Op.CALL, Op.CALL_LABELED, Op.ACTION_PREPARE,
+                                         Op.TOOL_CALL))
+_CALL_LABELED = int(Op.CALL_LABELED)
+# ADD .. GE on two Ints, except DIV (always a Float, checked for zero) and MOD by zero.
+_INT_OPS = {int(Op.ADD): operator.add, int(Op.SUB): operator.sub, int(Op.MUL): operator.mul,
+            int(Op.MOD): operator.mod, int(Op.EQ): operator.eq,
+            int(Op.NE): operator.ne, int(Op.LT): operator.lt, int(Op.LE): operator.le,
+            int(Op.GT): operator.gt, int(Op.GE): operator.ge}
+
+# Execution tiers (see tier2.py): 1 = the dispatch loop only; 2 = every code object that tier 2
+# accepts runs as compiled Python from its first instruction; auto = compile a code object once
+# it is hot (HOT_THRESHOLD frame entries plus loop back-edges). SENSE_TIER sets the default.
+TIERS = ("1", "2", "auto")
+HOT_THRESHOLD = 32
+
+
+def default_tier() -> str:
+    import os
+    tier = os.environ.get("SENSE_TIER", "auto") or "auto"
+    if tier not in TIERS:
+        raise ValueError(f"SENSE_TIER must be one of {', '.join(TIERS)}, not {tier!r}")
+    return tier
+
+
+class VM:
+    """One interpreter: a program, its builtins, its modules, its audit log and test results."""
+
+    def __init__(self, verified, *, stdout=None, max_depth: int = DEFAULT_MAX_DEPTH,
+                 max_array: int = DEFAULT_MAX_ARRAY, dry_run: bool = False,
+                 audit: Optional[AuditLog] = None, stdin=None,
+                 state_dir: Optional[str] = None, tier: Optional[str] = None,
+                 max_string: int = DEFAULT_MAX_STRING, max_steps: Optional[int] = None,
+                 timeout: Optional[float] = None, second_look: bool = True,
+                 dry_run_allow=frozenset(), max_workers: int = DEFAULT_MAX_WORKERS):
+        from sensevm.bytecode.verify import VerifiedProgram
+        if not isinstance(verified, VerifiedProgram):
+            raise TypeError("the VM runs only a VerifiedProgram (see sensevm.bytecode.verify)")
+        # Int is unbounded (spec 4.1), including its decimal form.
+        sys.set_int_max_str_digits(0)
+        self.verified = verified
+        self.program = verified.program
+        self.out = stdout if stdout is not None else sys.stdout
+        self.max_depth = max_depth
+        self.max_array = max_array
+        self.max_string = max_string
+        self.max_workers = max_workers
+        self.workers = None     # async bodies running (workers.Workers), made by worker()
+        # Steps and time are counted only when limited (docs/limits.md): shared with workers.
+        self.budget = (Budget(max_steps, timeout)
+                       if max_steps is not None or timeout is not None else None)
+        self.dry_run = dry_run
+        # The host capabilities a dry run may still use (--dry-run-allow; policy.py).
+        self.dry_run_allow = frozenset(dry_run_allow)
+        self.audit = audit if audit is not None else AuditLog()
+        self.stdin = stdin if stdin is not None else sys.stdin
+        self.worker_agent = None        # on an async agent's worker: that agent
+        self.state_dir = state_dir      # where paused agents are saved (--state-dir)
+        self.agents: list = []
+        self.mcp_servers: list = []     # connect_mcp()'s servers, closed when run() ends
+        self.sessions: list = []        # open protocol sessions, innermost last (sessions.py)
+        self.session_counts: dict = {}  # sessions opened so far, by name
+        self.session_approver = None    # the host's verdict on a session left undecided
+        self.session_log_path: Optional[str] = None     # the sessions' write-ahead log
+        self._session_log = None
+        self.tests: list[TestResult] = []
+        self.request = None             # user_request(): the run's --request, labelled user
+        self.builtins = builtin_scope()
+        self.denials = P.Denials()      # (shared with the workers, as copy.copy shares it)
+        # The second look (secondlook.py): None when switched off for a comparison run.
+        if second_look:
+            from sensevm.guard.secondlook import SecondLook
+            self.look = SecondLook()
+        else:
+            self.look = None
+        self.prepared = self.load(verified)
+        self.modules: dict[str, ModuleValue] = {}      # by absolute path: a module runs once
+        self.loading: set[ModuleValue] = set()
+        self.frame: Optional[Frame] = None
+        self.depth = 0
+        self.result: Any = None
+        self.inlined = 0
+        self.deopts = 0         # times direct forms became frames (tier2.Compiled; tests read it)
+        self.tier = default_tier() if tier is None else str(tier)
+        if self.tier not in TIERS:
+            raise ValueError(f"tier must be one of {', '.join(TIERS)}, not {tier!r}")
+        self.handlers = self._handler_table()
+
+    # ------------------------------------------------------------------ preparation
+
+    def load(self, verified) -> list:
+        """Prepare every code object of a verified program; returns the unit (list) of them."""
+        from sensevm.bytecode.verify import VerifiedProgram
+        if not isinstance(verified, VerifiedProgram):
+            raise TypeError("the VM runs only a VerifiedProgram (see sensevm.bytecode.verify)")
+        program = verified.program
+        unit = [self._prepare(program, vc) for vc in verified.codes]
+        if self.look is not None:
+            self.look.add_unit(unit)
+        for i, prepared in enumerate(unit):
+            prepared.index = i
+            prepared.unit = unit
+            prepared.program = program
+        return unit
+
+    def _prepare(self, program, vcode) -> PreparedCode:
+        code = vcode.code
+        checkers: dict[str, Any] = {}
+
+        def checker(text):
+            if text not in checkers:
+                checkers[text] = V.make_checker(text)
+            return checkers[text]
+
+        instrs, positions = [], []
+        # The verifier guarantees positions sit on instruction starts, in order: one lookup each.
+        at_offset = {off: Pos(line, col) for off, line, col in code.positions}
+        for ins in vcode.instructions:
+            resolved = []
+            for kind, value in zip(ins.op.operands, ins.args):
+                if kind is Operand.CONST:
+                    resolved.append(program.constants[value])
+                elif kind is Operand.NAME:
+                    resolved.append(program.strings[value])
+                elif kind is Operand.TYPE:
+                    text = program.strings[value]
+                    resolved.append((text, checker(text)))
+                elif kind is Operand.TARGET:
+                    resolved.append(vcode.index_of[value])
+                else:
+                    resolved.append(value)
+            while len(resolved) < 2:
+                resolved.append(None)
+            instrs.append((ins.op.value, resolved[0], resolved[1]))
+            pos = at_offset.get(ins.offset)
+            positions.append(pos if pos is not None else code.position_at(ins.offset))
+        path = program.sources[code.source].path if program.sources else "<input>"
+        # Only the annotated parameters, each as (index, name, annotation, check, exact type):
+        # a value of the exact type (values.exact_type; None if there is none) needs no check.
+        param_checks = tuple((i, name, text, checker(text), V.exact_type(text))
+                             for i, (name, text) in enumerate(zip(code.params, code.param_types))
+                             if text is not None)
+        return_check = ((code.return_type, checker(code.return_type),
+                         V.exact_type(code.return_type)) if code.return_type else None)
+        return PreparedCode(code, instrs, positions, path, param_checks, return_check)
+
+    # ------------------------------------------------------------------ running
+
+    def write(self, text: str) -> None:
+        self.out.write(text)
+
+    def _write_lines(self, lines: list, if_none: str) -> None:
+        """Write ``lines``, each ending in a newline (``if_none`` when there are none), a few
+        thousand at a time: a long summary joined whole would be held two or three times over
+        (text, encoded bytes), costing fresh memory and its page faults for nothing."""
+        if not lines:
+            self.write(if_none + "\n")
+        for start in range(0, len(lines), 2048):
+            self.write("\n".join(lines[start:start + 2048]) + "\n")
+
+    def run(self) -> Any:
+        """Run the program's main module to completion; a Sense error propagates to the caller.
+
+        A dry run's stdout is framed as spec 14 says: the banner first, and after a program
+        that finished, the summary of every audit line (no summary after an error).
+        """
+        budget = self.budget
+        if budget is not None:
+            budget.start_clock()
+        try:
+            if self.dry_run:
+                self.write(DRY_RUN_BANNER)
+            result = self._run_main()
+            self.save_paused_agents()
+            if self.dry_run:
+                self.write("\n--- dry run summary ---\n")
+                self._write_lines(self.audit.lines(), "(no actions were prepared)")
+            return result
+        finally:
+            if budget is not None:
+                budget.stop_clock()
+            if self.mcp_servers:
+                services.close_servers(self.mcp_servers)
+
+    @property
+    def steps(self) -> Optional[int]:
+        """Steps taken so far, when steps are counted (a step or time limit is set)."""
+        return self.budget.steps if self.budget is not None else None
+
+    def _run_main(self) -> Any:
+        scope = Scope(self.builtins, tag="module")
+        return self.run_unit(self.prepared, scope)
+
+    def run_unit(self, unit: list, scope: Scope) -> Any:
+        """Run a unit's entry code in ``scope`` (a fresh module scope, or the REPL's)."""
+        entry = unit[unit[0].program.entry]
+        main = ModuleValue("__main__", entry.path, scope)
+        self.frame = Frame(entry, scope, None, module=main)
+        self.depth = 1
+        self._loop()
+        return self.result
+
+    def _loop(self) -> None:
+        handlers = self.handlers
+        tiered = self.tier != "1"
+        budget = self.budget
+        # JUMP is done in the loop only when nothing counts it (tier 2's heat, a step budget).
+        jumps = not tiered and budget is None
+        V.set_limits(self.max_string, self.max_array, budget)
+        while self.frame is not None:
+            frame = self.frame
+            try:
+                if frame.pc is not None:
+                    self._run_tainted(frame)
+                    continue
+                gen = frame.gen
+                if gen is not None:
+                    if frame.gvm is self:
+                        next(gen, None)
+                        continue
+                    # Made by another VM (a worker thread resumed it): the frame is spilled,
+                    # so tier 1 continues it here.
+                    frame.gen = None
+                elif tiered and frame.ip == 0 and self._tier2(frame):
+                    continue
+                # The hot state lives in locals: ``ip`` is written back to the frame before
+                # any handler runs (handlers, errors and saves read frame.ip), and the most
+                # frequent instructions are done right here instead of through the table.
+                instrs = frame.instrs
+                stack = frame.stack
+                ip = frame.ip
+                while True:
+                    op, a, b = instrs[ip]
+                    ip += 1
+                    if op == _LOAD_NAME:
+                        scope = frame.scope
+                        while scope is not None:
+                            bindings = scope.vars
+                            if a in bindings:
+                                stack.append(bindings[a])
+                                break
+                            scope = scope.parent
+                        else:
+                            frame.ip = ip
+                            raise SenseNameError(f"undefined variable '{a}'")
+                        continue
+                    if op == _LOAD_CONST:
+                        stack.append(a)
+                        continue
+                    if op == _STORE_NAME:
+                        value = stack.pop()
+                        scope = frame.scope
+                        while scope is not None:
+                            bindings = scope.vars
+                            if a in bindings:
+                                bindings[a] = value
+                                break
+                            scope = scope.parent
+                        else:
+                            frame.scope.vars[a] = value
+                        continue
+                    if op == _POP_JUMP_IF_FALSE:
+                        value = stack.pop()
+                        if value is True or value is False or type(value) not in _LT:
+                            if not value:
+                                if a < ip and budget is not None:     # backward: a step
+                                    frame.ip = ip
+                                    self.count_step()
+                                ip = a
+                            continue
+                        stack.append(value)     # influenced: the handler opens a pc label
+                    if op == _JUMP and jumps:
+                        ip = a
+                        continue
+                    if _ADD <= op <= _GE and op != _DIV:
+                        # Int operands: the result Python gives is the Sense result.
+                        right = stack[-1]
+                        left = stack[-2]
+                        if type(left) is int and type(right) is int and (right or op != _MOD):
+                            del stack[-1]
+                            stack[-1] = _INT_OPS[op](left, right)
+                            continue
+                    elif op == _PUSH_SCOPE:
+                        frame.scope = Scope(frame.scope)
+                        continue
+                    elif op == _POP_SCOPE and a == 1:
+                        frame.scope = frame.scope.parent
+                        continue
+                    frame.ip = ip
+                    if handlers[op](frame, a, b):
+                        break
+                    ip = frame.ip
+            except SenseError as err:
+                self._unwind(err)
+            except RecursionError:
+                # Only deeply nested values (printing or comparing arrays nested thousands deep)
+                # can exhaust the host stack; calls never do.
+                self._unwind(SenseRecursionError())
+            except MemoryError:
+                self._unwind(SenseRuntimeError("out of memory", located=False))
+
+    def _unwind(self, err: SenseError) -> None:
+        """Find the innermost running test block (in this frame or a caller) or re-raise."""
+        frame = self.frame
+        if frame is not None:
+            err.with_pos(frame.pos, frame.prepared.path)
+        # A limit stops the program: no test block catches it.
+        catchable = type(err) is not SenseLimitError
+        if self.sessions:
+            self._abort_sessions_left(frame, catchable)
+        while frame is not None:
+            if frame.tests and catchable:
+                frame.gen = None
+                handler = frame.tests.pop()
+                self.tests.append(TestResult(handler.name, False, err, frame.prepared.path,
+                                             handler.pos))
+                del frame.stack[handler.depth:]
+                frame.scope = handler.scope
+                frame.ip = handler.target
+                self.frame = frame
+                return
+            if frame.module is not None:
+                # A module that failed half-way may be imported again later (a test block
+                # caught the error): it is no longer "loading".
+                self._forget_loading(frame)
+            elif frame.role is not None:
+                self._body_failed(frame, err)
+            frame = frame.caller
+            self.depth -= 1
+        self.frame = None
+        raise err
+
+    def _abort_sessions_left(self, frame, catchable: bool = True) -> None:
+        """Every protocol session the error leaves (outside the block that catches it) aborts:
+        those opened in the frames it unwinds, and in the catching frame outside its handler."""
+        from sensevm.runtime.sessions import abort_left
+        left = set()
+        while frame is not None and (not frame.tests or not catchable):
+            left.add(frame)
+            frame = frame.caller
+        abort_left(self, left, frame, frame.tests[-1].scope if frame is not None else None)
+
+    def _forget_loading(self, frame: Frame) -> None:
+        if frame.module in self.loading:
+            self.loading.discard(frame.module)
+            for index, module in list(self.modules.items()):
+                if module is frame.module:
+                    del self.modules[index]
+
+    # ------------------------------------------------------------------ calls
+
+    def _call(self, frame: Frame, callee, args: list) -> bool:
+        """Call ``callee``; returns True when a new frame was pushed."""
+        t = type(callee)
+        if t is Closure:
+            self._enter_closure(frame, callee, args)
+            return True
+        if t is ActionDefinition:
+            frame.stack.append(self.prepare(frame, callee, args))
+            return False
+        if t is ToolDefinition:
+            return self.call_tool(frame, callee, args)
+        if t is Builtin:
+            if callee.arity is not None and len(args) != callee.arity:
+                raise V.arity_error(callee.name, callee.arity, args)
+            if callee.frames:
+                return callee.fn(self, frame, args)
+            frame.stack.append(callee.fn(self, args))
+            return False
+        sense_call = getattr(callee, "sense_call", None)
+        if sense_call is not None:
+            return sense_call(self, frame, args)
+        raise SenseRuntimeError(f"value of type {type_name(callee)} is not callable")
+
+    def _bind_call(self, callee: Closure, args: list) -> Scope:
+        """Spec 6: check the arity, then each annotated parameter, then the depth; return the
+        new scope of the call, its parameters bound."""
+        prepared = callee.code
+        params = prepared.code.params
+        if len(args) != len(params):
+            raise V.arity_error(callee.name, len(params), args)
+        scope = Scope(callee.scope)
+        bindings = scope.vars
+        for i, name, text, check, exact in prepared.param_checks:
+            if type(args[i]) is not exact and not check(args[i]):
+                raise V.param_error(name, callee.name, text, args[i])
+        for name, value in zip(params, args):
+            bindings[name] = value
+        if self.depth >= self.max_depth:
+            raise SenseRecursionError()
+        return scope
+
+    def _enter_closure(self, frame: Frame, callee: Closure, args: list) -> Frame:
+        """Check a call of a ``def`` function and push its frame."""
+        scope = self._bind_call(callee, args)
+        self.depth += 1
+        new = self.frame = Frame(callee.code, scope, frame, callee)     # positional: cheaper
+        return new
+
+    def call_t2(self, frame: Frame, callee, args: list) -> bool:
+        """A call made by tier-2 code (its frame spilled); True when it must yield to the loop.
+
+        A ``def`` function whose code is in tier 2 runs right here: its direct form as a plain
+        Python call when it has one (tier2.Compiled), else its generator (see call_frame).
+        """
+        if type(callee) is not Closure:
+            return self._call(frame, callee, args) and not self.inline(frame)
+        n = len(args)
+        direct = callee.code.dx[n] if n < DIRECT_ARITIES else None
+        if direct is not None:
+            try:
+                frame.stack.append(direct(self, callee, self.depth + 1, 1, *args))
+                return False
+            except Deoptimize as stop:
+                if stop.top is not None:
+                    # The callee's activations are frames now, the innermost current: the
+                    # loop continues them, and the outermost returns into ``frame``.
+                    stop.top.caller = frame
+                    self.depth = stop.depth
+                    return True
+                # Refused before it was entered: called with a frame.
+        return self.call_frame(frame, callee, args)
+
+    def call_frame(self, frame: Frame, callee: Closure, args: list) -> bool:
+        """Call a ``def`` function from tier-2 code with a frame, and run the frame's generator
+        right here when it has one (up to INLINE_LIMIT deep); True when it must yield."""
+        new = self._enter_closure(frame, callee, args)
+        if self.inlined >= INLINE_LIMIT:
+            return True
+        t2 = callee.code.t2
+        if t2 is None or t2 is False:
+            t2 = self._compiled(callee.code)
+            if t2 is None:
+                return True
+        gen = new.gen = t2.fn(self, new, 0)
+        new.gvm = self
+        self.inlined += 1
+        try:
+            next(gen, None)
+        finally:
+            self.inlined -= 1
+        return self.frame is not frame
+
+    # ------------------------------------------------------------------ the handlers
+
+    def _handler_table(self):
+        table = [None] * 256
+        for op in Op:
+            handler = getattr(self, "op_" + op.name, None)
+            if handler is None:
+                raise NotImplementedError(f"the VM has no handler for {op.name}")
+            table[op.value] = handler
+        if self.tier != "1":
+            # Backward jumps count towards tier 2 and can switch a running frame over to it.
+            table[Op.JUMP] = self.op_JUMP_counting
+        if self.budget is not None:
+            # A step or time limit: backward jumps and calls count (tier 2 counts the same
+            # steps in its own code, and calls these for everything else).
+            table[Op.JUMP] = self._counted_jump(table[Op.JUMP], True)
+            for op in JUMP_OPS:
+                table[op] = self._counted_jump(table[op], False)
+            for op in CALL_OPS:
+                table[op] = self._counted_call(table[op])
+        return table
+
+    def count_step(self) -> None:
+        """Count one step; the limit error when the budget is spent or the time is up."""
+        budget = self.budget
+        budget.left -= 1
+        if budget.left < 0:
+            raise budget.exceeded()
+
+    def _counted_call(self, handler):
+        budget = self.budget
+
+        def counted(f, a, b):
+            budget.left -= 1
+            if budget.left < 0:
+                raise budget.exceeded()
+            return handler(f, a, b)
+        return counted
+
+    def _counted_jump(self, handler, always: bool):
+        """A jump handler that counts a step when it jumps backward (before JUMP jumps, so an
+        error is placed at the jump; a conditional jump is counted once it has decided)."""
+        budget = self.budget
+        if always:
+            def counted(f, a, b):
+                if a < f.ip:
+                    budget.left -= 1
+                    if budget.left < 0:
+                        raise budget.exceeded()
+                return handler(f, a, b)
+            return counted
+
+        def counted_if(f, a, b):
+            ip = f.ip
+            result = handler(f, a, b)
+            if a < ip and f.ip == a:
+                budget.left -= 1
+                if budget.left < 0:
+                    f.ip = ip
+                    raise budget.exceeded()
+            return result
+        return counted_if
+
+    # ------------------------------------------------------------------ tier 2
+
+    def _compiled(self, code):
+        """The tier-2 form of ``code`` if it is (now) hot enough and tier 2 accepts it."""
+        t2 = code.t2
+        if t2 is None:
+            code.heat += 1
+            if self.tier == "auto" and code.heat < HOT_THRESHOLD:
+                return None
+            from sensevm.runtime.tier2 import compile_code
+            t2 = code.t2 = compile_code(code, counting=self.budget is not None,
+                                        max_array=self.max_array,
+                                        max_string=self.max_string) or False
+            if t2 and t2.direct is not None:
+                t2.set_direct(code, t2.direct)
+        return t2 or None
+
+    def _tier2(self, frame) -> bool:
+        """Start ``frame`` in tier 2 at its current instruction if possible."""
+        if frame.pc is not None:
+            return False        # pc labels live in tier 1 only
+        t2 = self._compiled(frame.prepared)
+        if t2 is None or frame.ip not in t2.entries:
+            return False
+        frame.gen = t2.fn(self, frame, frame.ip)
+        frame.gvm = self
+        return True
+
+    def inline(self, caller) -> bool:
+        """Run the frame ``caller`` just pushed, here, while it stays in tier 2; True when it
+        has already returned to ``caller`` (its result is on caller.stack).
+
+        Otherwise (it pushed a frame of its own, paused, or is not tier-2 code) the caller
+        yields to the loop as usual, which continues whatever frame is current.
+        """
+        frame = self.frame
+        if frame is None or self.inlined >= INLINE_LIMIT:
+            return False
+        gen = frame.gen
+        if gen is None or frame.gvm is not self:
+            if frame.ip != 0 or not self._tier2(frame):
+                return False
+            gen = frame.gen
+        elif gen.gi_running:
+            return False        # control went back to a frame further up this Python stack
+        self.inlined += 1
+        try:
+            next(gen, None)
+        finally:
+            self.inlined -= 1
+        return self.frame is caller
+
+    def op_JUMP_counting(self, f, a, b):
+        back = a < f.ip
+        f.ip = a
+        if back and f.prepared.t2 is not False:
+            return self._tier2(f)
+        return False
+
+    def op_NOP(self, f, a, b):
+        pass
+
+    def op_LOAD_CONST(self, f, a, b):
+        f.stack.append(a)
+
+    def op_LOAD_NIL(self, f, a, b):
+        f.stack.append(None)
+
+    def op_LOAD_TRUE(self, f, a, b):
+        f.stack.append(True)
+
+    def op_LOAD_FALSE(self, f, a, b):
+        f.stack.append(False)
+
+    def op_POP(self, f, a, b):
+        f.stack.pop()
+
+    def op_DUP(self, f, a, b):
+        f.stack.append(f.stack[-1])
+
+    def op_LOAD_NAME(self, f, a, b):
+        f.stack.append(load_name(f.scope, a))
+
+    def op_STORE_NAME(self, f, a, b):
+        store_name(f.scope, a, f.stack.pop())
+
+    def op_STORE_LOCAL(self, f, a, b):
+        f.scope.vars[a] = f.stack.pop()
+
+    def op_CHECK_DECL(self, f, a, b):
+        text, check = b
+        value = f.stack[-1]
+        if not check(value):
+            raise V.decl_error(a, text, value)
+
+    def op_PUSH_SCOPE(self, f, a, b):
+        f.scope = Scope(f.scope)
+
+    def op_POP_SCOPE(self, f, a, b):
+        scope = f.scope
+        for _ in range(a):
+            scope = scope.parent
+        f.scope = scope
+
+    def op_ADD(self, f, a, b):
+        stack = f.stack
+        right = stack.pop()
+        left = stack[-1]
+        if type(left) is int and type(right) is int:
+            stack[-1] = left + right
+        else:
+            stack[-1] = V.add(left, right)
+
+    def op_SUB(self, f, a, b):
+        stack = f.stack
+        right = stack.pop()
+        stack[-1] = V.arith("-", stack[-1], right)
+
+    def op_MUL(self, f, a, b):
+        stack = f.stack
+        right = stack.pop()
+        stack[-1] = V.arith("*", stack[-1], right)
+
+    def op_DIV(self, f, a, b):
+        stack = f.stack
+        right = stack.pop()
+        stack[-1] = V.arith("/", stack[-1], right)
+
+    def op_MOD(self, f, a, b):
+        stack = f.stack
+        right = stack.pop()
+        stack[-1] = V.arith("%", stack[-1], right)
+
+    def op_EQ(self, f, a, b):
+        stack = f.stack
+        right = stack.pop()
+        stack[-1] = V.equal(stack[-1], right)
+
+    def op_NE(self, f, a, b):
+        stack = f.stack
+        right = stack.pop()
+        stack[-1] = V.not_equal(stack[-1], right)
+
+    def op_LT(self, f, a, b):
+        stack = f.stack
+        right = stack.pop()
+        stack[-1] = V.compare("<", stack[-1], right)
+
+    def op_LE(self, f, a, b):
+        stack = f.stack
+        right = stack.pop()
+        stack[-1] = V.compare("<=", stack[-1], right)
+
+    def op_GT(self, f, a, b):
+        stack = f.stack
+        right = stack.pop()
+        stack[-1] = V.compare(">", stack[-1], right)
+
+    def op_GE(self, f, a, b):
+        stack = f.stack
+        right = stack.pop()
+        stack[-1] = V.compare(">=", stack[-1], right)
+
+    def op_NEG(self, f, a, b):
+        f.stack[-1] = V.negate(f.stack[-1])
+
+    def op_NOT(self, f, a, b):
+        value = f.stack[-1]
+        if type(value) in _LT:
+            f.stack[-1] = PV.negation(value)
+        else:
+            f.stack[-1] = not value
+
+    def op_JUMP(self, f, a, b):
+        f.ip = a
+
+    # A conditional jump on a labelled value whose origins are influenced opens a pc label
+    # (see _run_tainted): each returns True then, so the loop continues the frame there.
+
+    def op_POP_JUMP_IF_FALSE(self, f, a, b):
+        value = f.stack.pop()
+        if type(value) in _LT:
+            tainted = self._branch(f, value, len(f.stack))
+            if not PV.plain(value):
+                f.ip = a
+            return tainted
+        if not value:
+            f.ip = a
+
+    def op_POP_JUMP_IF_TRUE(self, f, a, b):
+        value = f.stack.pop()
+        if type(value) in _LT:
+            tainted = self._branch(f, value, len(f.stack))
+            if PV.plain(value):
+                f.ip = a
+            return tainted
+        if value:
+            f.ip = a
+
+    def op_JUMP_IF_FALSE_OR_POP(self, f, a, b):
+        value = f.stack[-1]
+        tainted = type(value) in _LT and self._branch(f, value, len(f.stack) - 1)
+        if not (PV.plain(value) if tainted else value):
+            f.ip = a
+        else:
+            f.stack.pop()
+        return tainted
+
+    def op_JUMP_IF_TRUE_OR_POP(self, f, a, b):
+        value = f.stack[-1]
+        tainted = type(value) in _LT and self._branch(f, value, len(f.stack) - 1)
+        if PV.plain(value) if tainted else value:
+            f.ip = a
+        else:
+            f.stack.pop()
+        return tainted
+
+    # ------------------------------------------------------------------ pc labels
+    # Branching on an influenced value influences everything the branch stores: an address
+    # rebuilt character by character under `if c == "a"` must not come out clean. A branch
+    # opens a pc label on its frame that lasts until control reaches the branch's immediate
+    # post-dominator (its join point); meanwhile the frame runs in _run_tainted, which labels
+    # every value stored, returned or handed to a call, and frames called from there carry the
+    # label for their whole activation. Values still on the stack at the join (the result of
+    # `a and b`) get it too.
+
+    def _branch(self, f, value, depth) -> bool:
+        origins = PV.origins_of(value)
+        if not PV.is_influenced(origins):
+            return False
+        prepared = f.prepared
+        if prepared.joins is None:
+            prepared.joins = PV.JoinPoints(prepared.instrs)
+        join = prepared.joins.join(f.ip - 1)
+        pc = f.pc
+        join = -1 if join is None else join
+        if pc is None:
+            pc = f.pc = []
+        elif pc:
+            top = pc[-1]
+            if top[0] == join and top[2] <= depth and origins <= top[1]:
+                return True         # a loop's condition again: the open label covers it
+            origins = PV.union(origins, top[1])
+        pc.append((join, origins, depth))
+        f.gen = None        # tier 2 keeps no pc labels: the frame continues in tier 1
+        return True
+
+    def _run_tainted(self, frame) -> None:
+        """Run ``frame`` while it has pc labels, one instruction at a time through the handlers,
+        labelling what it stores; returns when its labels close or another frame is current."""
+        handlers = self.handlers
+        instrs = frame.instrs
+        pc = frame.pc
+        label = PV.label
+        while True:
+            ip = frame.ip
+            stack = frame.stack
+            while pc and pc[-1][0] == ip:
+                _, origins, depth = pc.pop()
+                for k in range(depth, len(stack)):
+                    stack[k] = label(stack[k], origins)
+            if not pc:
+                frame.pc = None
+                return
+            origins = pc[-1][1]
+            op, a, b = instrs[ip]
+            if op in _PC_STORES:
+                stack[-1] = label(stack[-1], origins)
+            elif op in _PC_CALLS:
+                n = a if op != _CALL_LABELED else a + 2 * b
+                for k in range(len(stack) - n, len(stack)):
+                    stack[k] = label(stack[k], origins)
+            frame.ip = ip + 1
+            if handlers[op](frame, a, b):
+                new = self.frame
+                if new is not None and new is not frame and new.pc is None and (
+                        new.caller is frame or new.origin is frame):
+                    new.pc = [(-1, origins, 0)]
+                return
+
+    def op_BUILD_ARRAY(self, f, a, b):
+        stack = f.stack
+        if a > self.max_array:      # (tier 2 compiles no inline form for such a literal)
+            raise V.array_limit(a, self.max_array)
+        if a:
+            items = stack[-a:]
+            del stack[-a:]
+        else:
+            items = []
+        stack.append(items)
+
+    def op_INDEX(self, f, a, b):
+        stack = f.stack
+        index = stack.pop()
+        stack[-1] = index_get(stack[-1], index)
+
+    def op_STORE_INDEX(self, f, a, b):
+        stack = f.stack
+        value = stack.pop()
+        index = stack.pop()
+        index_set(stack[-1], index, value)
+        stack[-1] = value
+
+    def op_GET_MEMBER(self, f, a, b):
+        f.stack[-1] = self.member(f.stack[-1], a)
+
+    def member(self, obj, name: str):
+        if type(obj) is ModuleValue:
+            bindings = obj.scope.vars
+            if name not in bindings:
+                raise SenseRuntimeError(f"module '{obj.name}' has no member '{name}'")
+            return bindings[name]
+        getter = getattr(obj, "sense_member", None)
+        if getter is None:
+            raise SenseRuntimeError(f"cannot access member '{name}' on type {type_name(obj)}")
+        return getter(self, name)
+
+    def op_GET_ITER(self, f, a, b):
+        f.stack[-1] = V.get_iter(f.stack[-1])
+
+    def op_FOR_ITER(self, f, a, b):
+        it = f.stack[-1]
+        if it.i < len(it.items):
+            item = it.items[it.i]
+            f.stack.append(item)
+            it.i += 1
+            if type(item) in _LT:
+                # A labelled item (range() of a tool's count, a page's characters) is why the
+                # loop goes on: what the body stores is labelled, as under a labelled `while`
+                # condition; the label closes where the loop exits.
+                return self._branch(f, item, len(f.stack) - 2)
+        else:
+            f.stack.pop()
+            f.ip = a
+
+    def op_MAKE_FUNCTION(self, f, a, b):
+        code = f.prepared.unit[a]
+        f.stack.append(Closure(code, f.scope, code.code.name))
+
+    def op_CALL(self, f, a, b):
+        stack = f.stack
+        if a:
+            args = stack[-a:]
+            del stack[-a:]
+        else:
+            args = []
+        return self._call(f, stack.pop(), args)
+
+    def op_CALL_LABELED(self, f, a, b):
+        stack = f.stack
+        pairs = stack[len(stack) - 2 * b:]
+        del stack[len(stack) - 2 * b:]
+        labels = {}
+        for i in range(0, len(pairs), 2):
+            if type(pairs[i]) is not str:   # the compiler pushes a String; forged bytecode may not
+                raise SenseRuntimeError(f"a labeled argument's label must be a String, "
+                                        f"not {type_name(pairs[i])}")
+            labels[pairs[i]] = pairs[i + 1]
+        args = stack[len(stack) - a:] if a else []
+        if a:
+            del stack[-a:]
+        callee = stack.pop()
+        if type(callee) is Builtin or getattr(callee, "is_builtin", False):
+            if not callee.labels:
+                raise SenseRuntimeError(
+                    f"'{callee.name}' does not accept labeled arguments ({', '.join(labels)})")
+            stack.append(callee.fn(self, args, labels))
+            return False
+        raise SenseRuntimeError(
+            "labeled arguments are only supported for a handful of builtins "
+            f"(e.g. inference(...)) -- not {type_name(callee)}")
+
+    def op_RETURN(self, f, a, b):
+        value = f.stack.pop()
+        caller = f.caller
+        self.frame = caller
+        self.depth -= 1
+        if f.module is not None:
+            self.loading.discard(f.module)
+            value = f.module
+        elif f.role is not None:
+            value = self._body_returned(f, value)
+        elif f.closure is not None:
+            check = f.prepared.return_check
+            if check is not None and type(value) is not check[2] and not check[1](value):
+                # Reported at the call, as the reference does: the callee's frame is gone.
+                raise V.return_error(f.closure.name, check[0], value)
+        if caller is not None:
+            caller.stack.append(value)
+        else:
+            self.result = value
+        return True
+
+    def op_TEST_BEGIN(self, f, a, b):
+        if f.tests is _NO_TESTS:
+            f.tests = []
+        f.tests.append(TestHandler(a, b, len(f.stack), f.scope, f.pos))
+        f.scope = Scope(f.scope)
+
+    def op_TEST_END(self, f, a, b):
+        handler = f.tests.pop()
+        f.scope = handler.scope
+        self.tests.append(TestResult(handler.name, True, None, f.prepared.path, handler.pos))
+
+    def op_TEST_ABANDON(self, f, a, b):
+        f.scope = f.tests.pop().scope
+
+    def op_IMPORT(self, f, a, b):
+        entry = f.prepared.program.modules[a]
+        module = self.modules.get(entry.path) if entry.code >= 0 else None
+        if module is not None:
+            if module in self.loading:
+                raise SenseImportError(f"circular import detected: {entry.path}")
+            f.stack.append(module)
+            return False
+        if entry.error is not None:
+            if not entry.error_line:
+                # Refused before it was read (an import outside the program's directory):
+                # reported at this import, never with a line of the file it names.
+                raise SenseImportError(entry.error)
+            raise SenseSyntaxError(entry.error, Pos(entry.error_line, entry.error_col),
+                                   path=entry.path)
+        if entry.code < 0:
+            raise SenseImportError(f"module not found: '{entry.rel}' (resolved to {entry.path})")
+        if self.depth >= self.max_depth:
+            raise SenseRecursionError()
+        scope = Scope(self.builtins, tag="module")
+        module = ModuleValue(entry.name, entry.path, scope)
+        self.modules[entry.path] = module
+        self.loading.add(module)
+        self.depth += 1
+        self.frame = Frame(f.prepared.unit[entry.code], scope, f, module=module)
+        return True
+
+    def op_IMPORT_FROM(self, f, a, b):
+        module = f.stack[-1]
+        if type(module) is not ModuleValue:
+            importer = getattr(module, "sense_import_from", None)      # a Python module
+            if importer is None:
+                raise SenseRuntimeError(f"cannot import '{a}' from a value of type "
+                                        f"{type_name(module)}")
+            f.stack[-1] = importer(self, a)
+            return
+        bindings = module.scope.vars
+        if a not in bindings:
+            raise SenseRuntimeError(f"module '{module.name}' has no member '{a}'")
+        f.stack[-1] = bindings[a]
+
+    def op_IMPORT_PYTHON(self, f, a, b):
+        # The capability check lives here, in the handler both tiers run, so bytecode made by
+        # hand cannot import without it (interop.py; docs/interop.md).
+        f.stack.append(services.import_python(self, f, a))
+
+    # ------------------------------------------------------------------ policy
+
+    def op_POLICY_ALLOW(self, f, a, b):
+        P.set_rule(f.scope, a, P.ALLOW)
+
+    def op_POLICY_DENY(self, f, a, b):
+        self.denials.seen = True        # first: a check made meanwhile takes the long way
+        P.set_rule(f.scope, a, P.DENY)
+
+    # ------------------------------------------------------------------ actions
+
+    def op_MAKE_ACTION(self, f, a, b):
+        decl = f.prepared.program.actions[a]
+        unit = f.prepared.unit
+        body = unit[decl.body]
+        rollback = unit[decl.rollback] if decl.rollback >= 0 else None
+        f.stack.append(ActionDefinition(decl, body, rollback, f.scope))
+
+    def op_ACTION_PREPARE(self, f, a, b):
+        # Identical to CALL: the callee is expected to be an action definition, and CALL reaches
+        # the same prepare() when it meets one.
+        return self.op_CALL(f, a, b)
+
+    def op_ACTION_VERIFY(self, f, a, b):
+        receiver = f.stack.pop()
+        if type(receiver) is not PreparedAction:
+            # Not an action: exactly what `receiver.verify()` means for any other value.
+            return self._call(f, self.member(receiver, "verify"), [])
+        pos = f.pos
+        try:
+            f.stack.append(self.verify(f, receiver, f.scope, pos))
+        except SenseError as err:
+            raise err.with_pos(pos, f.prepared.path)
+        return False
+
+    def op_ACTION_APPROVE(self, f, a, b):
+        receiver = f.stack.pop()
+        if type(receiver) is not PreparedAction:
+            return self._call(f, self.member(receiver, "approve"), [])
+        pos = f.pos
+        try:
+            f.stack.append(self.approve(f, receiver, pos))
+        except SenseError as err:
+            raise err.with_pos(pos, f.prepared.path)
+        return False
+
+    def op_ACTION_COMMIT(self, f, a, b):
+        receiver = f.stack.pop()
+        if type(receiver) is not PreparedAction:
+            return self._call(f, self.member(receiver, "commit"), [])
+        try:
+            return self.commit(f, receiver, f.scope)
+        except SenseError as err:
+            raise err.with_pos(f.pos, f.prepared.path)
+
+    def op_ACTION_ROLLBACK(self, f, a, b):
+        return self._lifecycle_op(f, "rollback")
+
+    def _lifecycle_op(self, f, method: str) -> bool:
+        receiver = f.stack.pop()
+        if type(receiver) is PreparedAction:
+            return self.lifecycle(f, receiver, method, f.scope, f.pos)
+        # Not an action: exactly what `receiver.method()` means for any other value.
+        return self._call(f, self.member(receiver, method), [])
+
+    def lifecycle(self, f, action: PreparedAction, method: str, scope: Scope, pos: Pos) -> bool:
+        """Run one lifecycle method as written at ``pos`` in ``scope``; True if it pushed a frame.
+
+        Policy is asked about ``scope`` (the scope of the member expression ``a.commit``) and
+        about every frame on the call chain; errors and audit lines carry ``pos``. (The
+        ACTION_VERIFY / APPROVE / COMMIT handlers do the same, written out.)
+        """
+        try:
+            if method == "verify":
+                f.stack.append(self.verify(f, action, scope, pos))
+            elif method == "approve":
+                f.stack.append(self.approve(f, action, pos))
+            elif method == "commit":
+                return self.commit(f, action, scope)
+            else:
+                return self.rollback(f, action, scope, pos)
+        except SenseError as err:
+            raise err.with_pos(pos, f.prepared.path)
+        return False
+
+    def lineage(self, frame) -> tuple:
+        """Audit lineage along the dynamic call chain, outermost first (spec 21.7)."""
+        tags = None
+        while frame is not None:
+            if frame.tags:
+                if tags is None:
+                    tags = []
+                tags.extend(reversed(frame.tags))
+            frame = frame.caller or frame.origin
+        if tags is None:
+            return ()
+        tags.reverse()
+        return tuple(tags)
+
+    def record(self, action: PreparedAction, event: str, frame, line: Optional[int] = None,
+               detail: Optional[str] = None, host_only: bool = False, quoting=None) -> None:
+        """Audit ``event`` of ``action``; ``quoting``: the origins of values its detail shows
+        (an error's), which the line audit_log() gives for it keeps."""
+        definition = action.definition
+        # lineage(frame), its usual answer found without the call: no frame on the chain has
+        # tags (this runs for every lifecycle event).
+        lineage = ()
+        fr = frame
+        while fr is not None:
+            if fr.tags:
+                lineage = self.lineage(frame)
+                break
+            fr = fr.caller or fr.origin
+        # AuditRecord's fields in order, as the plain tuple the log keeps.
+        row = (definition.subject, definition.decl.name, definition.kind, event, detail, line,
+               lineage, _now(), host_only)
+        if quoting:
+            self.audit.append_quoting(row, quoting)
+        else:
+            self.audit.append(row)
+
+    def step(self, action: PreparedAction, event: str, audited: str, frame, line=None,
+             detail=None, host_only: bool = False, quoting=None) -> None:
+        """Move ``action`` along the table for ``event`` and record ``audited``, as one step:
+        under the lifecycle lock once other threads run Sense code, so that the audit log lists
+        an action's events in the order its state moved (lifecycle.py)."""
+        if L.threaded:
+            with L.MOVING:
+                L.move(action, L.EDGES[event])
+                self.record(action, audited, frame, line, detail, host_only, quoting)
+        else:
+            L.move(action, L.EDGES[event])
+            self.record(action, audited, frame, line, detail, host_only, quoting)
+
+    def prepare(self, f, definition: ActionDefinition, args: list,
+                line: Optional[int] = None) -> PreparedAction:
+        """Prepare ``definition`` with ``args`` in frame ``f``; ``line`` is the frame's current
+        line when the caller knows it (tier 2 does), else it is read from the frame."""
+        params = definition.params
+        if len(args) != len(params):
+            raise V.arity_error(definition.name, len(params), args)
+        for i, name, text, check, exact in definition.param_checks:
+            if type(args[i]) is not exact and not check(args[i]):
+                raise V.param_error(name, definition.name, text, args[i])
+        action = PreparedAction(definition, list(args))
+        self.record(action, "prepared", f, f.pos.line if line is None else line)
+        return action
+
+    def verify(self, f, action: PreparedAction, scope: Scope, pos: Pos) -> PreparedAction:
+        if action.state not in L.VERIFY_FROM:
+            L.check_verify(action)
+        cap = action.definition.decl.capability
+        if cap is not None and self.denials.seen and not P.allowed(cap, scope, f):
+            self.step(action, "verify_denied", "denied", f, pos.line,
+                      f"capability '{cap}' denied by policy")
+            raise SensePolicyError(f"action '{action.name}' requires capability '{cap}', "
+                                   "which is denied by policy")
+        if L.threaded:
+            self.step(action, "verify_allowed", "verified", f, pos.line)
+        else:
+            action.state = L.VERIFY_ALLOWED[action.state]
+            self.record(action, "verified", f, pos.line)
+        look = self.look
+        if look is not None and action.definition.outbound:
+            self.second_look_at(f, action, "verify", pos.line)
+        return action
+
+    def set_request(self, text: Optional[str]) -> None:
+        """The run's request in the user's own words (``--request``); with the second look off,
+        the audit trail records that it was off."""
+        if self.look is None:
+            self.audit.append(AuditRecord.make("second look", "second_look", "run", "disabled",
+                                               "--second-look=off", None, (), True))
+            self.request = text
+        else:
+            self.request = None if text is None else self.look.user_text(text)
+
+    def check_second_look(self, f, action: PreparedAction) -> None:
+        """The second look at a commit (or a session queueing one): raises if it must ask."""
+        look = self.look
+        if look is not None and action.definition.outbound:
+            self.second_look_at(f, action, "commit", None)
+
+    def second_look_at(self, f, action: PreparedAction, stage: str, line) -> None:
+        """Evaluate an outgoing action (secondlook.py), record the evaluation host-side, and at
+        commit refuse a flagged one that was not approved after the flag for these arguments."""
+        evaluation = self.look.evaluate(action, stage)
+        if not evaluation.findings:
+            return
+        import json
+        self.record(action, "second_look", f, line=line, host_only=True,
+                    detail=json.dumps(evaluation.as_json(), ensure_ascii=False, sort_keys=True))
+        if not evaluation.flagged:
+            if stage == "verify":
+                action.flag = None
+            return
+        if stage == "verify":
+            action.flag = evaluation.digest
+            action.reason = evaluation.reason()
+            return
+        if action.cleared == evaluation.digest:
+            return
+        action.flag = evaluation.digest
+        action.reason = reason = evaluation.reason()
+        self.step(action, "commit_unapproved", "denied", f, None, "second look: requires approval")
+        raise SenseApprovalError(f"action '{action.name}' needs a second look before commit(): "
+                                 f"{reason} -- call {action.name}.approve() to send it anyway",
+                                 located=False)
+
+    def second_look_tool(self, f, tool: ToolDefinition, args: list, line) -> None:
+        """An outgoing tool's call, before its body runs: evaluated as an action is, recorded
+        host-side, and refused if flagged -- unless ``tool.approve()`` followed the refusal of
+        this very call (same arguments, same origins), which lets it run once."""
+        evaluation = self.look.evaluate_tool(tool, args)
+        if not evaluation.findings:
+            return
+        import json
+        self.audit.append((tool.subject, tool.name, "tool", "second_look",
+                           json.dumps(evaluation.as_json(), ensure_ascii=False, sort_keys=True),
+                           line, self.lineage(f), _now(), True))
+        if not evaluation.flagged:
+            return
+        digest = evaluation.digest
+        if tool.cleared == digest:
+            tool.flag = tool.cleared = tool.reason = None     # one approval, one call
+            return
+        tool.flag = digest
+        tool.reason = reason = evaluation.reason()
+        self.record_tool(tool, "denied", f, line, "second look: requires approval")
+        raise SenseApprovalError(f"tool '{tool.name}' needs a second look before it runs: "
+                                 f"{reason} -- call {tool.name}.approve(), then call it again, "
+                                 "to run it anyway")
+
+    def approve(self, f, action: PreparedAction, pos: Pos) -> PreparedAction:
+        if action.state not in L.APPROVE_FROM:
+            L.check_approve(action)
+        action.approved = True
+        if action.flag is not None:
+            action.cleared = action.flag     # covers exactly the flagged arguments
+        # Recorded host-side (spec 21.9); audit_log() keeps the reference's lines unchanged.
+        self.record(action, "approved", f, pos.line, host_only=True)
+        return action
+
+    def commit(self, f, action: PreparedAction, scope: Scope, *, routed: bool = False,
+               confirmed: bool = False) -> bool:
+        """``.commit()``: inside a protocol session, the session decides (sessions.py) and
+        calls back with ``routed``; ``confirmed`` is its confirm firing a queued action."""
+        if self.sessions and not routed:
+            from sensevm.runtime.sessions import route_commit
+            return route_commit(self, f, action, scope, self.sessions[-1])
+        if action.state not in L.COMMIT_FROM:
+            L.check_commit(action, confirmed)
+        definition = action.definition
+        decl = definition.decl
+        # check_commit_policy and check_second_look, written out (a session calls those).
+        cap = decl.capability
+        if cap is not None and self.denials.seen and not P.allowed(cap, scope, f):
+            self._commit_denied(f, action, cap)
+        if decl.approval and not action.approved and not confirmed:
+            self.step(action, "commit_unapproved", "denied", f, None, "requires approval")
+            raise SenseApprovalError(f"action '{action.name}' requires approval before "
+                                     f"commit() — call {action.name}.approve() first",
+                                     located=False)
+        look = self.look
+        if look is not None and definition.outbound:
+            self.second_look_at(f, action, "commit", None)
+        if self.dry_run:
+            self.step(action, "commit_dry_run", "committed", f, None, "dry run — body not executed")
+            if action.session is not None:
+                from sensevm.runtime.sessions import body_ran
+                body_ran(self, action)      # so a dry run shows the manifest a run will
+            f.stack.append(None)
+            return False
+        # The body is entered only past this edge, taken once: a second commit (from the body
+        # itself, or another thread) now meets E-COMMIT in state 'committing'.
+        # Its record is the intent before the effect: with a durable log, a crash inside the
+        # body still leaves a record that the commit began (host-side; audit_log() shows the
+        # outcome).
+        if L.threaded:
+            self.step(action, "commit_begin", "committing", f, None, None, True)
+        else:
+            action.state = L.COMMIT_BEGIN[action.state]
+            self.record(action, "committing", f, None, None, True)
+        prepared = definition.body
+        scope = Scope(definition.scope)
+        scope.vars = dict(zip(prepared.code.params, action.args))
+        action.body_scope = scope
+        try:
+            if action.session is not None:
+                from sensevm.runtime.sessions import body_begins
+                body_begins(self, action)       # the session's write-ahead record
+            direct = prepared.direct
+            if direct is not None and action.session is None and not self.sessions:
+                # The body's direct form: no frame unless it deoptimizes; its return and its
+                # failure do what op_RETURN / _unwind do for the commit frame.
+                ran = self._run_direct(f, action, direct, scope, "commit")
+                if ran is not None:
+                    return ran
+            self._push_body(f, prepared, scope, action, "commit", action.definition.tags, None)
+        except SenseError as err:
+            if action.state == L.COMMITTING:    # the body never started: it failed to begin
+                self._body_failed_at(action, "commit", f, err)
+            raise
+        return True
+
+    def check_commit_policy(self, f, action: PreparedAction, scope: Scope) -> None:
+        cap = action.definition.decl.capability
+        if cap is not None and self.denials.seen and not P.allowed(cap, scope, f):
+            self._commit_denied(f, action, cap)
+
+    def _commit_denied(self, f, action: PreparedAction, cap: str):
+        self.step(action, "commit_denied", "denied", f, None,
+                  f"capability '{cap}' denied by policy")
+        raise SensePolicyError(f"action '{action.name}' requires capability '{cap}', "
+                               "which is denied by policy", located=False)
+
+    def rollback(self, f, action: PreparedAction, scope: Scope, pos: Pos) -> bool:
+        L.check_rollback(action)
+        decl = action.definition.decl
+        cap = decl.capability
+        line = pos.line
+        if cap is not None and self.denials.seen and not P.allowed(cap, scope, f):
+            self.step(action, "rollback_denied", "denied", f, line,
+                      f"capability '{cap}' denied by policy (rollback)")
+            raise SensePolicyError(f"action '{action.name}' requires capability '{cap}', "
+                                   "which is denied by policy", located=False)
+        if self.dry_run:
+            self.step(action, "rollback_dry_run", "rolled_back", f, line,
+                      "dry run — rollback not executed")
+            f.stack.append(None)
+            return False
+        # Taken once, as commit's: a rollback from inside the block meets E-RSTATE.
+        if L.threaded:
+            L.move(action, L.ROLLBACK_BEGIN)
+        else:
+            action.state = L.ROLLBACK_BEGIN[action.state]
+        # The block runs in a new scope whose parent is exactly the scope the body ran in.
+        scope = Scope(action.body_scope)
+        prepared = action.definition.rollback
+        try:
+            direct = prepared.direct
+            if direct is not None and action.session is None and not self.sessions:
+                ran = self._run_direct(f, action, direct, scope, "rollback", line)   # as commit
+                if ran is not None:
+                    return ran
+            self._push_body(f, prepared, scope, action, "rollback",
+                            action.definition.rollback_tags, line)
+        except SenseError as err:
+            if action.state == L.ROLLING_BACK:  # the block never started
+                self._body_failed_at(action, "rollback", f, err, line)
+            raise
+        return True
+
+    def _push_body(self, f, prepared, scope, action, role, tags, line) -> None:
+        if self.depth >= self.max_depth:
+            raise SenseRecursionError()
+        self.depth += 1
+        self.frame = Frame(prepared, scope, f, None, None, action, role, tags, line)
+
+    def _body_returned(self, frame, value):
+        if frame.role == "agent":
+            agent = frame.action
+            agent.status = "completed"
+            agent.pause_reason = None
+            agent.base = None
+            return agent                # start()/resume() return the agent
+        if frame.role == "tool":
+            check = frame.action.return_check
+            if check is not None and type(value) is not check[2] and not check[1](value):
+                # Reported at the call, as for functions: the tool's frame is gone.
+                raise V.return_error(frame.action.name, check[0], value)
+            if self.look is not None:
+                value = self.look.tool_result(frame.action, value)
+            return value
+        if frame.role == "async_tool":
+            if self.look is not None:
+                value = self.look.tool_result(frame.action, value)
+            return value            # checked at await (spec 12.3)
+        self._body_done(frame.action, frame.role, frame.caller, frame.audit_line)
+        return value
+
+    def _body_done(self, action, role, caller, line=None) -> None:
+        """A commit body or rollback block returned: its state and audit record (``caller``
+        is the frame that called commit/rollback, where the lineage starts)."""
+        if role == "commit":
+            action.state = L.COMMIT_SUCCEEDED[action.state]
+            self.record(action, "committed", caller)
+            if action.session is not None:
+                from sensevm.runtime.sessions import body_ran
+                body_ran(self, action)
+        else:
+            action.state = L.ROLLBACK_SUCCEEDED[action.state]
+            self.record(action, "rolled_back", caller, line)
+
+    def _run_direct(self, f, action, direct, scope, role, line=None) -> Optional[bool]:
+        """Run a commit body's or rollback block's direct form (tier2.Compiled) for frame ``f``,
+        as the frame _push_body would make runs: False when it returned (its value pushed),
+        True when it deoptimized into frames the loop now runs (the bottom one given the
+        caller and audit line _push_body would have given it), None when it declined before
+        starting (then the caller makes the frame)."""
+        try:
+            value = direct(self, action, self.depth + 1, 1, scope)
+        except Deoptimize as stop:
+            if stop.top is None:
+                return None
+            stop.top.caller = f
+            stop.top.audit_line = line
+            self.depth = stop.depth
+            return True
+        except SenseError as err:       # placed in the body already
+            self._body_failed_at(action, role, f, err, line)
+            raise
+        # _body_done, written out for an action outside a session (the only kind run here).
+        if role == "commit":
+            action.state = L.COMMIT_SUCCEEDED[action.state]
+            self.record(action, "committed", f)
+        else:
+            action.state = L.ROLLBACK_SUCCEEDED[action.state]
+            self.record(action, "rolled_back", f, line)
+        f.stack.append(value)
+        return False
+
+    def _body_failed(self, frame, err: SenseError) -> None:
+        if frame.role == "agent":
+            agent = frame.action
+            agent.status = "failed"
+            agent.pause_reason = None
+            agent.base = None
+            return
+        if frame.role in ("tool", "async_tool"):
+            return
+        self._body_failed_at(frame.action, frame.role, frame.caller, err, frame.audit_line)
+
+    def _body_failed_at(self, action, role, caller, err: SenseError, line=None) -> None:
+        """A commit or rollback body failed: its state and audit record (``caller`` is the
+        frame that called commit/rollback, where the lineage starts)."""
+        if role == "commit":
+            self.step(action, "commit_failed", "failed", caller, None, err.text,
+                      quoting=err.origins)
+            if action.session is not None:
+                from sensevm.runtime.sessions import body_failed
+                body_failed(self, action, err.text)
+        else:
+            self.step(action, "rollback_failed", "failed", caller, line,
+                      f"rollback body failed: {err.text}", quoting=err.origins)
+
+    # ------------------------------------------------------------------ tools
+
+    def op_MAKE_TOOL(self, f, a, b):
+        decl = f.prepared.program.tools[a]
+        f.stack.append(ToolDefinition(decl, f.prepared.unit[decl.body], f.scope))
+
+    def op_TOOL_CALL(self, f, a, b):
+        # Identical to CALL: the callee is expected to be a tool, and CALL reaches the same
+        # call_tool() when it meets one.
+        return self.op_CALL(f, a, b)
+
+    def call_tool(self, f, tool: ToolDefinition, args: list, line: Optional[int] = None) -> bool:
+        """Spec 12.2: arity, capability (audited), argument types, audit `called`, then the body.
+        ``line`` is the frame's current line when the caller knows it (tier 2 does)."""
+        n = len(args)
+        if n != tool.arity:
+            raise V.arity_error(tool.name, tool.arity, args)
+        if line is None:
+            line = f.pos.line
+        cap = tool.capability
+        if cap is not None and self.denials.seen and not P.allowed(cap, f.scope, f):
+            self.record_tool(tool, "denied", f, line, f"capability '{cap}' denied by policy")
+            raise SensePolicyError(f"tool '{tool.name}' requires capability '{cap}', which is "
+                                   "denied by policy")
+        for i, name, text, check, exact in tool.param_checks:
+            if type(args[i]) is not exact and not check(args[i]):
+                raise V.param_error(name, tool.name, text, args[i])
+        if tool.outbound and self.look is not None:
+            self.second_look_tool(f, tool, args, line)
+        # record_tool(tool, "called", f, line), written out: this runs for every tool call.
+        self.audit.append((tool.subject, tool.name, "tool", "called", None, line,
+                           self.lineage(f), _now(), False))
+        direct = tool.body.dx[n] if n < DIRECT_ARITIES and not tool.is_async else None
+        if direct is not None:
+            # The body's direct form (tier2.Compiled), `tool` standing for its closure: no
+            # frame unless it deoptimizes, when its activations become frames (the body's with
+            # the role, tool and lineage frame below) and the loop runs them.
+            try:
+                value = direct(self, tool, self.depth + 1, 1, *args)
+            except Deoptimize as stop:
+                if stop.top is not None:
+                    stop.top.caller = f
+                    self.depth = stop.depth
+                    return True
+            else:       # what _body_returned does for a tool frame (the type was checked)
+                if self.look is not None:
+                    value = self.look.tool_result(tool, value)
+                f.stack.append(value)
+                return False
+        scope = Scope(tool.scope)
+        for name, value in zip(tool.params, args):
+            scope.vars[name] = value
+        tags = tool.tags
+        if tool.is_async:
+            f.stack.append(self._start_async(f, tool, scope, tags))
+            return False
+        if self.depth >= self.max_depth:
+            raise SenseRecursionError()
+        self.depth += 1
+        self.frame = Frame(tool.body, scope, f, None, None, tool, "tool", tags)
+        return True
+
+    def call_tool_now(self, f, tool: ToolDefinition, args: list) -> Any:
+        """Run a (synchronous) tool to its end for host code in ``f`` — a model's request —
+        through ``call_tool``, so the checks and audit are the ones TOOL_CALL makes."""
+        return self.run_now(f, lambda worker: worker.call_tool(f, tool, args))
+
+    def run_now(self, f, start) -> Any:
+        """Run to its end the body that ``start(worker)`` pushes, for host code in frame ``f``.
+
+        The body runs on an execution state of its own whose only frame stands on ``f`` for
+        policy and lineage; control returns here when it returns, and an error in it
+        propagates. When ``start`` pushes nothing (a dry run), its result is on ``f``'s stack.
+        """
+        worker = self.worker()
+        if not start(worker):
+            return f.stack.pop()
+        body = worker.frame
+        body.caller, body.origin = None, f
+        worker._loop()
+        return worker.result
+
+    def session_log(self):
+        """The write-ahead log of this run's sessions, opened at the first session (or None)."""
+        if self.session_log_path is None or self.dry_run:
+            return None                 # a dry run fires nothing, so it owes no record
+        if self._session_log is None:
+            import os
+            from sensevm.guard.wal import SessionLog, WalError
+            try:
+                os.makedirs(os.path.dirname(os.path.abspath(self.session_log_path)),
+                            exist_ok=True)
+                self._session_log = SessionLog(self.session_log_path)
+            except (WalError, OSError) as err:
+                raise SenseRuntimeError(f"cannot open the session log: {err}",
+                                        located=False) from None
+        return self._session_log
+
+    def record_tool(self, tool, event, frame, line, detail=None) -> None:
+        self.audit.append((tool.subject, tool.decl.name, "tool", event, detail, line,
+                           self.lineage(frame), _now(), False))
+
+    def _start_async(self, f, tool: ToolDefinition, scope: Scope, tags) -> Future:
+        """Run the body on a worker thread with an execution state of its own.
+
+        The worker shares the program, builtins, modules and audit log, never a frame: its
+        body frame has no caller, and a frozen snapshot of the calling chain (scopes and
+        lineage tags at the moment of the call) stands in for policy and lineage.
+        """
+        import threading
+        future = Future(tool, f.pos, f.prepared.path)
+        worker = self.worker(1)
+        body = Frame(tool.body, scope, None, action=tool, role="async_tool", tags=tags)
+        body.origin = _snapshot(f)
+        worker.frame = body
+        workers = self.workers
+
+        def run():
+            try:
+                worker._loop()
+                future.value = worker.result
+            except SenseError as err:
+                future.error = err
+            except BaseException as exc:          # a VM bug must not vanish with the thread
+                future.error = SenseRuntimeError(f"internal error in async tool: {exc!r}",
+                                                 located=False)
+            finally:
+                workers.leave()         # first: a program that saw it done may start another
+                future.finished = True
+
+        future.thread = threading.Thread(target=run, name=f"sense-tool-{tool.name}", daemon=True)
+        L.threads_start()
+        workers.start(future.thread)
+        return future
+
+
+    def save_paused_agents(self) -> None:
+        """With --state-dir, (re)write every paused agent, as the run leaves it."""
+        if self.state_dir is None:
+            return
+        for agent in self.agents:
+            if agent.status == "paused" and not agent.decl.is_async:
+                services.save_agent(self, agent, self.state_dir)
+
+    def resume_saved(self, agent, value) -> Any:
+        """Continue a saved, paused agent in this (new) process until it pauses or ends."""
+        if agent.status != "paused":
+            raise SenseRuntimeError(f"cannot resume agent '{agent.name}' — status is "
+                                    f"'{agent.status}', not 'paused'", located=False)
+        self.agents.append(agent)
+        agent.status = "running"
+        agent.pause_reason = None
+        agent.base.caller = None
+        top, agent.top = agent.top, None
+        top.stack.append(value)
+        self.depth = agent.frames
+        self.frame = top
+        budget = self.budget
+        if budget is not None:
+            budget.start_clock()
+        try:
+            self._loop()
+        finally:
+            if budget is not None:
+                budget.stop_clock()
+            self.save_paused_agents()
+            if self.state_dir is not None and agent.status != "paused":
+                services.save_agent(self, agent, self.state_dir)    # records that it has ended
+        return agent
+
+    def worker(self, frames: int = 0) -> "VM":
+        """An execution state for another thread: shares everything but frames. Its depth
+        goes on from this one's, plus the ``frames`` it starts with (an async body's frame),
+        so recursion through async tools and agents meets ``max_depth`` as calls do."""
+        import copy
+        if self.depth + frames > self.max_depth:
+            raise SenseRecursionError()
+        if self.workers is None:        # made before the first copy, which shares it
+            from sensevm.runtime.workers import Workers
+            self.workers = Workers(self.max_workers)
+        worker = copy.copy(self)
+        worker.frame = None
+        worker.depth = self.depth + frames
+        worker.result = None
+        worker.inlined = 0
+        worker.worker_agent = None
+        worker.handlers = worker._handler_table()   # bound to the worker
+        return worker
+
+    def snapshot(self, frame):
+        return _snapshot(frame)
+
+    def new_frame(self, prepared, scope, caller, owner, role, tags) -> Frame:
+        return Frame(prepared, scope, caller, action=owner, role=role, tags=tags)
+
+    def enter_frames(self, n: int) -> None:
+        if self.depth + n > self.max_depth:
+            raise SenseRecursionError()
+        self.depth += n
+
+    def leave_frames(self, n: int) -> None:
+        self.depth -= n
+
+    # ------------------------------------------------------------------ agents
+
+    def op_MAKE_AGENT(self, f, a, b):
+        decl = f.prepared.program.agents[a]
+        scope = Scope(f.scope)
+        agent = AgentValue(decl, f.prepared.unit[decl.body], scope)
+        scope.tag = agent               # lets pause()/receive() find the agent lexically
+        self.agents.append(agent)
+        f.stack.append(agent)
+
+
+class _FrameSnapshot:
+    """What policy and lineage need of a frame, frozen: its scope, tags and callers."""
+
+    __slots__ = ("scope", "tags", "caller", "origin")
+
+    def __init__(self, scope, tags, caller):
+        self.scope = scope
+        self.tags = tags
+        self.caller = caller
+        self.origin = None
+
+
+def _snapshot(frame):
+    chain = []
+    while frame is not None:
+        chain.append(frame)
+        frame = frame.caller or frame.origin
+    snap = None
+    for fr in reversed(chain):
+        snap = _FrameSnapshot(fr.scope, fr.tags, snap)
+    return snap
