@@ -46,7 +46,7 @@ print(fib(15), depth(300))
 def test_recursion_runs_direct_and_deep_recursion_becomes_frames(tmp_path):
     """fib never leaves its direct form; depth(300) nests deeper than DIRECT_LIMIT direct
     activations on the Python stack, so part of it runs as frames, with the same result."""
-    from sensevm.runtime.vm import DIRECT_LIMIT
+    from sensevm.runtime.frames import DIRECT_LIMIT
     assert DIRECT_LIMIT < 300
     (out, error, *_), vm = both(tmp_path, RECURSION)
     assert (out, error) == ("610 300\n", None)

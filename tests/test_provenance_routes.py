@@ -157,3 +157,13 @@ print(asks(launder(book.history("who")[0])), asks(book.as_of("who", 99)))
     columns = [row[1] for row in conn.execute("PRAGMA table_info(memory_log)")]
     assert columns == ["version", "key", "op", "value", "timestamp"]
     assert [row[0] for row in conn.execute("SELECT version FROM memory_labels")] == [1]
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_the_origins_of_arrays_nested_deeper_than_python_recurses(tmp_path, tier):
+    # len() of an Array carries its items' origins, found by a walk of its own: 3,000 levels
+    # of nesting (a program may write that many) neither overflow nor lose the page's label.
+    nested = "[" * 3000 + "page()" + "]" * 3000
+    lines = run(tmp_path, f"x = [{nested}, 1]\nprint(len(x))\n"
+                          'print(asks(str(len(x)) + "@b.example"))\n', tier)
+    assert lines == ["2", "true"]

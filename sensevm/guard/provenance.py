@@ -270,14 +270,28 @@ def deep_origins(v, _seen=None) -> frozenset:
             return origins_of(v)
         own = getattr(v, "sense_origins", None)
         return own() if own is not None else EMPTY
+    # A walk with a stack of its own: Arrays nest as deep as a program likes (thousands of
+    # levels), far past Python's recursion limit; each Array is visited once (cycles too).
     seen = _seen if _seen is not None else set()
-    if id(v) in seen:
-        return EMPTY
-    seen.add(id(v))
     out = EMPTY
-    for x in v:
-        if type(x) not in _PLAIN_TYPES:
-            out = union(out, deep_origins(x, seen))
+    todo = [v]
+    while todo:
+        items = todo.pop()
+        if id(items) in seen:
+            continue
+        seen.add(id(items))
+        for x in items:
+            tx = type(x)
+            if tx in _PLAIN_TYPES:
+                continue
+            if tx is list:
+                todo.append(x)
+            elif tx in LABELLED:
+                out = union(out, origins_of(x))
+            else:
+                own = getattr(x, "sense_origins", None)
+                if own is not None:
+                    out = union(out, own())
     return out
 
 
