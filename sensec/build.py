@@ -1,4 +1,4 @@
-"""``sensec build FILE``: compile, verify what was compiled, write the .snb atomically, report errors; for the fast path and the click command alike."""
+"""``sensec build FILE``: compile, verify, write the .snb atomically (fast path and click alike)."""
 
 from __future__ import annotations
 

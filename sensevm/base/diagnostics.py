@@ -1,4 +1,7 @@
-"""Renders an error once, for every command: ``FILE:LINE:COL: Class: message``, the source line, a caret; no traceback ever.
+"""Renders an error once, for every command, and keeps every traceback from the user.
+
+An error is ``FILE:LINE:COL: Class: message``, the source line, a caret; ``guarded`` is the
+whole body of a console script (a bug in the tool is one line and exit 70).
 
 Everything it shows may come from a file (a path, a name in a forged .snb, a string in the
 program, a source line), so a character that could drive the terminal is shown as an escape.

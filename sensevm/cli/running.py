@@ -1,4 +1,6 @@
-"""Runs a program file for a command: loaded (a .snb verified, a .sns compiled first), limits, audit log, session approval, errors, exit status.
+"""Runs a program file for a command: load, limits, audit log, session approval, exit status.
+
+A .snb file is loaded and verified; a .sns file is compiled in memory first.
 
 The fast path of ``sensevm run FILE`` (launch.py) and the click commands (commands.py) both run
 files through here, so neither imports the other, and the fast path never imports click.

@@ -1,4 +1,4 @@
-"""Which declarations send data out: outbound capabilities and credential parameter names, decided cheaply at load."""
+"""Which declarations send data out: outbound capabilities and credential parameter names."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Frames and what both tiers share about them: prepared code objects, frames, test handlers, tier 2's direct-call limits.
+"""Frames and what both tiers share about them (code objects, test handlers, direct-call limits).
 
 The dispatch loop (vm.py) and tier 2 (tier2.py) both make and run these; neither imports the
 other to reach them.

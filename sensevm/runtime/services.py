@@ -1,4 +1,6 @@
-"""What the VM needs from the world layer above it, installed there (sensevm.world.install): builtins, Python imports, saving and awaiting agents, closing MCP servers.
+"""What the VM needs from the world layer above it, installed by that layer (world.install).
+
+Its builtins, Python imports, saving and awaiting agents, closing MCP servers.
 
 The runtime never imports the world: the world registers what it provides here, the way a
 C interpreter's table of built-in modules is filled in by whoever links it. A VM made before

@@ -1,4 +1,7 @@
-"""sensevm.world: what reaches outside the VM: agents and their saved state, models and providers, memory, MCP servers, Python interop, HTTP with deadlines.
+"""sensevm.world: what reaches outside the VM, and the table that installs it into the runtime.
+
+Agents and their saved state, models and providers, memory, MCP servers, Python interop, HTTP
+with deadlines.
 
 Imports runtime and everything below it. ``install()`` gives a VM these builtins and services
 (runtime.services); the commands call it before they run a program, and a VM made without it
