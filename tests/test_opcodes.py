@@ -9,9 +9,10 @@ from sensevm.bytecode import program
 from sensevm.bytecode import snb
 from sensevm.bytecode.opcodes import FINGERPRINT, FORMAT_MAJOR, F, Op, Operand, POPS, PUSHES
 
-# One fingerprint per format major. Changing any opcode row (number, name, operands, stack
-# effect, flags, branch) changes FINGERPRINT: old .snb files can then no longer be read, so the
-# change must come with a new FORMAT_MAJOR and a new entry here (CPython's MAGIC rule).
+# One fingerprint per format major: the table as its minor 0 defined it. Changing any of those
+# rows (number, name, operands, stack effect, flags, branch) would make old .snb files mean
+# something else, so it must come with a new FORMAT_MAJOR and a new entry here (CPython's MAGIC
+# rule). A minor may append rows (opcodes.TABLE_ENDS, FINGERPRINTS).
 PINNED_FINGERPRINTS = {
     1: "8dbbfcccc99ab423",
     2: "7b9a2d8cba82a674",   # the action lifecycle and policy opcodes
@@ -22,12 +23,28 @@ PINNED_FINGERPRINTS = {
 
 
 def test_fingerprint_is_pinned_for_this_format_major():
+    first = opcodes._fingerprint(opcodes.TABLE_ENDS[0])
     pinned = PINNED_FINGERPRINTS.get(FORMAT_MAJOR)
-    assert pinned == FINGERPRINT.hex(), (
-        f"the opcode table changed (FINGERPRINT is now {FINGERPRINT.hex()}, format major "
+    assert pinned == first.hex(), (
+        f"the rows of format {FORMAT_MAJOR}.0 changed (they hash to {first.hex()}, format major "
         f"{FORMAT_MAJOR} pins {pinned}): bump FORMAT_MAJOR and update the pinned fingerprint "
         f"in tests/test_opcodes.py (add {FORMAT_MAJOR + 1 if pinned else FORMAT_MAJOR}: "
-        f"'{FINGERPRINT.hex()}')")
+        f"'{first.hex()}')")
+
+
+def test_each_minor_only_appended_rows():
+    """Every minor up to FORMAT_MINOR has its table end and fingerprint written down; its rows
+    are the rows below its end, unchanged since (each later minor's rows are numbered above)."""
+    assert sorted(opcodes.TABLE_ENDS) == sorted(opcodes.FINGERPRINTS) \
+        == list(range(opcodes.FORMAT_MINOR + 1))
+    ends = [opcodes.TABLE_ENDS[m] for m in sorted(opcodes.TABLE_ENDS)]
+    assert ends == sorted(ends) and ends[-1] == max(Op) + 1
+    for minor, end in opcodes.TABLE_ENDS.items():
+        assert opcodes._fingerprint(end) == opcodes.FINGERPRINTS[minor], (
+            f"the rows of format {FORMAT_MAJOR}.{minor} (opcodes below {end}) hash to "
+            f"{opcodes._fingerprint(end).hex()}, not the fingerprint written for that minor: "
+            "a minor may only append opcodes numbered above every older one")
+    assert opcodes.FINGERPRINTS[opcodes.FORMAT_MINOR] == FINGERPRINT
 
 
 def test_the_written_fingerprint_is_the_tables():

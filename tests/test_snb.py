@@ -133,6 +133,19 @@ def test_custom_sections_are_skipped_anywhere():
         assert snb.load(forge(*sections)) == sample_program()
 
 
+def test_every_older_minor_is_read_with_its_own_fingerprint():
+    """A file of minor m carries the fingerprint of the table m defined (opcodes.FINGERPRINTS):
+    it still loads; the same file with the current fingerprint under an older minor whose table
+    differs would not."""
+    from sensevm.bytecode.opcodes import FINGERPRINTS
+    for minor, fingerprint in FINGERPRINTS.items():
+        data = recrc(patch(patch(VALID, 10, struct.pack("<H", minor)), 16, fingerprint))
+        assert snb.load(data) == sample_program()
+        if fingerprint != FINGERPRINT:
+            with pytest.raises(SnbFormatError, match="different instruction set"):
+                snb.load(recrc(patch(data, 16, FINGERPRINT)))
+
+
 def test_other_minor_is_read():
     data = recrc(patch(VALID, 10, struct.pack("<H", FORMAT_MINOR + 7)))
     assert snb.load(data) == sample_program()

@@ -29,8 +29,12 @@ Stack effects
 fall-through path uses ``pops``/``pushes``. The verifier derives every code object's stack
 depth from these rows and nothing else.
 
-Changing a row changes ``FINGERPRINT``; the .snb header carries it and a golden test fails until
-``FORMAT_MAJOR`` is bumped (CPython's MAGIC rule, enforced instead of commented).
+Changing a row changes ``FINGERPRINT``; the .snb header carries it. A new minor version may
+only *append* rows, numbered above every opcode of the minors before it, and writes down the
+fingerprint of the table it ends with (``FINGERPRINTS``, ``TABLE_ENDS``): a file of an older
+minor carries its own minor's fingerprint, and since each of its instructions means what it
+meant, it still loads. Any other change to a row needs a new ``FORMAT_MAJOR`` (CPython's MAGIC
+rule), and the tests fail until it has one (tests/test_opcodes.py).
 """
 
 from __future__ import annotations
@@ -309,9 +313,12 @@ del _op
 ENCODING = "opcode:u8; operands:uleb128; TARGET:u32le absolute byte offset"
 
 
-def _fingerprint() -> bytes:
+def _fingerprint(end: int = 256) -> bytes:
+    """The fingerprint of the rows numbered below ``end``: the table as a minor left it."""
     rows = [ENCODING]
     for op in _MEMBERS:
+        if op._value_ >= end:
+            continue
         rows.append(f"{op._value_}|{op._name_}|{','.join(o._name_ for o in op.operands)}|"
                     f"{op.pops}|{op.pushes}|{int(op.flags)}|{op.branch}")
     return sha256("\n".join(rows).encode()).digest()[:8]
@@ -320,3 +327,8 @@ def _fingerprint() -> bytes:
 # _fingerprint() of this table, written out: hashing the table cost every start. The test suite
 # recomputes it (tests/test_opcodes.py), so a changed row cannot keep the old fingerprint.
 FINGERPRINT: bytes = bytes.fromhex("348da0f093235426")
+
+# For each minor of FORMAT_MAJOR: one past the highest opcode it defines, and the fingerprint of
+# the table up to there, which files of that minor carry (snb.load accepts each for its minor).
+TABLE_ENDS: dict = {0: 177, 1: 177}
+FINGERPRINTS: dict = {0: FINGERPRINT, 1: FINGERPRINT}

@@ -5,9 +5,10 @@ Layout (little-endian)::
     offset  size  field
          0     8  magic b"\\x89SNB\\r\\n\\x1a\\n"
          8     2  format major      (another major is refused)
-        10     2  format minor      (any minor of our major is read)
+        10     2  format minor      (any minor of our major is read, an older one with the
+                                    fingerprint of its own table: opcodes.FINGERPRINTS)
         12     4  flags             (no bits are defined yet: any set bit is refused)
-        16     8  opcodes.FINGERPRINT
+        16     8  opcodes.FINGERPRINT (of the table the file's minor defines)
         24    32  SHA-256 of the main source (Program.source_hash)
         56     …  sections: id u8, size uvarint, payload
       […]-4    4  CRC32 (zlib.crc32) of every byte before it
@@ -39,7 +40,8 @@ import zlib
 from itertools import accumulate, chain
 
 from sensevm.base.errors import SnbFormatError
-from sensevm.bytecode.opcodes import FINGERPRINT, FORMAT_MAJOR, FORMAT_MINOR, int_enum
+from sensevm.bytecode.opcodes import (FINGERPRINT, FINGERPRINTS, FORMAT_MAJOR, FORMAT_MINOR,
+                                      int_enum)
 
 # The second look's roles, by their number in an action's role list (the manifest). New roles
 # are appended: a file that uses none of them is byte for byte what it was.
@@ -401,10 +403,12 @@ def _check_header(data: bytes) -> None:
     if n < _HASH_AT:
         raise SnbFormatError(_FINGERPRINT_AT, "truncated header")
     fingerprint = data[_FINGERPRINT_AT:_HASH_AT]
-    if fingerprint != FINGERPRINT:
+    # An older minor's table is a prefix of ours, and its files carry that table's fingerprint.
+    expected = FINGERPRINTS.get(minor, FINGERPRINT)
+    if fingerprint != expected:
         raise SnbFormatError(_FINGERPRINT_AT,
                              "bytecode was built for a different instruction set "
-                             f"(fingerprint {fingerprint.hex()} != {FINGERPRINT.hex()})")
+                             f"(fingerprint {fingerprint.hex()} != {expected.hex()})")
     if n < HEADER_SIZE:
         raise SnbFormatError(_HASH_AT, "truncated header")
     if n < HEADER_SIZE + TRAILER_SIZE:
