@@ -4,7 +4,7 @@ VENV   ?= .venv
 REFVENV ?= .venv-ref
 PY      = $(VENV)/bin/python
 
-.PHONY: install run test test-tiers ref bench fuzz fuzz-atheris golden clean
+.PHONY: install run test test-tiers ref bench fuzz fuzz-atheris golden vsix clean
 
 install: $(VENV)/.installed
 
@@ -56,6 +56,12 @@ fuzz-atheris: install
 	@$(PY) -m pip install -q -e '.[fuzz]' \
 		|| echo "note: atheris not installed; fuzz/snb_loader.py falls back to its plain-Python driver"
 	$(PY) fuzz/snb_loader.py -runs=$${FUZZ_RUNS:-100000} -max_total_time=$${FUZZ_SECONDS:-120}
+
+# The VS Code extension (editors/vscode) as editors/vscode/sense.vsix, packaged by @vscode/vsce
+# from npm (docs/editors.md); its grammar is regenerated from the language's tables first.
+vsix: install
+	$(PY) editors/vscode/make_grammar.py
+	cd editors/vscode && npm install --no-audit --no-fund && npm run package
 
 golden: install
 	$(PY) tests/golden_listing.py

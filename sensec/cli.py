@@ -111,3 +111,13 @@ def fmt(path, write, check):
     """Print PATH (a .sns file, or every .sns file under a directory) in canonical form."""
     from .fmt import run
     sys.exit(run(path, write=write, check=check))
+
+
+@main.command()
+@click.option("--stdio", is_flag=True, help="Talk over stdin and stdout (the default and only "
+                                            "transport; editors often pass it).")
+def lsp(stdio):
+    """Run the language server for editors, over stdio (needs pygls: pip install
+    'sense-compiled[lsp]'). See docs/editors.md."""
+    from .lsp import main as serve
+    sys.exit(serve())

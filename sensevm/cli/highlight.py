@@ -21,13 +21,11 @@ _PLAIN_KEYWORDS = tuple(k for k in KEYWORDS
                         + _SPECIAL)
 
 # Spec 9.2, 15 and 18: every name the builtin scope binds, including the retired ones that
-# still answer with a helpful error.
-BUILTINS = (
-    "print", "len", "range", "str", "int", "float", "type_of", "push", "assert", "audit_log",
-    "await", "start", "pause", "resume", "send", "receive", "ask_human", "inference", "ask",
-    "ask_with_memory", "ask_with_tools", "skill", "connect_mcp",
-    "mock_model", "verify", "approve", "rollback",
-)
+# still answer with a helpful error (the one table in sensevm.base, shared with the language
+# server).
+from sensevm.base.builtins import BUILTINS as _BUILTIN_DOCS  # noqa: E402
+
+BUILTINS = tuple(b.name for b in _BUILTIN_DOCS)
 
 # Spec 4.1 and 4.7: the annotation names with a meaning.
 TYPES = (
