@@ -100,8 +100,9 @@ _EXPECTED_ROWS = (
     ("postfix -> postfix LBRACKET expr . RBRACKET", "expected ']' after the index"),
     ("postfix -> postfix LBRACKET expr COLON expr . RBRACKET", "expected ']' after the slice"),
     ("postfix -> postfix LBRACKET COLON expr . RBRACKET", "expected ']' after the slice"),
+    ("binexpr -> binexpr NOT . IN", "expected 'in' after 'not' (for 'not in')"),
     ("fparts -> fparts FOPEN expr . FCLOSE",
-     "expected '}' after the expression in the f-string"),
+     "expected '}}' after the expression in the f-string"),  # (str.format: '}}' is '}')
     ("postfix -> postfix DOT . IDENT", "expected a property name after '.'"),
     # blocks and statement ends
     ("block -> . COLON", "expected ':' to start a block"),

@@ -86,8 +86,11 @@ _LEADING_WS = re.compile(r"[ \t]*")
 
 
 def _unclosed_brace(quote: str, text: str, body_end: int) -> str:
-    if len(quote) == 1 and text.startswith('"', body_end):
-        # The f-string ended at a quote inside the braces.
+    line_end = text.find("\n", body_end)
+    rest = text[body_end + 1:] if line_end < 0 else text[body_end + 1:line_end]
+    if len(quote) == 1 and "}" in rest:
+        # The f-string ended at a quote, and its brace closes after it: most likely a string
+        # in the f-string's own quotes inside the braces.
         return ("unclosed '{' in an f-string -- an expression in an f\"...\" string cannot "
                 "hold a \"...\" string (use f\"\"\"...\"\"\" around it)")
     return "unclosed '{' in an f-string -- write '{{' for a brace"

@@ -415,34 +415,46 @@ def _labelled_index(obj, index):
 # ----------------------------------------------------------------------------- slices, `in`, f-strings
 # (EXTENSIONS.md E3; SLICE, CONTAINS, FORMAT_VALUE and BUILD_STRING in both tiers)
 
-def _slice_bound(bound) -> None:
+def _slice_bound(bound):
+    """A written bound as a plain Int and its origins (a labelled Int's), else the error."""
     t = type(bound)
-    if t is not int and bound is not None and t not in _P.INT_TYPES:
-        raise SenseRuntimeError(f"slice bounds must be Int, got {type_name(bound)}")
+    if t is int:
+        return bound, _P.EMPTY
+    if t in _P.INT_TYPES:
+        return int(bound), bound.origins
+    raise SenseRuntimeError(f"slice bounds must be Int, got {type_name(bound)}")
 
 
 def slice_get(obj, lo, hi, written: int):
     """``obj[lo:hi]``, a new String or Array with Python's bounds (negative from the end,
     clamped, no step); ``written`` says which bounds the program wrote (1 lo, 2 hi), the others'
-    slots are not read. A labelled String keeps the labels of the characters kept; labelled
-    bounds label the result (which elements it holds depends on them), as an index does."""
-    lo = lo if written & 1 else None
-    hi = hi if written & 2 else None
+    slots are not read (a written ``nil`` is a non-Int bound). A labelled String keeps the
+    labels of the characters kept; labelled bounds label the result (which elements it holds
+    depends on them), as an index does."""
     t = type(obj)
-    if t is not list and t is not str and t is not _LStr:
+    if written == 3 and type(lo) is int and type(hi) is int and (t is list or t is str):
+        return obj[lo:hi]
+    origins = _P.EMPTY
+    if written & 1:
+        lo, origins = _slice_bound(lo) if t is list or t is str or t is _LStr else (lo, origins)
+    else:
+        lo = None
+    if written & 2:
+        if t is list or t is str or t is _LStr:
+            hi, more = _slice_bound(hi)
+            origins = _P.union(origins, more)
+    else:
+        hi = None
+    if t is list or t is str:
+        part = obj[lo:hi]
+    elif t is _LStr:
+        part = _P.slice_str(obj, lo, hi)
+    else:
         getter = getattr(obj, "sense_slice", None)
         if getter is None:
             raise SenseRuntimeError(f"cannot slice type {type_name(obj)}")
-        _slice_bound(lo)
-        _slice_bound(hi)
-        return getter(lo, hi)
-    tl, th = type(lo), type(hi)
-    if (tl is int or lo is None) and (th is int or hi is None):
-        return obj[lo:hi] if t is not _LStr else _P.slice_str(obj, lo, hi)
-    _slice_bound(lo)
-    _slice_bound(hi)
-    part = slice_get(obj, _P.plain(lo), _P.plain(hi), 3)
-    return _P.label(part, _P.union(_P.origins_of(lo), _P.origins_of(hi)))
+        return getter(lo, hi)       # (the written bounds as they are, nil for one left out)
+    return _P.label(part, origins) if origins else part
 
 
 def contains(item, container):
