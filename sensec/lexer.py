@@ -48,6 +48,7 @@ DISPLAY_KIND = {
     "LE": "LTEQ",
     "GE": "GTEQ",
     "ASSIGN": "EQ",
+    "FSTART": "FSTRING",
     "FOPEN": "LBRACE",
     "FCLOSE": "RBRACE",
     "FEND": "FSTRING_END",
