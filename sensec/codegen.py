@@ -142,6 +142,10 @@ class FunctionCompiler(n.NodeVisitor):
             self.enter(s.expr)
             self.assign(s.expr, keep=False)
             self.level -= 1
+        elif isinstance(s.expr, n.CompoundAssign):
+            self.enter(s.expr)
+            self.compound_assign(s.expr, keep=False)
+            self.level -= 1
         else:
             self.visit(s.expr)
             self.emit(Op.POP, pos=s.pos)
@@ -398,6 +402,11 @@ class FunctionCompiler(n.NodeVisitor):
     def visit_Binary(self, e: n.Binary):
         self.visit(e.left)
         self.visit(e.right)
+        if e.op == "in" or e.op == "not in":
+            self.emit(Op.CONTAINS, pos=e.pos)
+            if e.op == "not in":
+                self.emit(Op.NOT, pos=e.pos)      # (a labelled answer's negation keeps its labels)
+            return
         self.emit(_BINARY[e.op], pos=e.pos)
 
     def visit_Logical(self, e: n.Logical):
@@ -449,6 +458,59 @@ class FunctionCompiler(n.NodeVisitor):
         self.visit(e.obj)
         self.visit(e.index)
         self.emit(Op.INDEX, pos=e.pos)
+
+    def visit_Slice(self, e: n.Slice):
+        self.visit(e.obj)
+        written = 0
+        for bit, bound in ((1, e.lower), (2, e.upper)):
+            if bound is None:
+                self.emit(Op.LOAD_NIL, pos=e.pos)       # a slot SLICE does not read
+            else:
+                self.visit(bound)
+                written |= bit
+        self.emit(Op.SLICE, written, pos=e.pos)
+
+    def visit_FString(self, e: n.FString):
+        # Each value's str() form at the value (its errors are positioned there), then the
+        # pieces joined: BUILD_STRING only when there is more than one.
+        for part in e.parts:
+            if isinstance(part, str):
+                self.emit(Op.LOAD_CONST, self.b.constant(part), pos=e.pos)
+            else:
+                self.visit(part)
+                self.emit(Op.FORMAT_VALUE, pos=part.pos)
+        if not e.parts:
+            self.emit(Op.LOAD_CONST, self.b.constant(""), pos=e.pos)
+        elif len(e.parts) > 1:
+            self.emit(Op.BUILD_STRING, len(e.parts), pos=e.pos)
+
+    def visit_CompoundAssign(self, e: n.CompoundAssign):
+        self.compound_assign(e, keep=True)
+
+    def compound_assign(self, e: n.CompoundAssign, keep: bool) -> None:
+        """``t OP= v`` as ``t = t OP v`` compiles, the container and index of an Index target
+        evaluated once (DUP2 keeps them for the store)."""
+        target, op = e.target, _BINARY[e.op]
+        if isinstance(target, n.Name):
+            name = self.b.string(target.name)
+            self.emit(Op.LOAD_NAME, name, pos=target.pos)
+            self.visit(e.value)
+            self.emit(op, pos=e.pos)
+            if keep:
+                self.emit(Op.DUP, pos=e.pos)
+            self.emit(Op.STORE_NAME, name, pos=e.pos)
+            return
+        self.enter(target)
+        self.visit(target.obj)
+        self.visit(target.index)
+        self.level -= 1
+        self.emit(Op.DUP2, pos=target.pos)
+        self.emit(Op.INDEX, pos=target.pos)
+        self.visit(e.value)
+        self.emit(op, pos=e.pos)
+        self.emit(Op.STORE_INDEX, pos=e.pos)
+        if not keep:
+            self.emit(Op.POP, pos=e.pos)
 
     def visit_Assign(self, e: n.Assign):
         self.assign(e, keep=True)

@@ -79,6 +79,7 @@ BINARY_PREC = {
     "or": PREC_OR, "and": PREC_AND,
     "==": PREC_EQ, "!=": PREC_EQ,
     "<": PREC_CMP, "<=": PREC_CMP, ">": PREC_CMP, ">=": PREC_CMP,
+    "in": PREC_CMP, "not in": PREC_CMP,
     "+": PREC_ADD, "-": PREC_ADD,
     "*": PREC_MUL, "/": PREC_MUL, "%": PREC_MUL,
 }
@@ -95,13 +96,13 @@ def _negative(e: n.Expr) -> bool:
 
 
 def precedence(e: n.Expr) -> int:
-    if isinstance(e, n.Assign):
+    if isinstance(e, (n.Assign, n.CompoundAssign)):
         return PREC_ASSIGN
     if isinstance(e, (n.Binary, n.Logical)):
         return BINARY_PREC[e.op]
     if isinstance(e, n.Unary) or _negative(e):
         return PREC_UNARY
-    if isinstance(e, (n.Call, n.Member, n.Index)):
+    if isinstance(e, (n.Call, n.Member, n.Index, n.Slice)):
         return PREC_POSTFIX
     return PREC_ATOM
 
@@ -127,6 +128,8 @@ def _expr(e: n.Expr) -> str:
     if isinstance(e, n.Assign):
         # Right-associative: 'a = b = c' needs no parentheses on the right.
         return f"{format_expr(e.target, PREC_OR)} = {format_expr(e.value, PREC_ASSIGN)}"
+    if isinstance(e, n.CompoundAssign):
+        return f"{format_expr(e.target, PREC_OR)} {e.op}= {format_expr(e.value, PREC_ASSIGN)}"
     if isinstance(e, n.Call):
         args = [format_expr(a) for a in e.args]
         args += [f"{label.name}: {format_expr(label.value)}" for label in e.labels]
@@ -135,6 +138,14 @@ def _expr(e: n.Expr) -> str:
         return f"{format_expr(e.obj, PREC_POSTFIX)}.{e.name}"
     if isinstance(e, n.Index):
         return f"{format_expr(e.obj, PREC_POSTFIX)}[{format_expr(e.index)}]"
+    if isinstance(e, n.Slice):
+        lower = "" if e.lower is None else format_expr(e.lower)
+        upper = "" if e.upper is None else format_expr(e.upper)
+        return f"{format_expr(e.obj, PREC_POSTFIX)}[{lower}:{upper}]"
+    if isinstance(e, n.FString):
+        # As written, inside too: its expressions are the author's text, and reprinting them
+        # could need quotes the literal cannot hold.
+        return e.text
     if isinstance(e, n.ArrayLit):
         return "[" + ", ".join(format_expr(item) for item in e.items) + "]"
     if isinstance(e, n.Name):

@@ -47,7 +47,7 @@ from collections import namedtuple
 from ply import yacc
 
 from sensec import nodes as N
-from sensec.lexer import KEYWORDS, Lexer, display_kind
+from sensec.lexer import KEYWORDS, Lexer, display_kind, expand_fstrings
 from sensevm.base.errors import Pos, SenseSyntaxError
 
 # What Parser.conflicts() must report; a test pins it, so a grammar change that adds a
@@ -98,6 +98,11 @@ _EXPECTED_ROWS = (
     ("primary -> LBRACKET items . RBRACKET", "expected ']' after the array elements"),
     ("items -> items . COMMA", "expected ']' after the array elements"),
     ("postfix -> postfix LBRACKET expr . RBRACKET", "expected ']' after the index"),
+    ("postfix -> postfix LBRACKET expr COLON expr . RBRACKET", "expected ']' after the slice"),
+    ("postfix -> postfix LBRACKET COLON expr . RBRACKET", "expected ']' after the slice"),
+    ("binexpr -> binexpr NOT . IN", "expected 'in' after 'not' (for 'not in')"),
+    ("fparts -> fparts FOPEN expr . FCLOSE",
+     "expected '}}' after the expression in the f-string"),  # (str.format: '}}' is '}')
     ("postfix -> postfix DOT . IDENT", "expected a property name after '.'"),
     # blocks and statement ends
     ("block -> . COLON", "expected ':' to start a block"),
@@ -384,7 +389,8 @@ class Parser:
     ``parse`` and ``parse_all_errors`` serialise on a lock.
     """
 
-    tokens = Lexer.tokens
+    # FSTRING tokens reach the grammar expanded into their parts (lexer.expand_fstrings).
+    tokens = tuple(t for t in Lexer.tokens if t != "FSTRING")
     start = "program"
 
     # Binary operators only, lowest first (spec 3.2 levels 2-7). Prefix operators and postfix
@@ -394,7 +400,9 @@ class Parser:
         ("left", "OR"),
         ("left", "AND"),
         ("left", "EQ", "NE"),
-        ("left", "LT", "LE", "GT", "GE"),
+        # `a in b` and `a not in b` at the level of `<` (EXTENSIONS.md E3). NOT is here only
+        # for `a not in b`: after an operand it can only be that operator's first word.
+        ("left", "LT", "LE", "GT", "GE", "IN", "NOT"),
         ("left", "PLUS", "MINUS"),
         ("left", "STAR", "SLASH", "PERCENT"),
     )
@@ -565,6 +573,8 @@ class Parser:
             lexer = self._lexer
             lexer.path, lexer.error_func = path, None
             tokens = lexer.tokenize(source)      # lexical errors come first, as in the reference
+            if lexer.saw_fstring:
+                tokens = list(expand_fstrings(tokens, lexer.source))
             return self._parse_tokens(tokens, lexer.source, None)
 
     def parse_all_errors(self, source: str, path: str = "<input>",
@@ -592,6 +602,8 @@ class Parser:
                 lexer.error_func = lex_errors.append
                 tokens = lexer.tokenize(source)
                 src = lexer.source
+                if lexer.saw_fstring:
+                    tokens = list(expand_fstrings(tokens, src))
                 lexer.error_func = [].append         # lexical errors come from that pass only
                 line_start_token = {
                     tok.lineno: i for i, tok in enumerate(tokens)
@@ -605,7 +617,8 @@ class Parser:
                             offset = src.line_starts[line - 1]
                             blanked = _BLANK.sub(" ", src.text[:offset]) + src.text[offset:]
                             lexer.input(blanked)
-                            self._parse_tokens(lexer, lexer.source, found)
+                            self._parse_tokens(expand_fstrings(lexer, lexer.source),
+                                               lexer.source, found)
                         break
                     except SenseSyntaxError as err:
                         found.append(err)
@@ -1463,6 +1476,19 @@ class Parser:
         "expr : binexpr"
         p[0] = p[1]
 
+    def p_expr_compound_assign(self, p):
+        """expr : binexpr PLUSEQ expr
+                | binexpr MINUSEQ expr
+                | binexpr STAREQ expr
+                | binexpr SLASHEQ expr
+                | binexpr PERCENTEQ expr"""
+        # `t OP= e` is `t = t OP e` (EXTENSIONS.md E3): the same targets as '=', the same
+        # right associativity.
+        target, pos = p[1], self._pos(p, 2)
+        if not isinstance(target, (N.Name, N.Index)):
+            self._check_failed(MSG_INVALID_TARGET, pos)
+        p[0] = N.CompoundAssign(pos, p[2][:-1], target, p[3])
+
     def p_expr_assign(self, p):
         "expr : binexpr ASSIGN expr"
         # Right-associative by construction. Both checks run once the right-hand side is
@@ -1493,6 +1519,14 @@ class Parser:
         op = p[2]
         cls = N.Logical if op in ("and", "or") else N.Binary
         p[0] = cls(self._pos(p, 2), op, p[1], p[3])
+
+    def p_binexpr_in(self, p):
+        """binexpr : binexpr IN binexpr
+                   | binexpr NOT IN binexpr"""
+        if len(p) == 4:
+            p[0] = N.Binary(self._pos(p, 2), "in", p[1], p[3])
+        else:
+            p[0] = N.Binary(self._pos(p, 2), "not in", p[1], p[4])
 
     def p_binexpr_unary(self, p):
         "binexpr : unary"
@@ -1528,6 +1562,16 @@ class Parser:
         "postfix : postfix LBRACKET expr RBRACKET"
         p[0] = N.Index(self._pos(p, 2), p[1], p[3])
 
+    def p_postfix_slice(self, p):
+        """postfix : postfix LBRACKET COLON RBRACKET
+                   | postfix LBRACKET expr COLON RBRACKET
+                   | postfix LBRACKET COLON expr RBRACKET
+                   | postfix LBRACKET expr COLON expr RBRACKET"""
+        kinds = [sym.type for sym in p.slice[3:-1]]
+        lower = p[3] if kinds[0] != "COLON" else None
+        upper = p[len(p) - 2] if kinds[-1] != "COLON" else None
+        p[0] = N.Slice(self._pos(p, 2), p[1], lower, upper)
+
     def p_args_first(self, p):
         "args : arg"
         p[0] = ([], [])
@@ -1562,6 +1606,24 @@ class Parser:
     def p_primary_string(self, p):
         "primary : STRING"
         p[0] = N.StrLit(self._pos(p, 1), p[1])
+
+    def p_primary_fstring(self, p):
+        "primary : FSTART fparts FEND"
+        p[0] = N.FString(self._pos(p, 1), p[1], tuple(p[2]))
+
+    def p_fparts_empty(self, p):
+        "fparts : empty"
+        p[0] = []
+
+    def p_fparts_text(self, p):
+        "fparts : fparts FTEXT"
+        p[1].append(p[2])
+        p[0] = p[1]
+
+    def p_fparts_expr(self, p):
+        "fparts : fparts FOPEN expr FCLOSE"
+        p[1].append(p[3])
+        p[0] = p[1]
 
     def p_primary_bool(self, p):
         """primary : TRUE

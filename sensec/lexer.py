@@ -48,6 +48,10 @@ DISPLAY_KIND = {
     "LE": "LTEQ",
     "GE": "GTEQ",
     "ASSIGN": "EQ",
+    "FSTART": "FSTRING",
+    "FOPEN": "LBRACE",
+    "FCLOSE": "RBRACE",
+    "FEND": "FSTRING_END",
     # Soft keywords are identifiers as far as the user is concerned.
     "ROLLBACK": "IDENT",
     "COMPENSATE": "IDENT",
@@ -80,6 +84,17 @@ _SPECIAL_CHAR_MSG = {
 TAB_MSG = "tabs are not allowed for indentation \u2014 use spaces"
 SOFT_KEYWORDS = {"rollback": "ROLLBACK", "compensate": "COMPENSATE"}
 _LEADING_WS = re.compile(r"[ \t]*")
+
+
+def _unclosed_brace(quote: str, text: str, body_end: int) -> str:
+    line_end = text.find("\n", body_end)
+    rest = text[body_end + 1:] if line_end < 0 else text[body_end + 1:line_end]
+    if len(quote) == 1 and "}" in rest:
+        # The f-string ended at a quote, and its brace closes after it: most likely a string
+        # in the f-string's own quotes inside the braces.
+        return ("unclosed '{' in an f-string -- an expression in an f\"...\" string cannot "
+                "hold a \"...\" string (use f\"\"\"...\"\"\" around it)")
+    return "unclosed '{' in an f-string -- write '{{' for a brace"
 
 
 def _bad_char_message(char: str) -> str:
@@ -202,6 +217,81 @@ def display_kind(tok) -> str:
     return DISPLAY_KIND.get(tok.type, tok.type)
 
 
+# The tokens an FSTRING becomes for the parser (expand_fstrings): the literal's start (its
+# source text as the value), each piece of text, each expression between FOPEN and FCLOSE (the
+# braces), and its end.
+FSTRING_PARTS = ("FSTART", "FTEXT", "FOPEN", "FCLOSE", "FEND")
+
+
+class FExpr:
+    """An expression in an f-string's braces: its tokens, and the offsets of its ``{`` and
+    just past its ``}``."""
+
+    __slots__ = ("tokens", "start", "end")
+
+    def __init__(self, tokens: tuple, start: int, end: int):
+        self.tokens, self.start, self.end = tokens, start, end
+
+    def _key(self):
+        return (self.start, self.end, tuple(
+            (t.type, t.value, t.lexpos, t.lineno, t.col, t.end) for t in self.tokens))
+
+    def __eq__(self, other):
+        return type(other) is FExpr and self._key() == other._key()
+
+    def __hash__(self):
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return f"FExpr({self.start}:{self.end}, {len(self.tokens)} tokens)"
+
+
+class FString:
+    """An FSTRING token's value: the literal as written, its quotes, and its parts in order
+    (a String of text, or an FExpr)."""
+
+    __slots__ = ("text", "quote", "parts")
+
+    def __init__(self, text: str, quote: str, parts: tuple):
+        self.text, self.quote, self.parts = text, quote, parts
+
+    def __eq__(self, other):
+        return type(other) is FString and (self.text, self.parts) == (other.text, other.parts)
+
+    def __hash__(self):
+        return hash(self.text)
+
+    def __repr__(self) -> str:
+        return f"FString({self.text!r})"
+
+
+def expand_fstrings(tokens, source: "SourceText"):
+    """``tokens`` with each FSTRING token replaced by the tokens the grammar reads it as
+    (FSTRING_PARTS, and each expression's own tokens), all positioned where they stand."""
+    for tok in tokens:
+        if tok.type != "FSTRING":
+            yield tok
+            continue
+        value = tok.value
+        yield _part_token("FSTART", value.text, tok.lexpos, tok.lexpos + 2, source)
+        for part in value.parts:
+            if type(part) is str:
+                yield _part_token("FTEXT", part, tok.lexpos, tok.lexpos, source)
+                continue
+            yield _part_token("FOPEN", "{", part.start, part.start + 1, source)
+            yield from expand_fstrings(part.tokens, source)
+            yield _part_token("FCLOSE", "}", part.end - 1, part.end, source)
+        yield _part_token("FEND", "", tok.end - 1, tok.end, source)
+
+
+def _part_token(type_, value, lexpos: int, end: int, source: "SourceText") -> "Token":
+    tok = Token()
+    tok.type, tok.value, tok.lexpos, tok.end = type_, value, lexpos, end
+    at = source.pos(lexpos)
+    tok.lineno, tok.col = at.line, at.col
+    return tok
+
+
 class Lexer:
     """PLY lexer for Sense, in class style (one ``ply.lex`` build per instance).
 
@@ -214,17 +304,19 @@ class Lexer:
     keyword_map = {word: word.upper() for word in KEYWORDS}
 
     tokens = (
-        "IDENT", "INT", "FLOAT", "STRING",
+        "IDENT", "INT", "FLOAT", "STRING", "FSTRING",
         "PLUS", "MINUS", "STAR", "SLASH", "PERCENT",
+        "PLUSEQ", "MINUSEQ", "STAREQ", "SLASHEQ", "PERCENTEQ",
         "EQ", "NE", "LT", "LE", "GT", "GE", "ASSIGN", "ARROW",
         "LPAREN", "RPAREN", "LBRACKET", "RBRACKET", "COMMA", "COLON", "DOT",
         "NEWLINE", "INDENT", "DEDENT", "ROLLBACK", "COMPENSATE",
-    ) + tuple(keyword_map.values())
+    ) + tuple(keyword_map.values()) + FSTRING_PARTS
 
     def __init__(self, path: str = "<input>", error_func=None):
         self.path = path
         self.error_func = error_func
         self.source = SourceText("", path)
+        self.saw_fstring = False
         self._stream = iter(())
         # Built once per instance; optimize off, so PLY writes no lextab module.
         self.lexer = lex.lex(module=self, optimize=False, errorlog=lex.NullLogger())
@@ -235,6 +327,7 @@ class Lexer:
     def input(self, text: str) -> None:
         """Start lexing ``text`` (line endings are normalised first)."""
         self.source = SourceText(normalize_newlines(text), self.path)
+        self.saw_fstring = False        # (set by _fstring_at: the parser then expands them)
         self.lexer.input(self.source.text)        # for ply.lex's own token(), which tests use
         self.lexer.lineno = 1
         self._stream = self._scan(layout=True)
@@ -268,9 +361,9 @@ class Lexer:
     # ------------------------------------------------------------------ the scan
 
     # What the scan does with each group of PLY's master regex, by frequency.
-    _PLAIN, _IDENT, _NEWLINE, _INT, _OPEN, _CLOSE, _STRING, _FLOAT, _SKIP = range(9)
+    _PLAIN, _IDENT, _NEWLINE, _INT, _OPEN, _CLOSE, _STRING, _FLOAT, _SKIP, _FSTRING = range(10)
     _RULE_KIND = {"t_NEWLINE": _NEWLINE, "t_STRING": _STRING, "t_FLOAT": _FLOAT, "t_INT": _INT,
-                  "t_IDENT": _IDENT}
+                  "t_IDENT": _IDENT, "t_FSTRING": _FSTRING}
 
     def _prepare_scan(self) -> None:
         """The scanner regex (PLY's master regex after a possessive run of blanks, so one match
@@ -398,6 +491,14 @@ class Lexer:
             elif kind == self._FLOAT:
                 tok.type = "FLOAT"
                 tok.value = float(data[start:pos])
+            elif kind == self._FSTRING:
+                tok.type = "FSTRING"
+                tok.value, pos = self._fstring_at(start)
+                newlines = data.count("\n", start, pos)
+                if newlines:
+                    line += newlines
+                    line_start = data.rindex("\n", start, pos) + 1
+                match = pattern.scanner(data, pos).match
             else:                   # a comment
                 continue
             tok.end = pos
@@ -455,6 +556,124 @@ class Lexer:
             return unescape(text, begin), len(text)
         return unescape(text, begin, m.end() - quotes), m.end()
 
+    def _fstring_at(self, start: int) -> tuple["FString", int]:
+        """The value of the f-string whose ``f`` is at ``start`` (its text, and the tokens of
+        each expression in braces, positioned where they stand), and the offset just past it.
+        Its end is found as a string literal's is: an expression holds no quote of its kind."""
+        text = self.source.text
+        self.saw_fstring = True
+        quote = '"""' if text.startswith('"""', start + 1) else '"'
+        begin = start + 1 + len(quote)
+        m = (_TRIPLE_END if len(quote) == 3 else _PLAIN_END).match(text, begin)
+        if m is None:
+            self._error("unterminated triple-quoted string literal" if len(quote) == 3
+                        else "unterminated string literal", self.source.eof_pos)
+            body_end = end = len(text)
+        else:
+            end = m.end()
+            body_end = end - len(quote)
+        parts, literal = [], []
+        i = begin
+        while i < body_end:
+            c = text[i]
+            if c == "\\" and i + 1 < body_end:
+                literal.append(_ESCAPES.get(text[i + 1], text[i + 1]))
+                i += 2
+            elif c in "{}" and text.startswith(c, i + 1) and i + 1 < body_end:
+                literal.append(c)           # '{{' and '}}' are the braces themselves
+                i += 2
+            elif c == "{":
+                if literal:
+                    parts.append("".join(literal))
+                    literal = []
+                expr, i = self._fstring_expression(i, body_end, quote)
+                if expr is not None:
+                    parts.append(expr)
+            elif c == "}":
+                self._error("single '}' in an f-string -- write '}}' for a brace",
+                            self.source.pos(i))
+                literal.append(c)
+                i += 1
+            else:
+                literal.append(c)
+                i += 1
+        if literal:
+            parts.append("".join(literal))
+        return FString(text[start:end], quote, tuple(parts)), end
+
+    def _fstring_expression(self, brace: int, body_end: int, quote: str):
+        """The expression of an f-string from its ``{`` at ``brace`` to the ``}`` closing it:
+        (FExpr or None after an error, offset past the ``}``). Its tokens are lexed here, by
+        the rules of the rest of the file, as inside brackets (line breaks are spaces)."""
+        source, text = self.source, self.source.text
+        kinds, types, keywords = self._kinds, self._types, self.keyword_map
+        pattern = self._scanner
+        tokens = []
+        pos = brace + 1
+        while True:
+            m = pattern.match(text, pos, body_end)
+            if m is None:
+                pos = _LEADING_WS.match(text, pos, body_end).end()
+                if pos >= body_end:
+                    self._error(_unclosed_brace(quote, text, body_end), source.pos(brace))
+                    return None, body_end
+                if text[pos] == "}":
+                    break
+                self._error(_bad_char_message(text[pos]), source.pos(pos))
+                pos += 1
+                continue
+            group = m.lastindex
+            start, pos = m.span(group)
+            kind = kinds[group]
+            if kind == self._NEWLINE:
+                continue
+            if kind == self._SKIP:
+                self._error("a comment cannot stand inside an f-string's braces",
+                            source.pos(start))
+                continue
+            if (kind == self._STRING or kind == self._FSTRING) and (
+                    len(quote) == 1 or text.startswith('"""', pos - 1)):
+                self._error(f"an f-string's expression cannot hold a string in its own "
+                            f"quotes ({quote})", source.pos(start))
+                return None, body_end
+            tok = Token()
+            tok.lexpos = start
+            at = source.pos(start)
+            tok.lineno, tok.col = at.line, at.col
+            tok.type = types[group]
+            if kind == self._IDENT:
+                value = text[start:pos]
+                if not (value[0].isalpha() or value[0] == "_"):
+                    self._error(f"unexpected character {value[0]!r}", at)
+                    pos = start + 1
+                    continue
+                tok.value = value
+                tok.type = keywords.get(value, "IDENT")
+            elif kind == self._INT:
+                if pos - start > MAX_INT_DIGITS:
+                    self._error(_int_too_long(pos - start), at)
+                    tok.value = 0
+                else:
+                    tok.value = _decimal_int(text[start:pos])
+            elif kind == self._FLOAT:
+                tok.value = float(text[start:pos])
+            elif kind == self._STRING or kind == self._FSTRING:
+                tok.value, pos = (self._string_at(start) if kind == self._STRING
+                                  else self._fstring_at(start))
+                if pos > body_end:
+                    self._error("unclosed '{' in an f-string -- write '{{' for a brace",
+                                source.pos(brace))
+                    return None, body_end
+            else:
+                tok.value = text[start:pos]
+            tok.end = pos
+            tokens.append(tok)
+        if not tokens:
+            self._error("empty expression in an f-string's braces -- write '{{}}' for braces",
+                        source.pos(brace))
+            return None, pos + 1
+        return FExpr(tuple(tokens), brace, pos + 1), pos + 1
+
     # ------------------------------------------------------------------ token rules
 
     # Tabs are ordinary whitespace between tokens; in leading whitespace the scan's layout
@@ -463,6 +682,11 @@ class Lexer:
     t_ignore_COMMENT = r"\#[^\n]*"
 
     t_ARROW = r"->"
+    t_PLUSEQ = r"\+="
+    t_MINUSEQ = r"-="
+    t_STAREQ = r"\*="
+    t_SLASHEQ = r"/="
+    t_PERCENTEQ = r"%="
     t_EQ = r"=="
     t_NE = r"!="
     t_LE = r"<="
@@ -488,6 +712,11 @@ class Lexer:
     def t_NEWLINE(self, t):
         r"\n"
         t.value = ""
+        return t
+
+    def t_FSTRING(self, t):
+        r'f"'
+        t.value, t.lexer.lexpos = self._fstring_at(t.lexpos)
         return t
 
     def t_STRING(self, t):

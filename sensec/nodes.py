@@ -222,7 +222,7 @@ class Unary(Expr):
 @node
 class Binary(Expr):
     pos: Pos            # the operator
-    op: str             # + - * / % == != < <= > >=
+    op: str             # + - * / % == != < <= > >= in, "not in"
     left: Expr
     right: Expr
 
@@ -263,6 +263,35 @@ class Assign(Expr):
     pos: Pos            # the '='
     target: Expr
     value: Expr
+
+
+@node
+class Slice(Expr):
+    """``obj[lower:upper]``, either bound left out (None): a new String or Array."""
+    pos: Pos            # the '['
+    obj: Expr
+    lower: Optional[Expr]
+    upper: Optional[Expr]
+
+
+@node
+class CompoundAssign(Expr):
+    """``target OP= value``, which is ``target = target OP value`` with the container and
+    index of an Index target evaluated once; target is a Name or an Index (checked by the
+    parser)."""
+    pos: Pos            # the operator
+    op: str             # + - * / %
+    target: Expr
+    value: Expr
+
+
+@node
+class FString(Expr):
+    """``f"text {expr} text"``: ``parts`` are Strings of text and the expressions, in order;
+    ``text`` is the literal as written (``sensec fmt`` prints it so)."""
+    pos: Pos            # the 'f'
+    text: str
+    parts: tuple
 
 
 # ----------------------------------------------------------------------------- statements

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from sensevm.base.diagnostics import printable
 from sensevm.bytecode.decode import DecodeError, decode
-from sensevm.bytecode.opcodes import Operand
+from sensevm.bytecode.opcodes import Op, Operand
 from sensevm.bytecode.program import CodeKind, CodeObject, Program
 
 OPNAME_WIDTH = 20       # the longest opcode name, as in dis
@@ -187,6 +187,8 @@ def _disassemble_code(program: Program, code: CodeObject, instructions, error) -
             meaning = [m for m in (_resolve(program, kind, value)
                                    for kind, value in zip(ins.op.operands, ins.args))
                        if m is not None]
+            if ins.op is Op.SLICE:      # which bounds the slice wrote: (lo:hi), (lo:), (:hi), (:)
+                meaning = [f"{'lo' if ins.args[0] & 1 else ''}:{'hi' if ins.args[0] & 2 else ''}"]
             if meaning:
                 fields.append("(" + ", ".join(meaning) + ")")
         lines.append(" ".join(fields).rstrip())

@@ -49,9 +49,10 @@ except ImportError:     # pragma: no cover - a Python without it makes them the 
 from sensevm.base.digest import sha256    # not hashlib: see sensevm.base.digest (start-up time)
 
 FORMAT_MAJOR = 5          # 5: IMPORT_PYTHON
-FORMAT_MINOR = 1          # 0: the manifest's flags: action "immediate" (4), "sends" (8) with
+FORMAT_MINOR = 2          # 0: the manifest's flags: action "immediate" (4), "sends" (8) with
                           # second-look roles (16); tool "trusted" (2). 1: the role
-                          # "credential" (5), which a 5.0 reader refuses as unknown
+                          # "credential" (5), which a 5.0 reader refuses as unknown. 2: slices,
+                          # `in`, f-strings and compound assignment (SLICE .. DUP2, 220-224)
 
 
 _PLAIN: dict = {}
@@ -250,6 +251,19 @@ class Op:
     MAKE_AGENT     = (0xB0, (G,),    0,    1,     F.NONE,              None,
                       "push a new agent for agents[a], its scope a child of the current one")
 
+    # Slices, membership, f-strings, compound assignment (EXTENSIONS.md E3; format 5.2).
+    SLICE          = (0xDC, (U,),    3,    1,     F.NONE,              None,
+                      "obj[lo:hi] as a new value; a says which bounds were written (1 lo, 2 hi): "
+                      "the slot of one not written holds nil and is not read")
+    CONTAINS       = (0xDD, (),      2,    1,     F.NONE,              None,
+                      "a in b: an element of an Array (==), a substring of a String")
+    FORMAT_VALUE   = (0xDE, (),      1,    1,     F.NONE,              None,
+                      "replace the top by its str() form (a value interpolated by an f-string)")
+    BUILD_STRING   = (0xDF, (U,),    "a",  1,     F.NONE,              None,
+                      "pop a values and push their str() forms joined (an f-string)")
+    DUP2           = (0xE0, (),      2,    4,     F.NONE,              None,
+                      "push the top two again, in order (the container and index of `c[i] += e`)")
+
 
 # ----------------------------------------------------------------------------- derived tables
 
@@ -326,9 +340,10 @@ def _fingerprint(end: int = 256) -> bytes:
 
 # _fingerprint() of this table, written out: hashing the table cost every start. The test suite
 # recomputes it (tests/test_opcodes.py), so a changed row cannot keep the old fingerprint.
-FINGERPRINT: bytes = bytes.fromhex("348da0f093235426")
+FINGERPRINT: bytes = bytes.fromhex("27d213f44f77281b")
 
 # For each minor of FORMAT_MAJOR: one past the highest opcode it defines, and the fingerprint of
 # the table up to there, which files of that minor carry (snb.load accepts each for its minor).
-TABLE_ENDS: dict = {0: 177, 1: 177}
-FINGERPRINTS: dict = {0: FINGERPRINT, 1: FINGERPRINT}
+TABLE_ENDS: dict = {0: 177, 1: 177, 2: 225}
+_FORMAT_5_0 = bytes.fromhex("348da0f093235426")
+FINGERPRINTS: dict = {0: _FORMAT_5_0, 1: _FORMAT_5_0, 2: FINGERPRINT}

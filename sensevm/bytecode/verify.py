@@ -38,6 +38,7 @@ PROGRAM = "<program>"       # the code_name of errors in the program's own table
 _TOKEN = object()
 
 _CONSTANT_TYPES = (type(None), bool, int, float, str)
+SLICE_BOUNDS = 3            # SLICE's operand: 1 (a lower bound written) | 2 (an upper one)
 
 
 @record(eq=False)
@@ -427,7 +428,11 @@ class _CodeVerifier:
                     if value not in self.index_of:
                         self.fail_at(ins, f"jump target {value} is not the start of an instruction")
                 elif kind is Operand.COUNT:
-                    pass                # any count is well-formed; the stack check bounds it
+                    # Any count is well-formed (the stack check bounds it), except SLICE's,
+                    # which says which of its two bounds were written.
+                    if ins.op is Op.SLICE and value > SLICE_BOUNDS:
+                        self.fail_at(ins, f"SLICE operand {value} is not a set of bounds "
+                                          f"(0 to {SLICE_BOUNDS}: 1 lower, 2 upper)")
 
     def check_positions(self) -> None:
         prev = None
@@ -600,8 +605,8 @@ class _FastVerifier:
         self.rows = [None] * 256
         for op in Op:
             kinds, shape = op.operands, SHAPES[op._value_]
-            extra = op is Op.TEST_BEGIN or any(k is Operand.TYPE or k is Operand.CODE
-                                               for k in kinds)
+            extra = op is Op.TEST_BEGIN or op is Op.SLICE or any(
+                k is Operand.TYPE or k is Operand.CODE for k in kinds)
             self.rows[op._value_] = (op, shape, self.limits[kinds[0]] if shape == 1 else 0,
                                      kinds, extra)
 
@@ -660,6 +665,8 @@ class _FastVerifier:
 
     def extra_check(self, op: Op, kinds, args) -> None:
         program = self.program
+        if op is Op.SLICE and args[0] > SLICE_BOUNDS:
+            raise _Refused
         for kind, value in zip(kinds, args):
             if kind is Operand.CONST:
                 if op is Op.TEST_BEGIN and not isinstance(program.constants[value], str):

@@ -74,7 +74,7 @@ class SenseLexer(RegexLexer):
             (r"(\.)([ \t]*)(" + _IDENT + ")", bygroups(Punctuation, Whitespace, Name.Attribute)),
             (words(BUILTINS, suffix=r"\b"), Name.Builtin),
             include("numbers"),
-            (r"==|!=|<=|>=|->|[-+*/%<>=]", Operator),
+            (r"==|!=|<=|>=|->|[-+*/%]=|[-+*/%<>=]", Operator),
             (r"[()\[\],:.]", Punctuation),
             (_IDENT, Name),
         ],
@@ -83,6 +83,9 @@ class SenseLexer(RegexLexer):
             (r"\d+", Number.Integer),
         ],
         "strings": [
+            # f-strings: the text as a string, each {expression} highlighted as code.
+            (r'f"""', String.Double, "ftriple"),
+            (r'f"', String.Double, "fstring"),
             (r'"""', String.Double, "triple"),
             (r'"', String.Double, "string"),
         ],
@@ -100,6 +103,49 @@ class SenseLexer(RegexLexer):
             (r'"""', String.Double, "#pop"),
             (r'[^"\\]+', String.Double),
             (r'"', String.Double),
+        ],
+        "fstring": [
+            include("escapes"),
+            (r"\{\{|\}\}", String.Escape),
+            (r"\{", String.Interpol, "fexpr"),
+            (r'[^"\\{}]+', String.Double),
+            (r'"', String.Double, "#pop"),
+            (r"\}", String.Double),        # a single '}': the compiler says what is wrong
+        ],
+        "ftriple": [
+            include("escapes"),
+            (r"\{\{|\}\}", String.Escape),
+            (r"\{", String.Interpol, "ftriple-expr"),
+            (r'"""', String.Double, "#pop"),
+            (r'[^"\\{}]+', String.Double),
+            (r'["}]', String.Double),
+        ],
+        # An f-string's expression: no string of the f-string's own quotes can stand in it, so a
+        # quote ends the f-string (the compiler reports the unclosed brace).
+        "fexpr": [
+            (r"\}", String.Interpol, "#pop"),
+            (r'"', String.Double, "#pop:2"),
+            include("expression"),
+        ],
+        "ftriple-expr": [
+            (r"\}", String.Interpol, "#pop"),
+            (r'"""', String.Double, "#pop:2"),
+            (r'f"', String.Double, "fstring"),
+            (r'"', String.Double, "string"),
+            include("expression"),
+        ],
+        "expression": [
+            (r"\s+", Whitespace),
+            (words(_CONSTANTS, suffix=r"\b"), Keyword.Constant),
+            (words(_WORD_OPERATORS, suffix=r"\b"), Operator.Word),
+            (words(_PLAIN_KEYWORDS, suffix=r"\b"), Keyword),
+            (words(TYPES, suffix=r"\b"), Keyword.Type),
+            (r"(\.)([ \t]*)(" + _IDENT + ")", bygroups(Punctuation, Whitespace, Name.Attribute)),
+            (words(BUILTINS, suffix=r"\b"), Name.Builtin),
+            include("numbers"),
+            (r"==|!=|<=|>=|->|[-+*/%<>=]", Operator),
+            (r"[()\[\],:.]", Punctuation),
+            (_IDENT, Name),
         ],
         "capabilities": [
             (r"[ \t]+", Whitespace),

@@ -446,6 +446,32 @@ def char_at(s: str, i: int):
     return ch
 
 
+def slice_str(s: str, start, stop) -> str:
+    """``s[start:stop]`` (Python's bounds: None, negative, clamped) keeping the origins of
+    exactly the characters it keeps: each span cut to the slice and moved to its start."""
+    text = str.__str__(s)
+    i, j, _ = slice(start, stop).indices(len(text))
+    if j <= i:
+        return ""               # no character kept: nothing to carry a label
+    kept = []
+    for a, b, origins in spans_of(s):
+        lo, hi = max(a, i), min(b, j)
+        if lo < hi:
+            kept.append((lo - i, hi - i, origins))
+    return make_str(text[i:j], kept)
+
+
+def joined(parts: list, text: str) -> str:
+    """``text``, which is ``parts`` (Strings) joined, with the spans of every part (an
+    f-string's result: the labels of each value it interpolates, where that value stands)."""
+    spans, at = [], 0
+    for part in parts:
+        for a, b, origins in spans_of(part):
+            spans.append((a + at, b + at, origins))
+        at += len(part)
+    return make_str(text, spans)
+
+
 class Chars:
     """The characters of a labelled String, read by index (``for c in s``, values.StringIterator),
     each with its span's origins, without copying the String: reading them in order walks its

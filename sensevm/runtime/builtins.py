@@ -13,7 +13,8 @@ from sensevm.guard.provenance import LABELLED
 from sensevm.runtime import services
 from sensevm.runtime import values as V
 from sensevm.runtime.limits import FREE_DIGITS, array_limit
-from sensevm.runtime.values import Builtin, Scope, host_repr, sized_array, to_str, type_name
+from sensevm.runtime.values import (Builtin, Scope, host_repr, sized_array, str_form, to_str,
+                                    type_name)
 
 
 def _error(message: str) -> SenseRuntimeError:
@@ -63,15 +64,7 @@ def b_range(vm, args):
 
 
 def b_str(vm, args):
-    x = args[0]
-    t = type(x)
-    if t in LABELLED:
-        return x if t is PV.LStr else PV.label(to_str(x), x.origins)
-    if t is str or t is int or t is float or t is bool or x is None:
-        return to_str(x)
-    # An Array, an agent, an answer, a Python value ...: the text shows what they hold, and
-    # keeps its origins (provenance.deep_origins).
-    return PV.like(to_str(x), x)
+    return str_form(args[0])        # (an f-string's FORMAT_VALUE gives the same)
 
 
 def b_int(vm, args):

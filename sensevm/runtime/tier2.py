@@ -80,7 +80,7 @@ IN_PLACE_OPS = frozenset({
     Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.MOD, Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE, Op.NEG,
     Op.NOT, Op.JUMP, Op.POP_JUMP_IF_FALSE, Op.POP_JUMP_IF_TRUE, Op.JUMP_IF_FALSE_OR_POP,
     Op.JUMP_IF_TRUE_OR_POP, Op.BUILD_ARRAY, Op.INDEX, Op.STORE_INDEX, Op.GET_ITER, Op.FOR_ITER,
-    Op.RETURN})
+    Op.RETURN, Op.SLICE, Op.CONTAINS, Op.FORMAT_VALUE, Op.BUILD_STRING, Op.DUP2})
 
 
 class Compiled:
@@ -214,6 +214,8 @@ _RUNTIME = {
     "load_name": load_name, "store_name": store_name, "store_outer": store_outer,
     "chain": chain, "store_found": store_found,
     "index_get": index_get, "index_set": index_set, "get_iter": V.get_iter,
+    "slice_get": V.slice_get, "contains": V.contains, "str_form": V.str_form,
+    "join_strings": V.join_strings,
     "array_limit": V.array_limit,
     "decl_error": V.decl_error, "return_error": V.return_error, "direct_error": direct_error,
     "arity_error": V.arity_error, "param_error": V.param_error,
@@ -1112,6 +1114,23 @@ class _Gen:
                       f"-len({obj}) <= {idx} < len({obj}): {obj}[{idx}] = {val}", ip)
             e(indent, f"else: index_set({obj}, {idx}, {val})", ip)
             e(indent, f"{obj} = {val}", ip)
+        elif op is Op.SLICE:
+            obj, lo, hi = s[depth - 3], s[depth - 2], s[depth - 1]
+            e(indent, f"{obj} = slice_get({obj}, {lo}, {hi}, {a!r})", ip)
+        elif op is Op.CONTAINS:
+            e(indent, f"if type({sec}) is str is type({top}): {sec} = {sec} in {top}", ip)
+            e(indent, f"else: {sec} = contains({sec}, {top})", ip)
+        elif op is Op.FORMAT_VALUE:
+            e(indent, f"if type({top}) is not str: {top} = str_form({top})", ip)
+        elif op is Op.BUILD_STRING:
+            if a:
+                items = s[depth - a:depth]
+                e(indent, f"{items[0]} = join_strings([{', '.join(items)}])", ip)
+            else:
+                e(indent, f"{push} = ''", ip)
+        elif op is Op.DUP2:
+            e(indent, f"{s[depth]} = {s[depth - 2]}", ip)
+            e(indent, f"{s[depth + 1]} = {top}", ip)
         elif op is Op.GET_MEMBER:
             # A member read may capture the frame's scope and position (a bound lifecycle
             # method does, for its policy check and audit line).

@@ -412,6 +412,111 @@ def _labelled_index(obj, index):
     return _P.label(item, _P.origins_of(index))
 
 
+# ----------------------------------------------------------------------------- slices, `in`, f-strings
+# (EXTENSIONS.md E3; SLICE, CONTAINS, FORMAT_VALUE and BUILD_STRING in both tiers)
+
+def _slice_bound(bound):
+    """A written bound as a plain Int and its origins (a labelled Int's), else the error."""
+    t = type(bound)
+    if t is int:
+        return bound, _P.EMPTY
+    if t in _P.INT_TYPES:
+        return int(bound), bound.origins
+    raise SenseRuntimeError(f"slice bounds must be Int, got {type_name(bound)}")
+
+
+def slice_get(obj, lo, hi, written: int):
+    """``obj[lo:hi]``, a new String or Array with Python's bounds (negative from the end,
+    clamped, no step); ``written`` says which bounds the program wrote (1 lo, 2 hi), the others'
+    slots are not read (a written ``nil`` is a non-Int bound). A labelled String keeps the
+    labels of the characters kept; labelled bounds label the result (which elements it holds
+    depends on them), as an index does."""
+    t = type(obj)
+    if written == 3 and type(lo) is int and type(hi) is int and (t is list or t is str):
+        return obj[lo:hi]
+    origins = _P.EMPTY
+    if written & 1:
+        lo, origins = _slice_bound(lo) if t is list or t is str or t is _LStr else (lo, origins)
+    else:
+        lo = None
+    if written & 2:
+        if t is list or t is str or t is _LStr:
+            hi, more = _slice_bound(hi)
+            origins = _P.union(origins, more)
+    else:
+        hi = None
+    if t is list or t is str:
+        part = obj[lo:hi]
+    elif t is _LStr:
+        part = _P.slice_str(obj, lo, hi)
+    else:
+        getter = getattr(obj, "sense_slice", None)
+        if getter is None:
+            raise SenseRuntimeError(f"cannot slice type {type_name(obj)}")
+        return getter(lo, hi)       # (the written bounds as they are, nil for one left out)
+    return _P.label(part, origins) if origins else part
+
+
+def contains(item, container):
+    """``item in container``: an element of an Array (by ``==``, labels as equal() gives
+    them), a substring of a String; a value type with ``sense_contains(item)`` answers for
+    itself (how a Map says whether ``item`` is one of its keys)."""
+    t = type(container)
+    if t is list:
+        origins = None              # of the comparisons that decided it, when labelled
+        for x in container:
+            same = equal(item, x)
+            if type(same) is not bool:
+                origins = same.origins if origins is None else _P.union(origins, same.origins)
+            if same:
+                return True if origins is None else _P.label(True, origins)
+        return False if origins is None else _P.label(False, origins)
+    if t is str or t is _LStr:
+        ti = type(item)
+        if ti is str and t is str:
+            return item in container
+        if ti is str or ti is _LStr:
+            return _P.label(str.__contains__(str.__str__(container), str.__str__(item)),
+                            _P.union(_P.origins_of(item), _P.origins_of(container)))
+        raise SenseRuntimeError(f"'in' on a String needs a String on the left, got "
+                                f"{type_name(item)}")
+    # Maps (E1) and any other container type: its own hook. A labelled right-hand side is
+    # always a String, Int, Float or Bool (provenance.py), never a container.
+    hook = getattr(container, "sense_contains", None)
+    if hook is not None:
+        return hook(item)
+    raise SenseRuntimeError(f"'in' needs an Array, String or Map on the right, got "
+                            f"{type_name(container)}")
+
+
+def str_form(x):
+    """What ``str(x)`` gives (FORMAT_VALUE, and the builtin): labels kept, an Array's text
+    with its elements' origins."""
+    t = type(x)
+    if t in _LT:
+        return x if t is _LStr else _P.label(to_str(x), x.origins)
+    if t is str or t is int or t is float or t is bool or x is None:
+        return to_str(x)
+    # An Array, an agent, an answer, a Python value ...: the text shows what they hold, and
+    # keeps its origins (provenance.deep_origins).
+    return _P.like(to_str(x), x)
+
+
+def join_strings(parts: list) -> str:
+    """BUILD_STRING: the str() forms of ``parts`` joined (an f-string's value), each part's
+    labels where it stands, refused when longer than --max-string."""
+    parts = [x if type(x) is str or type(x) is _LStr else str_form(x) for x in parts]
+    size = 0
+    labelled = False
+    for x in parts:
+        size += len(x)
+        labelled = labelled or type(x) is _LStr
+    if size > MAX_STRING:
+        raise string_limit(size, MAX_STRING)
+    text = "".join([str.__str__(x) for x in parts]) if labelled else "".join(parts)
+    return _P.joined(parts, text) if labelled else text
+
+
 # ----------------------------------------------------------------------------- equality
 
 def equal(a: Any, b: Any) -> bool:

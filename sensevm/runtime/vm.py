@@ -865,6 +865,33 @@ class VM:
         index_set(stack[-1], index, value)
         stack[-1] = value
 
+    def op_SLICE(self, f, a, b):
+        stack = f.stack
+        hi = stack.pop()
+        lo = stack.pop()
+        stack[-1] = V.slice_get(stack[-1], lo, hi, a)
+
+    def op_CONTAINS(self, f, a, b):
+        stack = f.stack
+        container = stack.pop()
+        stack[-1] = V.contains(stack[-1], container)
+
+    def op_FORMAT_VALUE(self, f, a, b):
+        f.stack[-1] = V.str_form(f.stack[-1])
+
+    def op_BUILD_STRING(self, f, a, b):
+        stack = f.stack
+        if a:
+            parts = stack[-a:]
+            del stack[-a:]
+        else:
+            parts = []
+        stack.append(V.join_strings(parts))
+
+    def op_DUP2(self, f, a, b):
+        stack = f.stack
+        stack.extend(stack[-2:])
+
     def op_GET_MEMBER(self, f, a, b):
         f.stack[-1] = self.member(f.stack[-1], a)
 
