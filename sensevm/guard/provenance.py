@@ -513,7 +513,7 @@ class JoinPoints:
             o = Op(op)
             out = []
             if o in JUMPS:
-                out.append(b if o is Op.TEST_BEGIN else a)
+                out.append(b if o is Op.TEST_BEGIN or o is Op.EXCEPT_JUMP else a)
             if o not in TERMINATORS:
                 out.append(i + 1 if i + 1 < n else n)
             if o is Op.RETURN or not out:
