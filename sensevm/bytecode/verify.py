@@ -485,7 +485,8 @@ class _CodeVerifier:
                 self.fail_at(ins, f"stack underflow (needs {needed}, depth {stack})")
             if tests and stack - needed < tests[-1][2]:
                 self.fail_at(ins, f"pops below the stack depth {tests[-1][2]} of the handler "
-                                  f"at offset {self.instructions[tests[-1][1]].offset}")
+                                  f"that resumes at offset "
+                                  f"{self.instructions[tests[-1][1]].offset}")
 
             # What the slots hold: an iterator is no value (only FOR_ITER uses it, only POP
             # drops it), and IMPORT_FROM reads a module's scope, so its operand must be one.
@@ -520,6 +521,10 @@ class _CodeVerifier:
                 if f_scope < 0:
                     self.fail_at(ins, f"POP_SCOPE {args[0]} leaves more scopes than are open "
                                       f"(scope depth {scope})")
+                if tests and f_scope < _handler_scope(tests[-1]):
+                    self.fail_at(ins, f"POP_SCOPE {args[0]} leaves the scope of the handler "
+                                      f"that resumes at offset "
+                                      f"{self.instructions[tests[-1][1]].offset}")
             elif op is Op.TEST_BEGIN:
                 handler = (TEST_HANDLER, self.index_of[args[1]], stack, scope)
                 f_scope, f_tests = scope + 1, tests + (handler,)
@@ -797,6 +802,12 @@ def entry_states(verified: VerifiedCode) -> list:
     return states
 
 
+def _handler_scope(handler) -> int:
+    """The lowest scope depth code may leave open while ``handler`` runs: the one it restores
+    (a test block's own scope, which TEST_BEGIN opened above it, included)."""
+    return handler[3] + (handler[0] == TEST_HANDLER)
+
+
 def handler_ranges(verified: VerifiedCode) -> list:
     """The handler table of a verified code object, for listings: each try or test handler
     as (kind "try" or "test", first offset, end offset, target offset, stack depth), a range
@@ -848,7 +859,7 @@ def _general_step(op, args, special, pops, pushes, b_pops, b_pushes,
         f_scope = scope + 1
     elif special == 7:
         f_scope = scope - args[0]
-        if f_scope < 0:
+        if f_scope < 0 or tests and f_scope < _handler_scope(tests[-1]):
             raise _Refused
     elif special == 8:
         f_scope = scope + 1
