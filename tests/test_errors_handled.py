@@ -417,3 +417,68 @@ def test_try_finally_control_flow_matches_python(tmp_path_factory, stmts):
         lines, err = run(tmp, sense, tier)
         assert err is None, (err, sense)
         assert lines == expected, (tier, sense)
+
+
+# ----------------------------------------------------------------------------- compile errors
+
+@pytest.mark.parametrize("source, message, at", [
+    ("try:\n    x\nprint(1)\n",
+     "expected 'except' or 'finally' after the 'try' block (got IDENT 'print')", (3, 1)),
+    ("try:\n    x\n", "expected 'except' or 'finally' after the 'try' block (got EOF '')", (3, 1)),
+    ("except:\n    x\n", "'except' must follow a 'try' block (or an 'except' clause of one)",
+     (1, 1)),
+    ("finally:\n    x\n", "'finally' must follow a 'try' block (or an 'except' clause of one)",
+     (1, 1)),
+    ("try:\n    x\nexcept SenseError as:\n    y\n", "expected a name after 'as' (got COLON ':')",
+     (3, 21)),
+    ("try:\n    x\nexcept Oops:\n    y\n",
+     "unknown error class 'Oops' (one of: SenseError, SenseSyntaxError, SenseNameError, "
+     "SenseTypeError, SenseRuntimeError, SenseImportError, SensePolicyError, "
+     "SenseApprovalError, SenseSessionError)", (3, 8)),
+    ("try:\n    x\nexcept SenseLimitError:\n    y\n",
+     "SenseLimitError cannot be caught: a resource limit always ends the run", (3, 8)),
+    ("try:\n    x\nexcept:\n    y\nexcept SenseError:\n    z\n",
+     "a bare 'except:' must be the last clause (it catches every error, so the clauses after "
+     "it could never run)", (3, 1)),
+    ("def f():\n    raise\n",
+     "a bare 'raise' re-raises the error being handled: it must be inside an 'except' block",
+     (2, 5)),
+    ("try:\n    x\nexcept:\n    def g():\n        raise\n",
+     "a bare 'raise' re-raises the error being handled: it must be inside an 'except' block",
+     (5, 9)),
+    ("def f():\n    try:\n        x\n    finally:\n        return 1\n",
+     "'return' cannot leave a 'finally' block (it would drop the error that may be passing "
+     "through it)", (5, 9)),
+    ("while true:\n    try:\n        x\n    finally:\n        continue\n",
+     "'continue' cannot leave a 'finally' block (it would drop the error that may be passing "
+     "through it)", (5, 9)),
+])
+def test_compile_errors_are_positioned(tmp_path, source, message, at):
+    from sensec.driver import compile_source
+    from sensevm.base.errors import SenseSyntaxError
+    with pytest.raises(SenseSyntaxError) as info:
+        compile_source(source, str(tmp_path / "m.sns"))
+    err = getattr(info.value, "errors", [info.value])[0]
+    assert (err.message, (err.pos.line, err.pos.col)) == (message, at)
+    assert err.path == str(tmp_path / "m.sns")
+
+
+def test_a_loop_inside_finally_may_break(tmp_path):
+    lines, err = run(tmp_path, "try:\n    print(1)\nfinally:\n    for i in range(3):\n"
+                               "        print(i)\n        break\n")
+    assert err is None and lines == ["1", "0"]
+
+
+def test_a_5_1_file_still_loads(tmp_path):
+    """A file of format 5.1 (no try opcodes) loads and runs with this VM."""
+    import struct
+    from sensec.driver import compile_source
+    from sensevm.bytecode import snb
+    from sensevm.bytecode.opcodes import FINGERPRINTS
+    from sensevm.bytecode.verify import load_verified
+    data = bytearray(snb.dump(compile_source('print("old")\n', str(tmp_path / "o.sns"))))
+    struct.pack_into("<H", data, 10, 1)
+    data[16:24] = FINGERPRINTS[1]
+    import zlib
+    data[-4:] = struct.pack("<I", zlib.crc32(bytes(data[:-4])))
+    assert load_verified(bytes(data)).program.codes

@@ -108,7 +108,7 @@ def disassemble(program, *, code_index: int | None = None, verified: bool = True
             instructions, error = _decode_partial(code.code)
         block = _disassemble_code(program, code, instructions, error)
         if vprog is not None and any(ins.op is Op.TRY_BEGIN for ins in instructions):
-            block += "\n" + _handler_table(vprog.codes[i])
+            block += "\n\n" + _handler_table(vprog.codes[i])
         blocks.append(block)
     return "\n\n".join(blocks) + "\n"
 

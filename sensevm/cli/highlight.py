@@ -34,6 +34,7 @@ BUILTINS = (
 TYPES = (
     "Int", "Float", "String", "Bool", "Nil", "Array", "Function", "Module", "Action", "Tool",
     "Future", "Agent", "Model", "Answer", "Memory", "Skill", "McpServer", "Python", "Any",
+    "Error",
 )
 
 _IDENT = r"[^\W\d]\w*"
