@@ -164,10 +164,6 @@ CATCHABLE = {cls.kind: cls for cls in (
 UNCATCHABLE = frozenset({"SenseLimitError"})
 
 
-def catchable(err: BaseException) -> bool:
-    """Whether a handler may catch ``err``: every Sense error but a resource limit."""
-    return isinstance(err, SenseError) and not isinstance(err, SenseLimitError)
-
 
 class CompileErrors(SenseSyntaxError):
     """Several syntax errors found in one compile (``sensec check`` reports them all)."""
