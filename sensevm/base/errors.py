@@ -164,7 +164,6 @@ CATCHABLE = {cls.kind: cls for cls in (
 UNCATCHABLE = frozenset({"SenseLimitError"})
 
 
-
 class CompileErrors(SenseSyntaxError):
     """Several syntax errors found in one compile (``sensec check`` reports them all)."""
 
