@@ -228,7 +228,7 @@ def mutate_program(data: bytes, rng: random.Random) -> bytes:
     Bad operands (out-of-range indices, jumps into an instruction or past the end, wrong kinds
     of code objects), opcodes swapped for others (ACTION_* on values that are not actions,
     FOR_ITER on a value that is no iterator ...), instructions inserted or dropped (stack
-    underflow and overflow, scopes and tests unbalanced), the last instruction cut (control
+    underflow and overflow, scopes, tests and try handlers unbalanced), the last instruction cut (control
     falling off the end), max_stack lowered, code kinds and manifest entries changed.
     """
     program = snb.load(data)
@@ -275,7 +275,8 @@ def mutate_program(data: bytes, rng: random.Random) -> bytes:
         elif op == 3:
             new = rng.choice((Op.POP, Op.LOAD_NIL, Op.DUP, Op.ACTION_COMMIT, Op.ACTION_VERIFY,
                               Op.FOR_ITER, Op.GET_ITER, Op.RETURN, Op.PUSH_SCOPE, Op.TEST_END,
-                              Op.POP_SCOPE, Op.CALL, Op.NOP))
+                              Op.POP_SCOPE, Op.CALL, Op.NOP, Op.TRY_BEGIN, Op.TRY_END,
+                              Op.EXCEPT_JUMP, Op.RAISE))
             args = tuple(_operand_value(kind, rng, program, len(code.code), ins)
                          for kind in new.operands)
             instrs.insert(k, ins._replace(op=new, args=args))

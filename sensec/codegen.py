@@ -60,13 +60,15 @@ class ProgramBuilder:
 class _Control:
     """An entry of the block-structure stack that break/continue must unwind through."""
 
-    __slots__ = ("kind", "break_label", "continue_label")
+    __slots__ = ("kind", "break_label", "continue_label", "final", "final_pos")
 
     def __init__(self, kind: str, break_label: Optional[Label] = None,
-                 continue_label: Optional[Label] = None):
-        self.kind = kind            # "scope" | "test" | "loop"
+                 continue_label: Optional[Label] = None, final=None, final_pos=None):
+        self.kind = kind            # "scope" | "test" | "loop" | "try" | "finally"
         self.break_label = break_label
         self.continue_label = continue_label
+        self.final = final          # a "finally" entry's block, run again by each jump out
+        self.final_pos = final_pos
 
 
 class FunctionCompiler(n.NodeVisitor):
@@ -83,6 +85,7 @@ class FunctionCompiler(n.NodeVisitor):
         self.items: list = []
         self.control: list[_Control] = []
         self.level = level                    # nesting level of the node being compiled
+        self.handling = 0                     # except clauses around the code being compiled
 
     # ------------------------------------------------------------------ nesting
 
@@ -207,9 +210,11 @@ class FunctionCompiler(n.NodeVisitor):
         self.place(end)
 
     def _leave_to_loop(self, pos: Pos) -> _Control:
-        """Unwind scopes and tests up to the innermost loop of this body; return the loop."""
+        """Unwind scopes, tests and try blocks (running their finally blocks) up to the
+        innermost loop of this body; return the loop."""
         scopes = 0
-        for entry in reversed(self.control):
+        for depth in range(len(self.control) - 1, -1, -1):
+            entry = self.control[depth]
             if entry.kind == "loop":
                 if scopes:
                     self.emit(Op.POP_SCOPE, scopes, pos=pos)
@@ -220,8 +225,38 @@ class FunctionCompiler(n.NodeVisitor):
                 if scopes:
                     self.emit(Op.POP_SCOPE, scopes, pos=pos)
                     scopes = 0
-                self.emit(Op.TEST_ABANDON, pos=pos)
+                self._leave(entry, depth, pos)
         raise SenseSyntaxError("'break' outside loop", pos)   # the resolver rules this out
+
+    def _leave(self, entry: _Control, depth: int, pos: Pos) -> None:
+        """Leave a test or try block by a jump: its handler is dropped, and a finally block
+        runs (compiled again here, outside the try it belongs to)."""
+        if entry.kind == "test":
+            self.emit(Op.TEST_ABANDON, pos=pos)
+            return
+        self.emit(Op.TRY_END, pos=pos)
+        if entry.kind == "finally":
+            saved, self.control = self.control, self.control[:depth]
+            self.scoped_block(entry.final, entry.final_pos)
+            self.control = saved
+
+    def _leave_for_return(self, pos: Pos) -> None:
+        """Before a return: each finally block around it runs, innermost first (the value to
+        return waits on the stack). Without one, the frame's end drops every handler."""
+        outermost = next((depth for depth, entry in enumerate(self.control)
+                          if entry.kind == "finally"), None)
+        if outermost is None:
+            return
+        scopes = 0
+        for depth in range(len(self.control) - 1, outermost - 1, -1):
+            entry = self.control[depth]
+            if entry.kind == "scope":
+                scopes += 1
+            elif entry.kind != "loop":
+                if scopes:
+                    self.emit(Op.POP_SCOPE, scopes, pos=pos)
+                    scopes = 0
+                self._leave(entry, depth, pos)
 
     def visit_Break(self, s: n.Break):
         loop = self._leave_to_loop(s.pos)
@@ -236,6 +271,7 @@ class FunctionCompiler(n.NodeVisitor):
             self.emit(Op.LOAD_NIL, pos=s.pos)
         else:
             self.visit(s.value)
+        self._leave_for_return(s.pos)
         self.emit(Op.RETURN, pos=s.pos)
 
     def body(self, name: str, kind: CodeKind, stmts, pos: Pos, params=(), returns=None) -> int:
@@ -349,6 +385,78 @@ class FunctionCompiler(n.NodeVisitor):
         self.control.pop()
         self.emit(Op.TEST_END, pos=s.pos)
         self.place(end)
+
+    def visit_Try(self, s: n.Try):
+        """Handlers, outermost first: the finally block's (catches everything, runs the block,
+        raises again), then the except clauses'; each is dropped by TRY_END where control
+        leaves its range normally, and by the VM when it resumes at it."""
+        done, end = Label("endtry"), Label("endfinally")
+        final = Label("finally") if s.final is not None else None
+        if final is not None:
+            self.emit(Op.TRY_BEGIN, final, pos=s.pos)
+            self.control.append(_Control("finally", final=s.final,
+                                         final_pos=s.final_pos or s.pos))
+        if s.handlers:
+            clauses = Label("except")
+            self.emit(Op.TRY_BEGIN, clauses, pos=s.pos)
+            self.control.append(_Control("try"))
+            self.scoped_block(s.body, s.pos)
+            self.control.pop()
+            self.emit(Op.TRY_END, pos=s.pos)
+            self.emit(Op.JUMP, done, pos=s.pos)
+            self.place(clauses)
+            self.except_clauses(s.handlers, done)
+        else:
+            self.scoped_block(s.body, s.pos)
+        self.place(done)
+        if final is not None:
+            self.control.pop()
+            self.emit(Op.TRY_END, pos=s.final_pos)
+            self.scoped_block(s.final, s.final_pos)
+            self.emit(Op.JUMP, end, pos=s.final_pos)
+            self.place(final)                       # the Error on the stack
+            self.scoped_block(s.final, s.final_pos)
+            self.emit(Op.RAISE, pos=s.final_pos)
+            self.place(end)
+
+    def except_clauses(self, clauses, done: Label) -> None:
+        """The first clause whose class the Error (on the stack) is of runs, in a scope of its
+        own holding ``as NAME`` and ``@handling`` (what a bare raise raises); with no such
+        clause the Error is raised again."""
+        for clause in clauses:
+            after = Label("next")
+            if clause.cls is not None:
+                self.emit(Op.EXCEPT_JUMP, self.b.string(clause.cls), after,
+                          pos=clause.class_pos or clause.pos)
+            self.emit(Op.PUSH_SCOPE, pos=clause.pos)
+            self.control.append(_Control("scope"))
+            if clause.name is not None:
+                self.emit(Op.DUP, pos=clause.pos)
+                self.emit(Op.STORE_LOCAL, self.b.string(clause.name), pos=clause.pos)
+            self.emit(Op.STORE_LOCAL, self.b.string("@handling"), pos=clause.pos)
+            self.handling += 1
+            self.block(clause.body)
+            self.handling -= 1
+            self.control.pop()
+            self.emit(Op.POP_SCOPE, 1, pos=clause.pos)
+            self.emit(Op.JUMP, done, pos=clause.pos)
+            if clause.cls is not None:
+                self.place(after)
+        if clauses[-1].cls is not None:
+            self.emit(Op.RAISE, pos=clauses[-1].pos)
+
+    def visit_Raise(self, s: n.Raise):
+        if s.value is not None:
+            self.visit(s.value)
+        elif self.handling:
+            self.emit(Op.LOAD_NAME, self.b.string("@handling"), pos=s.pos)
+        else:
+            # The resolver let it through: the program binds `raise`, and this line is the
+            # reference's expression statement naming it.
+            self.emit(Op.LOAD_NAME, self.b.string("raise"), pos=s.pos)
+            self.emit(Op.POP, pos=s.pos)
+            return
+        self.emit(Op.RAISE, pos=s.pos)
 
     def visit_Import(self, s: n.Import):
         if s.python:

@@ -308,7 +308,8 @@ class _Printer:
         return (merge + inside) if merge is not None else inside
 
     def clause(self, kind: str, indent: int) -> tuple[list, Optional[_Line]]:
-        """Take the ``else`` or ``rollback`` line being printed (no blank line before it)."""
+        """Take the ``else``, ``rollback``, ``except`` or ``finally`` line being printed (no
+        blank line before it)."""
         if self.li < len(self.lines) and self.lines[self.li].first == kind:
             line = self.lines[self.li]
             return self._take(line, indent, blank=False), line
@@ -467,6 +468,23 @@ class _Printer:
     def stmt_Test(self, s, indent):
         self.compound(s, indent, f"test {format_string(s.name)}", s.body)
 
+    def stmt_Try(self, s, indent):
+        self.compound(s, indent, "try", s.body)
+        for clause in s.handlers:
+            comments, line = self.clause("EXCEPT", indent)
+            head = "except"
+            if clause.cls is not None:
+                head += f" {clause.cls}" + (f" as {clause.name}" if clause.name else "")
+            self.emit(indent, head + ":", comments, indent + 1)
+            self.block(clause.body, indent + 1, line.col if line is not None else clause.pos.col)
+        if s.final is not None:
+            comments, line = self.clause("FINALLY", indent)
+            self.emit(indent, "finally:", comments, indent + 1)
+            self.block(s.final, indent + 1, line.col if line is not None else s.pos.col)
+
+    def stmt_Raise(self, s, indent):
+        self.simple(s, indent, "raise" if s.value is None else f"raise {format_expr(s.value)}")
+
     def stmt_Policy(self, s, indent):
         if len(s.rules) == 1:
             rule = s.rules[0]
@@ -525,7 +543,7 @@ def shape(node):
     if isinstance(node, n.Node):
         return (type(node).__name__,) + tuple(
             shape(getattr(node, name)) for name in node._fields
-            if name not in ("pos", "rollback_pos"))
+            if name not in ("pos", "rollback_pos", "class_pos", "final_pos"))
     if isinstance(node, tuple):
         return tuple(shape(item) for item in node)
     if isinstance(node, float):

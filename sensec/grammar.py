@@ -29,6 +29,10 @@ Known conflicts (all shift/reduce, all resolved as shift, which is what the refe
 * ``ROLLBACK`` / ``COMPENSATE`` right after an action body: the line ``rollback: ...`` is that
   action's rollback block, not a typed declaration of a variable called ``rollback`` (which is
   what it is anywhere else).
+* ``EXCEPT`` / ``FINALLY`` after a ``try`` statement's clauses: they belong to the innermost
+  ``try``. The grammar alone would also allow a ``try`` as the inline statement of an outer
+  block (``try: try: ...``), where the clause could be the outer one's; the lexer never makes
+  that ``TRY`` (it is one only where it starts a line), so shifting is the only reading.
 """
 
 from __future__ import annotations
@@ -56,9 +60,12 @@ EXPECTED_CONFLICTS = (
     ("ELSE", "shift"),
     ("ROLLBACK", "shift"),
     ("COMPENSATE", "shift"),
+    ("FINALLY", "shift"),
+    ("EXCEPT", "shift"),
 )
 
 _LAYOUT = frozenset({"NEWLINE", "INDENT", "DEDENT"})
+_CLAUSES = frozenset({"EXCEPT", "FINALLY"})     # a try block's clauses, never a statement
 _BLANK = re.compile(r"[^\n]")
 
 MSG_NEEDS_DEF = "function declarations need 'def' -- e.g. 'def {name}(...) -> Type:'"
@@ -178,6 +185,9 @@ _EXPECTED_ROWS = (
      "expected '=' after the type annotation"),
     ("for_stmt -> FOR . IDENT", "expected a loop variable name after 'for'"),
     ("for_stmt -> FOR IDENT . IN", "expected 'in' after the loop variable"),
+    ("except_clause -> . EXCEPT", "expected 'except' or 'finally' after the 'try' block"),
+    ("finally_clause -> . FINALLY", "expected 'except' or 'finally' after the 'try' block"),
+    ("except_clause -> EXCEPT IDENT AS . IDENT", "expected a name after 'as'"),
 )
 
 
@@ -913,7 +923,9 @@ class Parser:
         if term is not None:
             self._run_pending_reductions(states, syms, term)
         got = self._got(tok)
-        if expect is UNEXPECTED:
+        if expect is UNEXPECTED and tok is not None and tok.type in _CLAUSES:
+            message = f"'{tok.value}' must follow a 'try' block (or an 'except' clause of one)"
+        elif expect is UNEXPECTED:
             message = f"unexpected token {got}"
         else:
             message = expect.text.format(prev=getattr(syms[-1], "value", ""))
@@ -1048,7 +1060,8 @@ class Parser:
                        | model_decl
                        | set_stmt
                        | import_stmt
-                       | from_stmt"""
+                       | from_stmt
+                       | raise_stmt"""
         p[0] = p[1]
 
     def p_compound_stmt(self, p):
@@ -1061,7 +1074,8 @@ class Parser:
                          | agent_def
                          | policy_stmt
                          | session_stmt
-                         | test_stmt"""
+                         | test_stmt
+                         | try_stmt"""
         p[0] = p[1]
 
     def p_block_indented(self, p):
@@ -1469,6 +1483,50 @@ class Parser:
     def p_test_stmt(self, p):
         "test_stmt : TEST STRING block"
         p[0] = N.Test(self._pos(p, 1), p[2], p[3])
+
+    # ------------------------------------------------------------------ errors a program handles
+
+    def p_raise_stmt(self, p):
+        """raise_stmt : RAISE
+                      | RAISE expr"""
+        p[0] = N.Raise(self._pos(p, 1), p[2] if len(p) == 3 else None)
+
+    def p_try_stmt(self, p):
+        """try_stmt : TRY block except_clauses
+                    | TRY block except_clauses finally_clause
+                    | TRY block finally_clause"""
+        handlers, final = (), None
+        for part in p[3:]:
+            if isinstance(part, list):
+                handlers = tuple(part)
+            else:
+                final = part
+        p[0] = N.Try(self._pos(p, 1), p[2], handlers, final[1] if final else None,
+                     final[0] if final else None)
+
+    def p_except_clauses(self, p):
+        """except_clauses : except_clause
+                          | except_clauses except_clause"""
+        if len(p) == 2:
+            p[0] = [p[1]]
+        else:
+            p[1].append(p[2])
+            p[0] = p[1]
+
+    def p_except_clause(self, p):
+        """except_clause : EXCEPT block
+                         | EXCEPT IDENT block
+                         | EXCEPT IDENT AS IDENT block"""
+        if len(p) == 3:
+            p[0] = N.ExceptClause(self._pos(p, 1), None, None, p[2])
+        elif len(p) == 4:
+            p[0] = N.ExceptClause(self._pos(p, 1), p[2], None, p[3], self._pos(p, 2))
+        else:
+            p[0] = N.ExceptClause(self._pos(p, 1), p[2], p[4], p[5], self._pos(p, 2))
+
+    def p_finally_clause(self, p):
+        "finally_clause : FINALLY block"
+        p[0] = (self._pos(p, 1), p[2])
 
     # ================================================================== grammar: expressions
 

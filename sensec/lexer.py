@@ -16,6 +16,10 @@ the layout of a program, the job of PLY's GardenSnake "indentation filter":
 * the identifier ``rollback`` / ``compensate`` becomes a ``ROLLBACK`` / ``COMPENSATE`` token
   when it starts a logical line and the next token is ``:``: the only place the grammar can
   attach a rollback block to the action before it. Elsewhere they stay identifiers.
+* ``try``, ``except``, ``finally`` and ``raise`` are soft keywords the same way (EXTENSIONS.md
+  E4): a keyword only where it starts a logical line followed by what its form needs, and never
+  where the reference would have read a statement (``soft_keyword_type`` decides, from at most
+  the two tokens after the word on its line).
 
 One loop rather than PLY's ``token()`` feeding a filter, because this runs for every token of
 every file compiled: two generators and a rule-function call per token cost more than the rest
@@ -57,6 +61,14 @@ DISPLAY_KIND = {
     "COMPENSATE": "IDENT",
 }
 
+# After ``raise`` at the start of a line, the tokens that begin the value it raises and cannot
+# continue an expression whose first operand is a name called ``raise`` (``raise (x)`` stays a
+# call, ``raise -1`` a subtraction, ``raise = 1`` an assignment).
+_RAISE_OPERAND = frozenset({"IDENT", "STRING", "INT", "FLOAT", "TRUE", "FALSE", "NIL"})
+# After ``try:`` / ``except:`` / ``finally:``, a name followed by one of these is the reference's
+# typed declaration (``try: Int = 1``, ``try: Array<Int> = []``), so the word stays a name.
+_DECLARES = frozenset({"ASSIGN", "LT"})
+
 # Tokens whose text is never quoted in a message (the reference shows '').
 SYNTHETIC = frozenset({"NEWLINE", "INDENT", "DEDENT"})
 
@@ -82,7 +94,32 @@ _SPECIAL_CHAR_MSG = {
 }
 
 TAB_MSG = "tabs are not allowed for indentation \u2014 use spaces"
-SOFT_KEYWORDS = {"rollback": "ROLLBACK", "compensate": "COMPENSATE"}
+SOFT_KEYWORDS = {"rollback": "ROLLBACK", "compensate": "COMPENSATE", "try": "TRY",
+                 "except": "EXCEPT", "finally": "FINALLY", "raise": "RAISE"}
+
+
+def soft_keyword_type(word: str, following: list):
+    """The token type of a soft keyword ``word`` that starts a logical line, from the types of
+    the tokens after it on that line (``following``, ending in None at the line's end): the
+    keyword's type, ``"IDENT"``, or None while the tokens seen so far do not decide it."""
+    kind = SOFT_KEYWORDS[word]
+    first = following[0]
+    if word == "raise":
+        # A bare `raise` (None) re-raises; the resolver decides whether it may.
+        return kind if first is None or first in _RAISE_OPERAND else "IDENT"
+    if word == "except" and first == "IDENT":
+        return kind                 # `except SenseError:` is no statement of the reference
+    if first != "COLON":
+        return "IDENT"
+    if kind in ("ROLLBACK", "COMPENSATE"):
+        return kind
+    if len(following) < 2:
+        return None
+    if following[1] != "IDENT":
+        return kind                 # `try:` then a new line, or an inline statement
+    if len(following) < 3:
+        return None
+    return "IDENT" if following[2] in _DECLARES else kind
 _LEADING_WS = re.compile(r"[ \t]*")
 
 
@@ -310,6 +347,7 @@ class Lexer:
         "EQ", "NE", "LT", "LE", "GT", "GE", "ASSIGN", "ARROW",
         "LPAREN", "RPAREN", "LBRACKET", "RBRACKET", "COMMA", "COLON", "DOT",
         "NEWLINE", "INDENT", "DEDENT", "ROLLBACK", "COMPENSATE",
+        "TRY", "EXCEPT", "FINALLY", "RAISE",
     ) + tuple(keyword_map.values()) + FSTRING_PARTS
 
     def __init__(self, path: str = "<input>", error_func=None):
@@ -409,7 +447,8 @@ class Lexer:
         stack = [0]                 # indentation widths
         depth = 0                   # open brackets on the current logical line
         line_open = not layout      # has the current logical line produced a token yet?
-        soft = None                 # a line's first token while it may be a soft keyword
+        held = None                 # a line's first token while it may be a soft keyword,
+        held_types = None           # ... the tokens after it that decide, and their types
         if check_tabs:
             self._check_leading_whitespace(0)
         pos = 0                     # where the last match ended
@@ -451,9 +490,11 @@ class Lexer:
                 tok.end = pos
                 line += 1
                 line_start = pos
-                if soft is not None:
-                    yield soft
-                    soft = None
+                if held is not None:
+                    held_types.append(None)
+                    held[0].type = soft_keyword_type(held[0].value, held_types)
+                    yield from held
+                    held = None
                 if layout:
                     if depth:
                         continue
@@ -502,11 +543,15 @@ class Lexer:
             else:                   # a comment
                 continue
             tok.end = pos
-            if soft is not None:
-                if tok.type == "COLON":
-                    soft.type = SOFT_KEYWORDS[soft.value]
-                yield soft
-                soft = None
+            if held is not None:
+                held_types.append(tok.type)
+                decided = soft_keyword_type(held[0].value, held_types)
+                if decided is None:
+                    held.append(tok)
+                    continue
+                held[0].type = decided
+                yield from held
+                held = None
             if not line_open:
                 line_open = True
                 width = tok.col - 1         # (a string may have moved line_start on)
@@ -521,11 +566,14 @@ class Lexer:
                         # Recovering: the line belongs to the enclosing block it fell inside.
                         error("inconsistent indentation", source.pos(start))
                 if tok.type == "IDENT" and tok.value in SOFT_KEYWORDS:
-                    soft = tok      # yielded once the next token shows whether ':' follows
+                    # Yielded once the tokens after it show what it is.
+                    held, held_types = [tok], []
                     continue
             yield tok
-        if soft is not None:
-            yield soft
+        if held is not None:
+            held_types.append(None)
+            held[0].type = soft_keyword_type(held[0].value, held_types)
+            yield from held
         if layout:
             eof = source.pos(length)
             if line_open:

@@ -435,6 +435,33 @@ class Test(Stmt):
 
 
 @node
+class ExceptClause(Node):
+    """``except [CLASS [as NAME]]:``; ``pos`` is the ``except``, ``class_pos`` the class name."""
+    pos: Pos
+    cls: Optional[str]
+    name: Optional[str]
+    body: Block
+    class_pos: Optional[Pos] = None
+
+
+@node
+class Try(Stmt):
+    """``try:`` with its ``except`` clauses in order, and a ``finally`` block or None."""
+    pos: Pos
+    body: Block
+    handlers: tuple[ExceptClause, ...]
+    final: Optional[Block] = None
+    final_pos: Optional[Pos] = None
+
+
+@node
+class Raise(Stmt):
+    """``raise VALUE``, or a bare ``raise`` (value None): the error being handled, again."""
+    pos: Pos
+    value: Optional[Expr] = None
+
+
+@node
 class MemoryDecl(Stmt):
     pos: Pos
     name: str

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from sensevm.base.diagnostics import CONTROL
-from sensevm.base.errors import SenseSyntaxError
+from sensevm.base.errors import CATCHABLE, UNCATCHABLE, SenseSyntaxError
 
 from . import nodes as n
 from .nesting import LEVELS, MAX_NESTING, annotation_error
@@ -26,6 +26,12 @@ class Resolver(n.NodeVisitor):
         self.in_function = False
         self.session = None       # the protocol session enclosing it within this body
         self.level = -1           # nesting level of the node being checked (the module is 0)
+        self.handling = 0         # except clauses enclosing it within this body (bare raise)
+        self.final = False        # inside a finally block (loops restart from 0 there)
+        # Whether the program binds the name `raise` (the reference allows it): then a bare
+        # `raise` outside a handler is the old expression statement, not an error.
+        self.raise_is_a_name = None     # (found out at the first bare raise outside one)
+        self.module = None
 
     def error(self, message: str, pos) -> None:
         self.errors.append(SenseSyntaxError(message, pos, path=self.path))
@@ -48,6 +54,7 @@ class Resolver(n.NodeVisitor):
         self.level = level - 1
 
     def visit_Module(self, m: n.Module):
+        self.module = m
         for stmt in m.body:
             self.visit(stmt)
 
@@ -59,11 +66,12 @@ class Resolver(n.NodeVisitor):
     def body(self, stmts, *, returns: bool = True) -> None:
         """A body of its own (function, action, rollback, tool, agent): break/continue never
         cross it (spec 21.3), and a session block around it does not enclose its statements."""
-        saved = self.loops, self.in_function, self.session
+        saved = self.loops, self.in_function, self.session, self.handling, self.final
         self.loops, self.in_function, self.session = 0, returns, None
+        self.handling, self.final = 0, False
         for stmt in stmts:
             self.visit(stmt)
-        self.loops, self.in_function, self.session = saved
+        self.loops, self.in_function, self.session, self.handling, self.final = saved
 
     def visit_ModRef(self, ref: n.ModRef):
         # The path becomes the module's name and path in the .snb, which the verifier refuses
@@ -140,7 +148,51 @@ class Resolver(n.NodeVisitor):
         if r.value is not None:
             self.visit(r.value)
 
+    # ------------------------------------------------------------------ try / except / raise
+
+    def visit_Try(self, t: n.Try):
+        for stmt in t.body:
+            self.visit(stmt)
+        for k, clause in enumerate(t.handlers):
+            if clause.cls is None:
+                if k != len(t.handlers) - 1:
+                    self.error("a bare 'except:' must be the last clause (it catches every "
+                               "error, so the clauses after it could never run)", clause.pos)
+            elif clause.cls in UNCATCHABLE:
+                self.error(f"{clause.cls} cannot be caught: a resource limit always ends the "
+                           f"run", clause.class_pos)
+            elif clause.cls not in CATCHABLE:
+                self.error(f"unknown error class '{clause.cls}' (one of: "
+                           f"{', '.join(CATCHABLE)})", clause.class_pos)
+            self.handling += 1
+            for stmt in clause.body:
+                self.visit(stmt)
+            self.handling -= 1
+        if t.final is not None:
+            # No jump may leave a finally block: it would drop the error being raised through it.
+            saved = self.loops, self.final
+            self.loops, self.final = 0, True
+            for stmt in t.final:
+                self.visit(stmt)
+            self.loops, self.final = saved
+
+    def visit_Raise(self, r: n.Raise):
+        if r.value is not None:
+            self.visit(r.value)
+        elif not self.handling and not self.binds_raise():
+            self.error("a bare 'raise' re-raises the error being handled: it must be inside "
+                       "an 'except' block", r.pos)
+
+    def binds_raise(self) -> bool:
+        if self.raise_is_a_name is None:
+            self.raise_is_a_name = binds_raise(self.module)
+        return self.raise_is_a_name
+
     def jump(self, word: str, pos, target) -> None:
+        if self.final and (word == "return" or not target):
+            self.error(f"'{word}' cannot leave a 'finally' block (it would drop the error "
+                       f"that may be passing through it)", pos)
+            return
         # A return always leaves a session of its own body; break/continue only when no loop
         # inside the session encloses them (loops restart from 0 at the session's block).
         if target and (word != "return" or self.session is None):
@@ -161,6 +213,32 @@ class Resolver(n.NodeVisitor):
 _EXPRESSIONS_UNCHECKED = not any(
     hasattr(Resolver, "visit_" + c.__name__)
     for c in n._all_node_classes() if issubclass(c, n.Expr))
+
+
+def binds_raise(module: n.Module) -> bool:
+    """Whether anything in the program binds the name ``raise`` (as the reference allows: an
+    assignment, a declaration, a parameter, a loop variable, an import)."""
+    todo = [module]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, n.Assign) and isinstance(node.target, n.Name):
+            if node.target.name == "raise":
+                return True
+        elif isinstance(node, (n.TypedDecl, n.LocalDecl, n.FunctionDef, n.ActionDef,
+                               n.ToolDef, n.AgentDef, n.ModelDecl, n.MemoryDecl)):
+            if node.name == "raise":
+                return True
+        elif isinstance(node, (n.Param,)) and node.name == "raise":
+            return True
+        elif isinstance(node, n.For) and node.var == "raise":
+            return True
+        elif isinstance(node, n.Import) and (node.alias == "raise" or (
+                node.alias is None and node.module.text.rsplit(".", 1)[-1] == "raise")):
+            return True
+        elif isinstance(node, n.ImportName) and (node.alias or node.name) == "raise":
+            return True
+        todo.extend(node.children())
+    return False
 
 
 def check(module: n.Module, path: str) -> list[SenseSyntaxError]:

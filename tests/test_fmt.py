@@ -259,6 +259,17 @@ CASES = [
     ("if a:\n    x\nelse: if b: y\n", "if a:\n    x\nelse:\n    if b:\n        y\n"),
     ("if a:\n    x\nelse if b: y\nelse if c: z\nelse: w\n",
      "if a:\n    x\nelse if b:\n    y\nelse if c:\n    z\nelse:\n    w\n"),
+    # errors a program handles (EXTENSIONS.md E4): every clause, comments kept in place
+    ("try:  # t\n  x()\nexcept SenseTypeError as e:  # c\n  # inside\n  raise e\n"
+     "except SensePolicyError:\n  raise\nexcept:\n    raise \"no\"\nfinally:  # f\n  y()\n",
+     "try:  # t\n    x()\nexcept SenseTypeError as e:  # c\n    # inside\n    raise e\n"
+     "except SensePolicyError:\n    raise\nexcept:\n    raise \"no\"\nfinally:  # f\n    y()\n"),
+    ("try: a()\nfinally: b()\n", "try:\n    a()\nfinally:\n    b()\n"),
+    ("def f():\n  try:\n    return 1\n  except: return 2\n",
+     "def f():\n    try:\n        return 1\n    except:\n        return 2\n"),
+    # ... and their words are ordinary names elsewhere
+    ("try = 1\nraise = try\nraise\nexcept: Int = 2\nfinally = raise(3)\n",
+     "try = 1\nraise = try\nraise\nexcept: Int = 2\nfinally = raise(3)\n"),
 ]
 
 

@@ -267,6 +267,27 @@ def test_rollback_at_line_start_before_colon():
     assert kinds("if a:\n  rollback: Int = 1\n")[5] == "ROLLBACK"
 
 
+@pytest.mark.parametrize("source, first", [
+    ("try:\n", "TRY"), ("try: f()\n", "TRY"), ("try: x\n", "TRY"), ("try: 1\n", "TRY"),
+    ("try: Int = 1\n", "IDENT"), ("try: Array<Int> = []\n", "IDENT"), ("try = 1\n", "IDENT"),
+    ("try(1)\n", "IDENT"), ("except:\n", "EXCEPT"), ("except SenseError:\n", "EXCEPT"),
+    ("except E as e:\n", "EXCEPT"), ("except: Int = 1\n", "IDENT"), ("except.x\n", "IDENT"),
+    ("finally:\n", "FINALLY"), ("finally: Int = 1\n", "IDENT"), ("finally\n", "IDENT"),
+    ("raise\n", "RAISE"), ("raise e\n", "RAISE"), ('raise "x"\n', "RAISE"),
+    ("raise 1\n", "RAISE"), ("raise nil\n", "RAISE"), ("raise(e)\n", "IDENT"),
+    ("raise -1\n", "IDENT"), ("raise = 1\n", "IDENT"), ("raise.x\n", "IDENT"),
+    ("raise[0]\n", "IDENT"), ("raise + 1\n", "IDENT"), ("raise", "RAISE"), ("try:", "TRY"),
+])
+def test_error_handling_words_are_soft_keywords(source, first):
+    assert kinds(source)[0] == first
+
+
+def test_error_handling_words_are_names_mid_line():
+    assert kinds("x = try\n")[2] == "IDENT"
+    assert kinds("f(raise)\n")[2] == "IDENT"
+    assert kinds("if a: try: x\n")[3] == "IDENT"
+
+
 def test_rollback_elsewhere_is_an_identifier():
     assert kinds("rollback = 1")[0] == "IDENT"
     assert kinds("x = rollback:")[2] == "IDENT"

@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from sensec.lexer import SOFT_KEYWORDS, TAB_MSG, Lexer
+from sensec.lexer import SOFT_KEYWORDS, TAB_MSG, Lexer, soft_keyword_type
 from sensevm.base.errors import SenseSyntaxError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -84,10 +84,22 @@ def _layout(lexer, raw):
                 if width != stack[-1]:
                     error("inconsistent indentation", source.pos(tok.lexpos))
             if tok.type == "IDENT" and tok.value in SOFT_KEYWORDS:
-                if not peeked:
-                    peeked.append(next(raw, None))
-                if peeked[0] is not None and peeked[0].type == "COLON":
-                    tok.type = SOFT_KEYWORDS[tok.value]
+                # Look at the tokens after it on its line (at most three: the decision needs
+                # no more), then serve them again in order.
+                ahead = []
+                while len(ahead) < 3:
+                    nxt = next_raw()
+                    ahead.append(nxt)
+                    if nxt is None or nxt.type == "NEWLINE":
+                        break
+                following = [None if t is None or t.type == "NEWLINE" else t.type for t in ahead]
+                decided = None
+                for n in range(1, len(following) + 1):
+                    decided = soft_keyword_type(tok.value, following[:n])
+                    if decided is not None:
+                        break
+                tok.type = decided
+                peeked.extend(reversed(ahead))
         if tok.type in ("LPAREN", "LBRACKET"):
             depth += 1
         elif tok.type in ("RPAREN", "RBRACKET") and depth:

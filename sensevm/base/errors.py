@@ -155,6 +155,15 @@ class SenseLimitError(SenseError):
         self.limit = limit
 
 
+# The classes a program names in ``except CLASS:`` (EXTENSIONS.md E4), by name. A handler for a
+# class catches its subclasses too (SenseError catches them all). SenseLimitError is not among
+# them: a resource limit ends the run, and no handler or finally block runs on its way out.
+CATCHABLE = {cls.kind: cls for cls in (
+    SenseError, SenseSyntaxError, SenseNameError, SenseTypeError, SenseRuntimeError,
+    SenseImportError, SensePolicyError, SenseApprovalError, SenseSessionError)}
+UNCATCHABLE = frozenset({"SenseLimitError"})
+
+
 class CompileErrors(SenseSyntaxError):
     """Several syntax errors found in one compile (``sensec check`` reports them all)."""
 

@@ -12,7 +12,13 @@ The line number appears only where it changes (with a blank line before it), ``>
 instruction that some jump targets, and the parenthesised part resolves the operands: the
 constant in Sense syntax, the name, the annotation, the code object's name, the module's path,
 ``to N`` for a jump. With ``verified=False`` the listing is made without the verifier, so a
-broken code object is shown up to the first undecodable byte, which gets a ``!!`` line.
+broken code object is shown up to the first undecodable byte, which gets a ``!!`` line. A
+verified code object with try handlers ends with its handler table, as the verifier proved it
+(``verify.handler_ranges``): for each run of instructions, the handler an error there resumes
+at and the stack depth it resumes with (the Error on top)::
+
+    Handlers:
+        try     4 to    22 -> 28 (stack 0)
 Every text from the file (names, paths, constants) is shown with its control characters
 escaped: a forged file must not be able to drive the terminal of whoever lists it.
 """
@@ -100,8 +106,19 @@ def disassemble(program, *, code_index: int | None = None, verified: bool = True
             instructions, error = list(vprog.codes[i].instructions), None
         else:
             instructions, error = _decode_partial(code.code)
-        blocks.append(_disassemble_code(program, code, instructions, error))
+        block = _disassemble_code(program, code, instructions, error)
+        if vprog is not None and any(ins.op is Op.TRY_BEGIN for ins in instructions):
+            block += "\n\n" + _handler_table(vprog.codes[i])
+        blocks.append(block)
     return "\n\n".join(blocks) + "\n"
+
+
+def _handler_table(verified) -> str:
+    from sensevm.bytecode.verify import handler_ranges
+    rows = ["Handlers:"]
+    for kind, start, end, target, depth in handler_ranges(verified):
+        rows.append(f"    {kind:<4} {start:>5} to {end:>5} -> {target} (stack {depth})")
+    return "\n".join(rows)
 
 
 def _decode_partial(code: bytes):

@@ -52,7 +52,8 @@ FORMAT_MAJOR = 5          # 5: IMPORT_PYTHON
 FORMAT_MINOR = 2          # 0: the manifest's flags: action "immediate" (4), "sends" (8) with
                           # second-look roles (16); tool "trusted" (2). 1: the role
                           # "credential" (5), which a 5.0 reader refuses as unknown. 2: slices,
-                          # `in`, f-strings and compound assignment (SLICE .. DUP2, 220-224)
+                          # `in`, f-strings and compound assignment (SLICE .. DUP2, 220-224);
+                          # TRY_BEGIN, TRY_END, EXCEPT_JUMP, RAISE (errors a program handles)
 
 
 _PLAIN: dict = {}
@@ -251,6 +252,23 @@ class Op:
     MAKE_AGENT     = (0xB0, (G,),    0,    1,     F.NONE,              None,
                       "push a new agent for agents[a], its scope a child of the current one")
 
+    # Errors a program handles (EXTENSIONS.md E4; format 5.2). A frame's running handlers are
+    # one stack, test blocks' and try blocks' together (Frame.tests): an error resumes at the
+    # innermost, in its frame or a caller's; a resource limit (SenseLimitError) at none. The
+    # verifier proves that stack at every instruction, so a handler's target always finds the
+    # stack depth and scope depth it was compiled for.
+    TRY_BEGIN      = (0xC8, (J,),    0,    0,     F.JUMP,              (0, 1),
+                      "push a handler: an error in this frame (or a callee) resumes at a, the "
+                      "stack cut to its depth here and the Error pushed")
+    TRY_END        = (0xC9, (),      0,    0,     F.NONE,              None,
+                      "pop the innermost handler, a try handler")
+    EXCEPT_JUMP    = (0xCA, (N, J),  1,    1,     F.JUMP,              (1, 1),
+                      "if the Error on top is not of class strings[a] (or a subclass of it), "
+                      "continue at b; it stays on the stack")
+    RAISE          = (0xCB, (),      1,    0,     F.TERMINATOR,        None,
+                      "pop a value and raise it: an Error again as it was, a String as a "
+                      "SenseRuntimeError, anything else is a SenseTypeError")
+
     # Slices, membership, f-strings, compound assignment (EXTENSIONS.md E3; format 5.2).
     SLICE          = (0xDC, (U,),    3,    1,     F.NONE,              None,
                       "obj[lo:hi] as a new value; a says which bounds were written (1 lo, 2 hi): "
@@ -340,10 +358,10 @@ def _fingerprint(end: int = 256) -> bytes:
 
 # _fingerprint() of this table, written out: hashing the table cost every start. The test suite
 # recomputes it (tests/test_opcodes.py), so a changed row cannot keep the old fingerprint.
-FINGERPRINT: bytes = bytes.fromhex("27d213f44f77281b")
+FINGERPRINT: bytes = bytes.fromhex("f5bcb1bee1b5578f")
+_FINGERPRINT_5_0: bytes = bytes.fromhex("348da0f093235426")
 
 # For each minor of FORMAT_MAJOR: one past the highest opcode it defines, and the fingerprint of
 # the table up to there, which files of that minor carry (snb.load accepts each for its minor).
 TABLE_ENDS: dict = {0: 177, 1: 177, 2: 225}
-_FORMAT_5_0 = bytes.fromhex("348da0f093235426")
-FINGERPRINTS: dict = {0: _FORMAT_5_0, 1: _FORMAT_5_0, 2: FINGERPRINT}
+FINGERPRINTS: dict = {0: _FINGERPRINT_5_0, 1: _FINGERPRINT_5_0, 2: FINGERPRINT}

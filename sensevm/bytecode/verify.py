@@ -6,7 +6,9 @@ unstructured, as in the JVM) and tracks, per instruction, three depths:
 
 * the operand stack depth, from the ``pops``/``pushes``/``branch`` columns of opcodes.py;
 * the scope depth (PUSH_SCOPE, POP_SCOPE, TEST_BEGIN, TEST_END, TEST_ABANDON);
-* the test depth (TEST_BEGIN on fall-through, TEST_END, TEST_ABANDON);
+* the running handlers: the stack of test blocks (TEST_BEGIN on fall-through, TEST_END,
+  TEST_ABANDON) and try blocks (TRY_BEGIN on fall-through, TRY_END) the frame would resume at
+  on an error, each as (kind, target, stack depth, scope depth), innermost last;
 
 and which stack slots hold the two things that are not ordinary values to every instruction:
 
@@ -16,20 +18,29 @@ and which stack slots hold the two things that are not ordinary values to every 
   accepts.
 
 Each must be the same along every path into an instruction and never negative; the stack depth
-never exceeds the code object's ``max_stack``. Every path ends in a terminator (control cannot
+never exceeds the code object's ``max_stack``. While a handler runs, no instruction pops below the
+stack depth it was pushed at, so an error anywhere in its range finds the slots it keeps, and its
+target is entered (as a TRY_BEGIN's branch) with that depth plus the Error, the scope depth it
+was pushed at and the handlers below it: the handler table of a code object is this stack, proved
+at every instruction (``handler_ranges`` lists it). An ``EXCEPT_JUMP`` names a class a program
+may catch. Every path ends in a terminator (control cannot
 fall off the end). The first problem found is reported as VerifyError(code, offset, op, message).
 """
 
 from __future__ import annotations
 
 
-from sensevm.base.errors import VerifyError
+from sensevm.base.errors import CATCHABLE, VerifyError
 from sensevm.base.record import record
 from sensevm.bytecode.decode import DecodeError, Instruction, decode, decode_at
 from sensevm.bytecode.opcodes import EFFECTS, OPS, POPS, PUSHES, SHAPES, TERMINATORS, Op, Operand
 from sensevm.bytecode.program import MAX_ANNOTATION_NESTING, CodeKind, CodeObject, Program
 
-__all__ = ["VerifiedCode", "VerifiedProgram", "verify", "load_verified"]
+__all__ = ["VerifiedCode", "VerifiedProgram", "verify", "load_verified", "handler_ranges"]
+
+# The kinds of a running handler in the verifier's state (and in persist.py's check of a saved
+# frame against it).
+TEST_HANDLER, TRY_HANDLER = 0, 1
 
 PROGRAM = "<program>"       # the code_name of errors in the program's own tables
 
@@ -394,6 +405,9 @@ class _CodeVerifier:
                 elif kind is Operand.NAME:
                     if value >= n_strings:
                         self.fail_at(ins, f"name index {value} out of range ({n_strings} strings)")
+                    if ins.op is Op.EXCEPT_JUMP and program.strings[value] not in CATCHABLE:
+                        self.fail_at(ins, f"{program.strings[value]!r} is not an error class a "
+                                          f"program can catch")
                 elif kind is Operand.TYPE:
                     if value >= n_strings:
                         self.fail_at(ins, f"type index {value} out of range ({n_strings} strings)")
@@ -460,7 +474,7 @@ class _CodeVerifier:
         from heapq import heappop, heappush
         self.push = heappush
         self.work = []
-        self.flow(None, 0, (0, 0, 0, 0, 0))
+        self.flow(None, 0, (0, 0, (), 0, 0))
         max_depth = 0
 
         while self.work:
@@ -474,6 +488,10 @@ class _CodeVerifier:
             needed = max(pops, branch[0]) if branch else pops
             if stack < needed:
                 self.fail_at(ins, f"stack underflow (needs {needed}, depth {stack})")
+            if tests and stack - needed < tests[-1][2]:
+                self.fail_at(ins, f"pops below the stack depth {tests[-1][2]} of the handler "
+                                  f"that resumes at offset "
+                                  f"{self.instructions[tests[-1][1]].offset}")
 
             # What the slots hold: an iterator is no value (only FOR_ITER uses it, only POP
             # drops it), and IMPORT_FROM reads a module's scope, so its operand must be one.
@@ -508,14 +526,25 @@ class _CodeVerifier:
                 if f_scope < 0:
                     self.fail_at(ins, f"POP_SCOPE {args[0]} leaves more scopes than are open "
                                       f"(scope depth {scope})")
+                if tests and f_scope < _handler_scope(tests[-1]):
+                    self.fail_at(ins, f"POP_SCOPE {args[0]} leaves the scope of the handler "
+                                      f"that resumes at offset "
+                                      f"{self.instructions[tests[-1][1]].offset}")
             elif op is Op.TEST_BEGIN:
-                f_scope, f_tests = scope + 1, tests + 1
+                handler = (TEST_HANDLER, self.index_of[args[1]], stack, scope)
+                f_scope, f_tests = scope + 1, tests + (handler,)
             elif op is Op.TEST_END or op is Op.TEST_ABANDON:
-                if tests == 0:
+                if not tests or tests[-1][0] != TEST_HANDLER:
                     self.fail_at(ins, f"{op.name} without a running test")
                 if scope == 0:
                     self.fail_at(ins, f"{op.name} with no open scope")
-                f_scope, f_tests = scope - 1, tests - 1
+                f_scope, f_tests = scope - 1, tests[:-1]
+            elif op is Op.TRY_BEGIN:
+                f_tests = tests + ((TRY_HANDLER, self.index_of[args[0]], stack, scope),)
+            elif op is Op.TRY_END:
+                if not tests or tests[-1][0] != TRY_HANDLER:
+                    self.fail_at(ins, "TRY_END without a running try handler")
+                f_tests = tests[:-1]
 
             edges = []
             if branch is not None:
@@ -535,6 +564,11 @@ class _CodeVerifier:
                 self.flow(ins, j, state)
         return max_depth
 
+    def show_handlers(self, handlers) -> str:
+        return "[" + ", ".join(f"{'test' if kind == TEST_HANDLER else 'try'} -> "
+                               f"{self.instructions[target].offset}"
+                               for kind, target, _, _ in handlers) + "]"
+
     def flow(self, ins, j: int, state: tuple) -> None:
         """Record ``state`` on entry to instruction j, or check it against the one recorded."""
         old = self.states[j]
@@ -543,8 +577,10 @@ class _CodeVerifier:
             self.push(self.work, j)
             return
         at = self.instructions[j].offset
-        for what, new, was in zip(("stack depth", "scope depth", "test depth"), state, old):
+        for what, new, was in zip(("stack depth", "scope depth", "running handlers"), state, old):
             if new != was:
+                if what == "running handlers":
+                    new, was = self.show_handlers(new), self.show_handlers(was)
                 self.fail_at(ins, f"inconsistent {what} at offset {at}: "
                                   f"{new} on this path, {was} on another")
         for kinds, new, was in zip(_SLOT_KINDS, state[3:], old[3:]):
@@ -576,7 +612,8 @@ class _CodeVerifier:
 _SPECIAL = [0] * 256
 for _op, _kind in ((Op.FOR_ITER, 1), (Op.IMPORT_FROM, 2), (Op.GET_ITER, 3), (Op.IMPORT, 4),
                    (Op.IMPORT_PYTHON, 4), (Op.DUP, 5), (Op.PUSH_SCOPE, 6), (Op.POP_SCOPE, 7),
-                   (Op.TEST_BEGIN, 8), (Op.TEST_END, 9), (Op.TEST_ABANDON, 9), (Op.POP, 10)):
+                   (Op.TEST_BEGIN, 8), (Op.TEST_END, 9), (Op.TEST_ABANDON, 9), (Op.POP, 10),
+                   (Op.TRY_BEGIN, 11), (Op.TRY_END, 12)):
     _SPECIAL[_op] = _kind
 del _op, _kind
 
@@ -605,7 +642,7 @@ class _FastVerifier:
         self.rows = [None] * 256
         for op in Op:
             kinds, shape = op.operands, SHAPES[op._value_]
-            extra = op is Op.TEST_BEGIN or op is Op.SLICE or any(
+            extra = op is Op.TEST_BEGIN or op is Op.SLICE or op is Op.EXCEPT_JUMP or any(
                 k is Operand.TYPE or k is Operand.CODE for k in kinds)
             self.rows[op._value_] = (op, shape, self.limits[kinds[0]] if shape == 1 else 0,
                                      kinds, extra)
@@ -671,6 +708,9 @@ class _FastVerifier:
             if kind is Operand.CONST:
                 if op is Op.TEST_BEGIN and not isinstance(program.constants[value], str):
                     raise _Refused
+            elif kind is Operand.NAME:
+                if op is Op.EXCEPT_JUMP and program.strings[value] not in CATCHABLE:
+                    raise _Refused
             elif kind is Operand.TYPE:
                 ok = self.annotations.get(value)
                 if ok is None:
@@ -698,7 +738,7 @@ class _FastVerifier:
         n = len(instructions)
         if states is None:
             states = [None] * n
-        states[0] = (0, 0, 0, 0, 0)
+        states[0] = (0, 0, (), 0, 0)
         work = [0]
         best = 0
         while work:
@@ -714,13 +754,16 @@ class _FastVerifier:
                 needed = pops if b_pops is None or b_pops < pops else b_pops
                 if stack < needed:
                     raise _Refused
+                if tests and stack - needed < tests[-1][2]:
+                    raise _Refused              # below a running handler's depth
                 if not (special or iters or mods):
                     f_state = (stack - pops + pushes, scope, tests, 0, 0)
                     b_state = None if b_pops is None else (stack - b_pops + b_pushes, scope,
                                                            tests, 0, 0)
                 else:
                     f_state, b_state = _general_step(op, args, special, pops, pushes, b_pops,
-                                                     b_pushes, stack, scope, tests, iters, mods)
+                                                     b_pushes, stack, scope, tests, iters, mods,
+                                                     index_of)
                 if b_state is not None:
                     depth = b_state[0]
                     if depth > limit:
@@ -756,16 +799,47 @@ class _FastVerifier:
 
 def entry_states(verified: VerifiedCode) -> list:
     """What the verifier proved on entry to each instruction of a verified code object, by
-    instruction index: (stack depth, scope depth, test depth, iterator slots, module slots),
-    the slots as bit masks (bit k: stack slot k), or None where no path reaches it. A saved
+    instruction index: (stack depth, scope depth, running handlers, iterator slots, module
+    slots), the handlers a tuple of (kind: TEST_HANDLER or TRY_HANDLER, target instruction
+    index, stack depth, scope depth), innermost last, the slots as bit masks (bit k: stack slot
+    k), or None where no path reaches it. A saved
     agent's frames are checked against these before they run again (persist.py)."""
     states = [None] * len(verified.instructions)
     _FastVerifier.check_flow(verified.code, verified.instructions, verified.index_of, states)
     return states
 
 
+def _handler_scope(handler) -> int:
+    """The lowest scope depth code may leave open while ``handler`` runs: the one it restores
+    (a test block's own scope, which TEST_BEGIN opened above it, included)."""
+    return handler[3] + (handler[0] == TEST_HANDLER)
+
+
+def handler_ranges(verified: VerifiedCode) -> list:
+    """The handler table of a verified code object, for listings: each try or test handler
+    as (kind "try" or "test", first offset, end offset, target offset, stack depth), a range
+    being a run of consecutive instructions where that handler is innermost, in offset order."""
+    states = entry_states(verified)
+    instructions = verified.instructions
+    out, open_row = [], None
+    for i, state in enumerate(states):
+        top = state[2][-1] if state is not None and state[2] else None
+        if open_row is not None and (top is None or top != open_row[0]):
+            out.append(open_row[1] + (instructions[i].offset,) + open_row[2])
+            open_row = None
+        if top is not None and open_row is None:
+            kind, target, depth, _scope = top
+            open_row = (top, ("try" if kind == TRY_HANDLER else "test",
+                              instructions[i].offset),
+                        (instructions[target].offset, depth))
+    if open_row is not None:
+        end = instructions[-1].offset + instructions[-1].size
+        out.append(open_row[1] + (end,) + open_row[2])
+    return out
+
+
 def _general_step(op, args, special, pops, pushes, b_pops, b_pushes,
-                  stack, scope, tests, iters, mods):
+                  stack, scope, tests, iters, mods, index_of):
     """The fall-through and branch states of an instruction the general walk treats specially
     (or any instruction with an iterator or module on the stack); _CodeVerifier.check_flow's
     rules, in the same order."""
@@ -792,14 +866,21 @@ def _general_step(op, args, special, pops, pushes, b_pops, b_pushes,
         f_scope = scope + 1
     elif special == 7:
         f_scope = scope - args[0]
-        if f_scope < 0:
+        if f_scope < 0 or tests and f_scope < _handler_scope(tests[-1]):
             raise _Refused
     elif special == 8:
-        f_scope, f_tests = scope + 1, tests + 1
+        f_scope = scope + 1
+        f_tests = tests + ((TEST_HANDLER, index_of[args[1]], stack, scope),)
     elif special == 9:
-        if tests == 0 or scope == 0:
+        if not tests or tests[-1][0] != TEST_HANDLER or scope == 0:
             raise _Refused
-        f_scope, f_tests = scope - 1, tests - 1
+        f_scope, f_tests = scope - 1, tests[:-1]
+    elif special == 11:
+        f_tests = tests + ((TRY_HANDLER, index_of[args[0]], stack, scope),)
+    elif special == 12:
+        if not tests or tests[-1][0] != TRY_HANDLER:
+            raise _Refused
+        f_tests = tests[:-1]
     b_state = None
     if b_pops is not None:
         b_kept = (1 << (stack - b_pops)) - 1

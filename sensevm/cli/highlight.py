@@ -9,6 +9,7 @@ from pygments.token import (Comment, Keyword, Name, Number, Operator, Punctuatio
 __all__ = ["SenseLexer", "KEYWORDS", "BUILTINS", "TYPES"]
 
 # From sensevm, not sensec.lexer: highlighting (pygmentize, the REPL) never imports the compiler.
+from sensevm.base.errors import CATCHABLE, UNCATCHABLE
 from sensevm.base.keywords import KEYWORDS
 
 _CONSTANTS = ("true", "false", "nil")
@@ -31,9 +32,13 @@ BUILTINS = tuple(b.name for b in _BUILTIN_DOCS)
 TYPES = (
     "Int", "Float", "String", "Bool", "Nil", "Array", "Function", "Module", "Action", "Tool",
     "Future", "Agent", "Model", "Answer", "Memory", "Skill", "McpServer", "Python", "Any",
+    "Error",
 )
 
 _IDENT = r"[^\W\d]\w*"
+
+# The classes an `except` clause names (sensevm.base.errors.CATCHABLE), and the one it cannot.
+ERROR_CLASSES = tuple(CATCHABLE) + tuple(UNCATCHABLE)
 
 
 class SenseLexer(RegexLexer):
@@ -52,6 +57,13 @@ class SenseLexer(RegexLexer):
             # call it is the retired builtin. ('compensate' is its old spelling, still recognised
             # there to give a rename hint.) Before the whitespace rule, which would eat the '^'.
             (r"^([ \t]*)(rollback|compensate)(?=[ \t]*:)", bygroups(Whitespace, Keyword)),
+            # The error handling forms (EXTENSIONS.md E4) are soft keywords the same way: at a
+            # line's start, followed by what the form needs (sensec.lexer.soft_keyword_type;
+            # `try: Int = 1` is still a declaration there, which this approximation ignores).
+            (r"^([ \t]*)(try|finally)(?=[ \t]*:)", bygroups(Whitespace, Keyword)),
+            (r"^([ \t]*)(except)(?=[ \t]*:|[ \t]+[^\W\d])", bygroups(Whitespace, Keyword)),
+            (r"^([ \t]*)(raise)(?=[ \t]*(?:#|$)|[ \t]+[\w\"])", bygroups(Whitespace, Keyword)),
+            (words(ERROR_CLASSES, suffix=r"\b"), Name.Exception),
             (r"\n", Whitespace),
             (r"[ \t\f\v]+", Whitespace),
             (r"#.*$", Comment.Single),

@@ -553,10 +553,12 @@ class JoinPoints:
             o = Op(op)
             out = []
             if o in JUMPS:
-                out.append(b if o is Op.TEST_BEGIN else a)
+                out.append(b if o is Op.TEST_BEGIN or o is Op.EXCEPT_JUMP else a)
             if o not in TERMINATORS:
                 out.append(i + 1 if i + 1 < n else n)
-            if o is Op.RETURN or not out:
+            if o is Op.RETURN or (not out and o is not Op.RAISE):
+                # (A RAISE joins nothing: its error leaves the frame or resumes at a handler,
+                # which carries the open labels on, vm.py _handled_under.)
                 out.append(n)
             succ.append(out)
         everything = (1 << (n + 1)) - 1

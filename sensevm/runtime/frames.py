@@ -1,4 +1,4 @@
-"""Frames and what both tiers share about them (code objects, test handlers, direct-call limits).
+"""Frames and what both tiers share about them (code objects, handlers, direct-call limits).
 
 The dispatch loop (vm.py) and tier 2 (tier2.py) both make and run these; neither imports the
 other to reach them.
@@ -65,6 +65,21 @@ class TestHandler:
         self.pos = pos
 
 
+class TryHandler:
+    """A running ``try`` block's handler (TRY_BEGIN): where to resume on an error, with the
+    stack depth and scope to restore there; ``begin`` is the TRY_BEGIN's instruction index
+    (where the branches of the try statement start, for its pc label). It shares the frame's
+    handler stack (``Frame.tests``) with test handlers: the innermost of either kind catches."""
+
+    __slots__ = ("target", "depth", "scope", "begin")
+
+    def __init__(self, target, depth, scope, begin):
+        self.target = target
+        self.depth = depth
+        self.scope = scope
+        self.begin = begin
+
+
 class TestResult:
     __slots__ = ("name", "passed", "error", "path", "pos")
 
@@ -116,7 +131,9 @@ class Frame:
         self.stack: list = []
         self.scope = scope
         self.closure = closure
-        self.tests: list[TestHandler] = _NO_TESTS     # a list once a test block starts
+        # The running handlers, test blocks' and try blocks' (TestHandler, TryHandler),
+        # innermost last: a list once one starts.
+        self.tests: list = _NO_TESTS
         self.module = module
         self.caller = caller
         self.gen = None       # a tier-2 generator running this frame, made by the VM ``gvm``

@@ -1029,3 +1029,56 @@ class AgentValue:
 
     def sense_await(self, vm):
         return _services.await_agent(vm, self)
+
+
+# ----------------------------------------------------------------------------- caught errors
+
+class ErrorValue:
+    """A caught error (EXTENSIONS.md E4), as ``except ... as e`` binds it: ``e.class``,
+    ``e.message`` (without the ``[line L]`` prefix), ``e.line`` (Int or nil), ``e.file``.
+
+    It holds the error itself, so that ``raise e`` raises it again as it was (its position
+    kept). Its message quotes values (``cannot convert 'x' to Int``), so what it shows of the
+    message carries the origins of what it quotes (``SenseError.origins``)."""
+
+    __slots__ = ("error",)
+    type_name = "Error"
+    MEMBERS = ("class", "message", "line", "file")
+
+    def __init__(self, error):
+        self.error = error
+
+    def sense_member(self, vm, name: str):
+        err = self.error
+        if name == "class":
+            return err.kind
+        if name == "message":
+            return _P.label(err.message, err.origins)
+        if name == "line":
+            return err.pos.line if err.pos is not None and err.pos.line > 0 else None
+        if name == "file":
+            return err.path
+        raise SenseRuntimeError(f"an Error has no member '{name}' (it has "
+                                f"{', '.join(self.MEMBERS)})")
+
+    def member_names(self):
+        return list(self.MEMBERS)
+
+    def sense_origins(self) -> frozenset:
+        """What its printed form shows of the data: the values its message quotes."""
+        return self.error.origins
+
+    def __str__(self) -> str:
+        err = self.error
+        return f"{err.kind}: {str.__str__(err.message)}"
+
+
+def raised_error(value):
+    """The error ``raise value`` raises: an Error's own error again (position kept); a String
+    as a SenseRuntimeError quoting it (its labels kept); anything else is a SenseTypeError."""
+    t = type(value)
+    if t is ErrorValue:
+        return value.error
+    if t is str or t is _LStr:
+        return SenseRuntimeError(value).quoting(_P.origins_of(value))
+    return SenseTypeError(f"raise needs an Error or a String, got {type_name(value)}")

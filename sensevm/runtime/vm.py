@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # annotations only: importing typing would slow every start
 
 from sensevm.base.errors import (Pos, SenseError, SenseImportError, SenseLimitError, SenseNameError,
                                  SenseRecursionError, SenseRuntimeError, SenseSyntaxError)
-from sensevm.base.errors import SenseApprovalError, SensePolicyError
+from sensevm.base.errors import CATCHABLE, SenseApprovalError, SensePolicyError, SenseTypeError
 from sensevm.bytecode.opcodes import Op, Operand
 from sensevm.guard import lifecycle as L
 from sensevm.guard import policy as P
@@ -33,10 +33,10 @@ from sensevm.runtime import services
 from sensevm.runtime import values as V
 from sensevm.runtime.builtins import builtin_scope
 from sensevm.runtime.frames import (DIRECT_ARITIES, INLINE_LIMIT, _NO_TESTS, Deoptimize, Frame,
-                                    PreparedCode, TestHandler, TestResult)
+                                    PreparedCode, TestHandler, TestResult, TryHandler)
 from sensevm.runtime.limits import (DEFAULT_MAX_ARRAY, DEFAULT_MAX_DEPTH, DEFAULT_MAX_STRING,
                                     DEFAULT_MAX_WORKERS, Budget)
-from sensevm.runtime.values import (ActionDefinition, AgentValue, Builtin, Closure, Future,
+from sensevm.runtime.values import (ActionDefinition, AgentValue, Builtin, Closure, ErrorValue, Future,
                                     ModuleValue, PreparedAction, Scope, ToolDefinition, index_get,
                                     index_set, load_name, store_name, type_name)
 
@@ -358,24 +358,33 @@ class VM:
                 self._unwind(SenseRuntimeError("out of memory", located=False))
 
     def _unwind(self, err: SenseError) -> None:
-        """Find the innermost running test block (in this frame or a caller) or re-raise."""
+        """Find the innermost running test or try block (in this frame or a caller) or
+        re-raise. A try block resumes at its handler with the Error on the stack."""
         frame = self.frame
         if frame is not None:
             err.with_pos(frame.pos, frame.prepared.path)
-        # A limit stops the program: no test block catches it.
-        catchable = type(err) is not SenseLimitError
+        # A limit stops the program: no test or try block catches it, no finally block runs.
+        catchable = not isinstance(err, SenseLimitError)
         if self.sessions:
             self._abort_sessions_left(frame, catchable)
+        branched = err.origins      # what the error's happening may depend on (see below)
         while frame is not None:
+            if frame.pc:
+                for _join, origins, _depth in frame.pc:
+                    branched = PV.union(branched, origins)
             if frame.tests and catchable:
                 frame.gen = None
                 handler = frame.tests.pop()
-                self.tests.append(TestResult(handler.name, False, err, frame.prepared.path,
-                                             handler.pos))
                 del frame.stack[handler.depth:]
                 frame.scope = handler.scope
                 frame.ip = handler.target
                 self.frame = frame
+                if type(handler) is TryHandler:
+                    frame.stack.append(ErrorValue(err))
+                    self._handled_under(frame, handler, branched)
+                else:
+                    self.tests.append(TestResult(handler.name, False, err, frame.prepared.path,
+                                                 handler.pos))
                 return
             if frame.module is not None:
                 # A module that failed half-way may be imported again later (a test block
@@ -387,6 +396,25 @@ class VM:
             self.depth -= 1
         self.frame = None
         raise err
+
+    def _handled_under(self, frame, handler: TryHandler, origins) -> None:
+        """Whether a handler runs is a branch on whatever made the error happen: the values
+        its message quotes and the branches open where it was raised (in this frame and in
+        every frame it left). Influenced, that opens a pc label on the handler's frame, up to
+        where the try statement's paths join again (the frame's end if they never do), so
+        that nothing the handler stores comes out clean (vm.py ``_branch``)."""
+        if not PV.is_influenced(origins):
+            return
+        prepared = frame.prepared
+        if prepared.joins is None:
+            prepared.joins = PV.JoinPoints(prepared.instrs)
+        join = prepared.joins.join(handler.begin)
+        pc = frame.pc
+        if pc is None:
+            pc = frame.pc = []
+        elif pc:
+            origins = PV.union(origins, pc[-1][1])
+        pc.append((-1 if join is None else join, origins, handler.depth))
 
     def _abort_sessions_left(self, frame, catchable: bool = True) -> None:
         """Every protocol session the error leaves (outside the block that catches it) aborts:
@@ -995,6 +1023,26 @@ class VM:
 
     def op_TEST_ABANDON(self, f, a, b):
         f.scope = f.tests.pop().scope
+
+    # ------------------------------------------------------------------ errors a program handles
+
+    def op_TRY_BEGIN(self, f, a, b):
+        if f.tests is _NO_TESTS:
+            f.tests = []
+        f.tests.append(TryHandler(a, len(f.stack), f.scope, f.ip - 1))
+
+    def op_TRY_END(self, f, a, b):
+        f.tests.pop()
+
+    def op_EXCEPT_JUMP(self, f, a, b):
+        value = f.stack[-1]
+        if type(value) is not ErrorValue:
+            raise SenseTypeError(f"'except' needs an Error, got {type_name(value)}")
+        if not isinstance(value.error, CATCHABLE[a]):
+            f.ip = b
+
+    def op_RAISE(self, f, a, b):
+        raise V.raised_error(f.stack.pop())
 
     def op_IMPORT(self, f, a, b):
         entry = f.prepared.program.modules[a]

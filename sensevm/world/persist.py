@@ -42,8 +42,10 @@ from sensevm.base.errors import Pos, SenseRuntimeError
 from sensevm.base.files import atomic_write
 from sensevm.guard import lifecycle as L
 from sensevm.guard import provenance as PV
+from sensevm.runtime.frames import TryHandler
 from sensevm.runtime.values import (ActionDefinition, AgentValue, ArrayIterator,
-                                    BoundLifecycleMethod, Builtin, Closure, Future, ModuleValue,
+                                    BoundLifecycleMethod, Builtin, Closure, ErrorValue, Future,
+                                    ModuleValue,
                                     PreparedAction, Scope, StringIterator, ToolDefinition)
 
 STATE_VERSION = 3         # 3: authenticated, hex Ints, flat object table (2: provenance)
@@ -165,6 +167,13 @@ class _Saver:
                                         "value": self.value(v.value, where),
                                         "pos": [v.call_pos.line, v.call_pos.col],
                                         "path": v.path})
+        if t is ErrorValue:
+            err = v.error
+            pos = err.pos
+            return self.ref(v, lambda: {
+                "type": "error", "class": err.kind, "message": self.value(err.message, where),
+                "pos": [pos.line, pos.col] if pos is not None else None, "path": err.path,
+                "located": err.located, "origins": _origins(err.origins)})
         if getattr(v, "is_python", False):
             return self.python_value(v, where)
         model_value = self.model_value(v, t, where)
@@ -277,13 +286,20 @@ class _Saver:
         return {"code": self.code(f.prepared), "ip": f.ip,
                 "stack": [self.value(v, where) for v in f.stack],
                 "scope": self.scope(f.scope),
-                "tests": [[h.name, h.target, h.depth, self.scope(h.scope), [h.pos.line, h.pos.col]]
-                          for h in f.tests],
+                "tests": [_saved_handler(h, self.scope(h.scope)) for h in f.tests],
                 "closure": self.value(f.closure, where) if f.closure is not None else None,
                 "module": self.value(f.module, where) if f.module is not None else None,
                 "role": f.role, "tags": list(f.tags), "audit_line": f.audit_line,
                 "pc": None if f.pc is None else [[j, _origins(o), d] for j, o, d in f.pc],
                 "owner": self.value(owner, where) if owner is not None else None}
+
+
+def _saved_handler(h, scope) -> list:
+    """A running handler: [name, target, depth, scope, [line, col]] for a test block, [None,
+    target, depth, scope, begin] for a try block (begin: its TRY_BEGIN's instruction)."""
+    if type(h) is TryHandler:
+        return [None, h.target, h.depth, scope, h.begin]
+    return [h.name, h.target, h.depth, scope, [h.pos.line, h.pos.col]]
 
 
 def _program_bytes(vm) -> bytes:
@@ -669,11 +685,14 @@ class _Shape:
         self.scope(raw["scope"], at + ".scope")
         self.listed(raw["tests"], at + ".tests")
         for j, t in enumerate(raw["tests"]):
-            if (type(t) is not list or len(t) != 5 or type(t[0]) is not str
+            if (type(t) is not list or len(t) != 5 or type(t[0]) not in (str, type(None))
                     or type(t[1]) is not int or type(t[2]) is not int):
-                self.where(f"{at}.tests[{j}]", "not a test handler")
+                self.where(f"{at}.tests[{j}]", "not a test or try handler")
             self.scope(t[3], f"{at}.tests[{j}].scope")
-            self.pos(t[4], f"{at}.tests[{j}].pos")
+            if t[0] is None:
+                self.nat(t[4], f"{at}.tests[{j}].begin")
+            else:
+                self.pos(t[4], f"{at}.tests[{j}].pos")
         if raw["closure"] is not None:
             self.ref(raw["closure"], at + ".closure", ("closure",))
         if raw["module"] is not None:
@@ -693,6 +712,24 @@ class _Shape:
         owner = raw["owner"]
         if owner is not None:
             self.ref(owner, at + ".owner", ("agent", "tool_def", "action"))
+
+    def o_error(self, raw, at):
+        from sensevm.base.errors import CATCHABLE
+        self.fields(raw, {"type", "class", "message", "pos", "path", "located", "origins"}, at)
+        if raw["class"] not in CATCHABLE:
+            self.where(at + ".class", f"not an error class a program can catch: "
+                                      f"{raw['class']!r}")
+        message = raw["message"]
+        if not (type(message) is str or (type(message) is dict
+                                         and message.keys() == {"lstr", "spans"})):
+            self.where(at + ".message", "not a String")
+        self.value(message, at + ".message")
+        if raw["pos"] is not None:
+            self.pos(raw["pos"], at + ".pos")
+        self.opt_str(raw["path"], at + ".path")
+        if type(raw["located"]) is not bool:
+            self.where(at + ".located", "not a Bool")
+        self.origins(raw["origins"], at + ".origins")
 
     def o_iter(self, raw, at):
         self.fields(raw, {"type", "items", "i"}, at)
@@ -795,7 +832,7 @@ class _At:
 # The object kinds a value may refer to (a frame's owner, say, is not written inline).
 _VALUE_TYPES = frozenset({"array", "scope", "closure", "module", "action_def", "action", "bound",
                           "tool_def", "agent", "iter", "str_iter", "future", "python", "model", "bound_ask",
-                          "answer", "skill", "memory", "pmemory", "memory_method"})
+                          "answer", "skill", "memory", "pmemory", "memory_method", "error"})
 
 
 # ----------------------------------------------------------------------------- coherence
@@ -1020,9 +1057,9 @@ class _Check:
                 self.where(f"{at}.stack[{k}]", "an iterator where none is, or none where one is")
             if mods >> k & 1 and kind not in ("module", "python"):
                 self.where(f"{at}.stack[{k}]", "not a module where IMPORT_FROM will read one")
-        if len(f["tests"]) != tests:
-            self.where(at + ".tests", f"{len(f['tests'])} running test blocks where the "
-                                      f"verifier proved {tests}")
+        if len(f["tests"]) != len(tests):
+            self.where(at + ".tests", f"{len(f['tests'])} running handlers where the "
+                                      f"verifier proved {len(tests)}")
         n = len(instructions)
         chain = self.chain(f["scope"], scopes + 1)
         if len(chain) <= scopes:
@@ -1032,9 +1069,20 @@ class _Check:
             self.where(at + ".scope", "its scopes do not lead to the scope its role runs in")
         if base_parent is not None and self.obj(own)["parent"] != base_parent:
             self.where(at + ".scope", "its scopes do not lead to the scope its role runs in")
-        for j, (name, target, depth_, scope, _pos) in enumerate(f["tests"]):
-            if not 0 <= target < n or not 0 <= depth_ <= len(stack) or scope not in chain:
-                self.where(f"{at}.tests[{j}]", "a test handler outside its frame")
+        # Each running handler is the one the verifier proved here: its kind, target, stack
+        # depth and scope (the scope open at that depth), and a try handler's TRY_BEGIN.
+        from sensevm.bytecode.verify import TRY_HANDLER
+        for j, (saved, proven) in enumerate(zip(f["tests"], tests)):
+            name, target, depth_, scope, extra = saved
+            kind, p_target, p_depth, p_scope = proven
+            if ((name is None) != (kind == TRY_HANDLER) or target != p_target
+                    or depth_ != p_depth or scope != chain[scopes - p_scope]):
+                self.where(f"{at}.tests[{j}]", "not the handler the verifier proved there")
+            if name is None:
+                begin = instructions[extra] if 0 <= extra < n else None
+                if (begin is None or begin.op is not Op.TRY_BEGIN
+                        or verified.index_of.get(begin.args[0]) != target):
+                    self.where(f"{at}.tests[{j}].begin", "not the TRY_BEGIN of its handler")
         for j, (join, _origins_, depth_) in enumerate(f["pc"] or ()):
             if not (join == -1 or 0 <= join < n) or not 0 <= depth_ <= len(stack):
                 self.where(f"{at}.pc[{j}]", "a branch label outside its frame")
@@ -1133,6 +1181,13 @@ class _Loader:
         if kind == "python":
             from sensevm.world.interop import restore
             return restore(raw, self.vm.look)
+        if kind == "error":             # its message is inline: no reference to wait for
+            from sensevm.base.errors import CATCHABLE
+            err = CATCHABLE[raw["class"]](self.value(raw["message"]),
+                                          Pos(*raw["pos"]) if raw["pos"] else None,
+                                          located=raw["located"], path=raw["path"])
+            err.origins = _unorigins(raw["origins"])
+            return ErrorValue(err)
         if kind in ("model", "bound_ask", "answer", "skill"):
             return self.model_shell(kind, raw)
         return self.memory_shell(kind, raw)
@@ -1220,7 +1275,7 @@ class _Loader:
             made.memory = value(raw["memory"])
 
     def frames(self, agent: AgentValue, raws: list) -> None:
-        from sensevm.runtime.vm import Frame, TestHandler
+        from sensevm.runtime.vm import Frame, TestHandler, TryHandler
         frames = []
         for raw in raws:                           # innermost first
             f = Frame(self.vm.prepared[raw["code"]], None, None)
@@ -1235,7 +1290,8 @@ class _Loader:
             f.caller = frames[i + 1][0] if i + 1 < len(frames) else None
             f.stack = [self.value(v) for v in raw["stack"]]
             f.scope = self.value(raw["scope"])
-            f.tests = [TestHandler(n, t, d, self.value(s), Pos(*p))
+            f.tests = [TestHandler(n, t, d, self.value(s), Pos(*p)) if n is not None
+                       else TryHandler(t, d, self.value(s), p)
                        for n, t, d, s, p in raw["tests"]] or f.tests
             f.closure = self.value(raw["closure"]) if raw["closure"] is not None else None
             f.module = self.value(raw["module"]) if raw["module"] is not None else None
