@@ -79,16 +79,8 @@ class SenseLexer(RegexLexer):
             (r"(requires|allow|deny)\b", Keyword, "capabilities"),
             (r"import\b", Keyword.Namespace, "module"),
             (r"from\b", Keyword.Namespace, ("from-names", "module")),
-            (words(_CONSTANTS, suffix=r"\b"), Keyword.Constant),
-            (words(_WORD_OPERATORS, suffix=r"\b"), Operator.Word),
-            (words(_PLAIN_KEYWORDS, suffix=r"\b"), Keyword),
-            (words(TYPES, suffix=r"\b"), Keyword.Type),
-            (r"(\.)([ \t]*)(" + _IDENT + ")", bygroups(Punctuation, Whitespace, Name.Attribute)),
-            (words(BUILTINS, suffix=r"\b"), Name.Builtin),
-            include("numbers"),
-            (r"==|!=|<=|>=|->|[-+*/%]=|[-+*/%<>=]", Operator),
-            (r"[()\[\],:.]", Punctuation),
-            (_IDENT, Name),
+            (r"[-+*/%]=(?!=)", Operator),        # compound assignment: statements only
+            include("expression"),
         ],
         "numbers": [
             (r"\d+\.\d+", Number.Float),
