@@ -4,7 +4,7 @@ The PLY rules below define the tokens; ``ply.lex`` builds its master regex from 
 (``Lexer._scan``) runs that regex over the text and, in the same loop, does what Python calls
 the layout of a program, the job of PLY's GardenSnake "indentation filter":
 
-* a line break inside ``( )`` or ``[ ]`` or on a blank or comment-only line is dropped; every
+* a line break inside ``( )``, ``[ ]`` or ``{ }`` or on a blank or comment-only line is dropped; every
   other logical line ends with exactly one ``NEWLINE``;
 * a stack of indentation widths starts at ``[0]``: a deeper first token pushes and emits
   ``INDENT``, a shallower one pops, one ``DEDENT`` per level, down to a width on the stack, else
@@ -67,11 +67,11 @@ _TRIPLE_END = re.compile(r'[^"\\]*+(?:(?:\\[\s\S]|"(?!""))[^"\\]*+)*+"""')
 # until it joins them, which for a literal of escapes was many times the literal's size.
 _UNESCAPE_CHUNK = 1 << 16
 
-_BRACES_MSG = ("Sense uses indentation for blocks, not '{ }' \u2014 write ':' then an indented "
-               "block instead")
+# '{' and '}' are tokens (a map literal, EXTENSIONS.md E1): a brace that opens or closes a
+# block is refused by the parser with this message (grammar.p_error).
+BRACES_MSG = ("Sense uses indentation for blocks, not '{ }' \u2014 write ':' then an indented "
+              "block instead")
 _SPECIAL_CHAR_MSG = {
-    "{": _BRACES_MSG,
-    "}": _BRACES_MSG,
     ";": "semicolons aren't used in Sense \u2014 start a new line instead",
     "!": ("'!' is not an operator in Sense \u2014 use 'not' for negation and '!=' for "
           "not-equal"),
@@ -217,7 +217,7 @@ class Lexer:
         "IDENT", "INT", "FLOAT", "STRING",
         "PLUS", "MINUS", "STAR", "SLASH", "PERCENT",
         "EQ", "NE", "LT", "LE", "GT", "GE", "ASSIGN", "ARROW",
-        "LPAREN", "RPAREN", "LBRACKET", "RBRACKET", "COMMA", "COLON", "DOT",
+        "LPAREN", "RPAREN", "LBRACKET", "RBRACKET", "LBRACE", "RBRACE", "COMMA", "COLON", "DOT",
         "NEWLINE", "INDENT", "DEDENT", "ROLLBACK", "COMPENSATE",
     ) + tuple(keyword_map.values())
 
@@ -291,9 +291,9 @@ class Lexer:
                 self._kinds[group] = self._RULE_KIND[func.__name__]
             elif type_ is None:
                 self._kinds[group] = self._SKIP                     # comments
-            elif type_ in ("LPAREN", "LBRACKET"):
+            elif type_ in ("LPAREN", "LBRACKET", "LBRACE"):
                 self._kinds[group] = self._OPEN
-            elif type_ in ("RPAREN", "RBRACKET"):
+            elif type_ in ("RPAREN", "RBRACKET", "RBRACE"):
                 self._kinds[group] = self._CLOSE
             else:
                 self._kinds[group] = self._PLAIN
@@ -479,6 +479,8 @@ class Lexer:
     t_RPAREN = r"\)"
     t_LBRACKET = r"\["
     t_RBRACKET = r"\]"
+    t_LBRACE = r"\{"
+    t_RBRACE = r"\}"
     t_COMMA = r","
     t_COLON = r":"
     t_DOT = r"\."

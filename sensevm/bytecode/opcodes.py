@@ -49,9 +49,10 @@ except ImportError:     # pragma: no cover - a Python without it makes them the 
 from sensevm.base.digest import sha256    # not hashlib: see sensevm.base.digest (start-up time)
 
 FORMAT_MAJOR = 5          # 5: IMPORT_PYTHON
-FORMAT_MINOR = 1          # 0: the manifest's flags: action "immediate" (4), "sends" (8) with
+FORMAT_MINOR = 2          # 0: the manifest's flags: action "immediate" (4), "sends" (8) with
                           # second-look roles (16); tool "trusted" (2). 1: the role
-                          # "credential" (5), which a 5.0 reader refuses as unknown
+                          # "credential" (5), which a 5.0 reader refuses as unknown.
+                          # 2: BUILD_MAP (maps, EXTENSIONS.md E1)
 
 
 _PLAIN: dict = {}
@@ -250,6 +251,12 @@ class Op:
     MAKE_AGENT     = (0xB0, (G,),    0,    1,     F.NONE,              None,
                       "push a new agent for agents[a], its scope a child of the current one")
 
+    # Maps (EXTENSIONS.md E1), format 5.2. The keys and values were pushed in source order,
+    # key then value per entry: a later entry with an equal key updates the earlier one in
+    # place (its position stays), as a run of `m[k] = v` would.
+    BUILD_MAP      = (0xB4, (U,),    "2*a", 1,    F.NONE,              None,
+                      "pop a (key, value) pairs into a new Map")
+
 
 # ----------------------------------------------------------------------------- derived tables
 
@@ -269,6 +276,7 @@ _FORMULAS = {
     "a": lambda a=0, b=0: a,
     "a+1": lambda a=0, b=0: a + 1,
     "a+2*b+1": lambda a=0, b=0: a + 2 * b + 1,
+    "2*a": lambda a=0, b=0: 2 * a,
 }
 
 
@@ -326,9 +334,10 @@ def _fingerprint(end: int = 256) -> bytes:
 
 # _fingerprint() of this table, written out: hashing the table cost every start. The test suite
 # recomputes it (tests/test_opcodes.py), so a changed row cannot keep the old fingerprint.
-FINGERPRINT: bytes = bytes.fromhex("348da0f093235426")
+FINGERPRINT: bytes = bytes.fromhex("02ed25f2be332cde")
 
 # For each minor of FORMAT_MAJOR: one past the highest opcode it defines, and the fingerprint of
 # the table up to there, which files of that minor carry (snb.load accepts each for its minor).
-TABLE_ENDS: dict = {0: 177, 1: 177}
-FINGERPRINTS: dict = {0: FINGERPRINT, 1: FINGERPRINT}
+TABLE_ENDS: dict = {0: 177, 1: 177, 2: 181}
+_FORMAT_5_0 = bytes.fromhex("348da0f093235426")
+FINGERPRINTS: dict = {0: _FORMAT_5_0, 1: _FORMAT_5_0, 2: FINGERPRINT}

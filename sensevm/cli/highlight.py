@@ -29,10 +29,10 @@ BUILTINS = (
     "mock_model", "verify", "approve", "rollback",
 )
 
-# Spec 4.1 and 4.7: the annotation names with a meaning.
+# Spec 4.1 and 4.7 (and EXTENSIONS.md E1's Map): the annotation names with a meaning.
 TYPES = (
-    "Int", "Float", "String", "Bool", "Nil", "Array", "Function", "Module", "Action", "Tool",
-    "Future", "Agent", "Model", "Answer", "Memory", "Skill", "McpServer", "Python", "Any",
+    "Int", "Float", "String", "Bool", "Nil", "Array", "Map", "Function", "Module", "Action",
+    "Tool", "Future", "Agent", "Model", "Answer", "Memory", "Skill", "McpServer", "Python", "Any",
 )
 
 _IDENT = r"[^\W\d]\w*"
@@ -77,7 +77,7 @@ class SenseLexer(RegexLexer):
             (words(BUILTINS, suffix=r"\b"), Name.Builtin),
             include("numbers"),
             (r"==|!=|<=|>=|->|[-+*/%<>=]", Operator),
-            (r"[()\[\],:.]", Punctuation),
+            (r"[()\[\]{},:.]", Punctuation),          # { } : a map literal (EXTENSIONS.md E1)
             (_IDENT, Name),
         ],
         "numbers": [

@@ -12,7 +12,7 @@ concatenation keeps exact provenance), ``LInt``, ``LFloat`` and ``LBool`` (a wra
 bool cannot be subclassed). A plain value is clean. The VM's fast paths test exact types, so a
 labelled value always takes the slow path, and the slow paths in values.py hand it here just
 before they would have raised a type error: programs that never meet outside data pay nothing.
-Arrays are never labelled themselves; their elements are.
+Arrays and Maps are never labelled themselves; their elements (a Map's keys and values) are.
 
 Operations take the union of their inputs' origins; branching on a labelled condition labels
 what the branch stores (the VM's ``pc`` labels, see vm.py ``_run_tainted``).
@@ -259,11 +259,11 @@ _PLAIN_TYPES = frozenset({str, int, float, bool, type(None)})
 
 
 def deep_origins(v, _seen=None) -> frozenset:
-    """The origins of a value and of everything its text can show: an Array's items, and what
-    a value of the VM's shows of its own (``sense_origins()``: an agent's pause reason, an
-    answer's value, a Python object's untrusted text ...)."""
+    """The origins of a value and of everything its text can show: an Array's items, a Map's
+    keys and values, and what a value of the VM's shows of its own (``sense_origins()``: an
+    agent's pause reason, an answer's value, a Python object's untrusted text ...)."""
     t = type(v)
-    if t is not list:
+    if t is not list and t is not dict:
         if t in _PLAIN_TYPES:
             return EMPTY
         if t in LABELLED:
@@ -275,6 +275,11 @@ def deep_origins(v, _seen=None) -> frozenset:
         return EMPTY
     seen.add(id(v))
     out = EMPTY
+    if t is dict:
+        for k in v:
+            if type(k) not in _PLAIN_TYPES:
+                out = union(out, origins_of(k))
+        v = v.values()
     for x in v:
         if type(x) not in _PLAIN_TYPES:
             out = union(out, deep_origins(x, seen))
@@ -324,20 +329,37 @@ def label(v, origins: frozenset):
         return LFloat(float(v), union(v.origins, origins))
     if t is LBool:
         return LBool(v.value, union(v.origins, origins))
-    if t is list:
+    if t is list or t is dict:
         _label_items(v, origins, set())
     return v
 
 
-def _label_items(items: list, origins, seen) -> None:
-    if id(items) in seen:
-        return
-    seen.add(id(items))
-    for i, x in enumerate(items):
-        if type(x) is list:
-            _label_items(x, origins, seen)
-        else:
-            items[i] = label(x, origins)
+def _label_items(items, origins, seen) -> None:
+    """Label an Array's items or a Map's keys and values in place, nested containers too
+    (without recursion, so a deep nest labels like a flat one; each container once)."""
+    todo = [items]
+    while todo:
+        items = todo.pop()
+        if id(items) in seen:
+            continue
+        seen.add(id(items))
+        if type(items) is list:
+            for i, x in enumerate(items):
+                if type(x) is list or type(x) is dict:
+                    todo.append(x)
+                else:
+                    items[i] = label(x, origins)
+            continue
+        # A Map: rebuilt in its own order, each key labelled (a key's label is kept only by a
+        # new key object, so the entries are put back in order).
+        entries = list(items.items())
+        items.clear()
+        for k, x in entries:
+            if type(x) is list or type(x) is dict:
+                todo.append(x)
+            else:
+                x = label(x, origins)
+            items[label(k, origins)] = x
 
 
 def like(result, *sources):
@@ -474,6 +496,11 @@ def clean_spans(v) -> list:
             if id(x) not in seen:
                 seen.add(id(x))
                 stack.extend(x)
+        elif t is dict:
+            if id(x) not in seen:
+                seen.add(id(x))
+                stack.extend(x)
+                stack.extend(x.values())
         elif t is str:
             out.append((LITERAL, x))
         elif t is LStr:

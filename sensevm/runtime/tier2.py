@@ -79,8 +79,8 @@ IN_PLACE_OPS = frozenset({
     Op.LOAD_NAME, Op.STORE_NAME, Op.STORE_LOCAL, Op.CHECK_DECL, Op.PUSH_SCOPE, Op.POP_SCOPE,
     Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.MOD, Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE, Op.NEG,
     Op.NOT, Op.JUMP, Op.POP_JUMP_IF_FALSE, Op.POP_JUMP_IF_TRUE, Op.JUMP_IF_FALSE_OR_POP,
-    Op.JUMP_IF_TRUE_OR_POP, Op.BUILD_ARRAY, Op.INDEX, Op.STORE_INDEX, Op.GET_ITER, Op.FOR_ITER,
-    Op.RETURN})
+    Op.JUMP_IF_TRUE_OR_POP, Op.BUILD_ARRAY, Op.BUILD_MAP, Op.INDEX, Op.STORE_INDEX, Op.GET_ITER,
+    Op.FOR_ITER, Op.RETURN})
 
 
 class Compiled:
@@ -214,7 +214,7 @@ _RUNTIME = {
     "load_name": load_name, "store_name": store_name, "store_outer": store_outer,
     "chain": chain, "store_found": store_found,
     "index_get": index_get, "index_set": index_set, "get_iter": V.get_iter,
-    "array_limit": V.array_limit,
+    "array_limit": V.array_limit, "build_map": V.build_map,
     "decl_error": V.decl_error, "return_error": V.return_error, "direct_error": direct_error,
     "arity_error": V.arity_error, "param_error": V.param_error,
     "SenseRecursionError": SenseRecursionError,
@@ -1102,6 +1102,12 @@ class _Gen:
                 e(indent, f"{items[0]} = [{', '.join(items)}]", ip)
             else:
                 e(indent, f"{push} = []", ip)
+        elif op is Op.BUILD_MAP:
+            if a:
+                flat = s[depth - 2 * a:depth]
+                e(indent, f"{flat[0]} = build_map([{', '.join(flat)}])", ip)
+            else:
+                e(indent, f"{push} = {{}}", ip)
         elif op is Op.INDEX:
             e(indent, f"if type({sec}) is list and type({top}) is int and "
                       f"-len({sec}) <= {top} < len({sec}): {sec} = {sec}[{top}]", ip)
