@@ -150,6 +150,16 @@ class Builtin:
         # method ``name`` says it is (``String.upper``); None for every other builtin.
         self.receiver = receiver
 
+    def sense_equal(self, other) -> bool:
+        """The same builtin; or, as Python's bound methods compare, the same method of the same
+        value (of equal Strings: a String has no identity a program could see)."""
+        if self is other:
+            return True
+        mine, theirs = self.receiver, other.receiver
+        if mine is None or theirs is None or self.name != other.name:
+            return False
+        return mine is theirs or (type(_P.plain(mine)) is str and _P.plain(mine) == _P.plain(theirs))
+
 
 class ModuleValue:
     """An imported module: its top-level scope."""

@@ -866,7 +866,8 @@ class VM:
             stack.append({})
 
     def op_CALLBACK(self, f, a, b):
-        return _methods.step(self, f)        # (methods.py is loaded: it made the frame)
+        # (A resumed agent's callback frame was made by persist.py: methods.py may be new.)
+        return (_methods or _load_methods()).step(self, f)
 
     def op_INDEX(self, f, a, b):
         stack = f.stack
