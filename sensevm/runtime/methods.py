@@ -145,26 +145,34 @@ def _pieces(s, found):
 
 # ----------------------------------------------------------------------------- String methods
 
+# (Each method takes its plain String first: the common case, without the span work.)
+
 def s_upper(s, vm, args):
-    return _case(s, str.upper)
+    return s.upper() if type(s) is str else _case(s, str.upper)
 
 
 def s_lower(s, vm, args):
-    return _case(s, str.lower)
+    return s.lower() if type(s) is str else _case(s, str.lower)
 
 
 def s_trim(s, vm, args):
+    if type(s) is str:
+        return s.strip()
     text = _text(s)
     start = len(text) - len(text.lstrip())
     return _cut(s, start, max(len(text.rstrip()), start))
 
 
 def s_trim_start(s, vm, args):
+    if type(s) is str:
+        return s.lstrip()
     text = _text(s)
     return _cut(s, len(text) - len(text.lstrip()), len(text))
 
 
 def s_trim_end(s, vm, args):
+    if type(s) is str:
+        return s.rstrip()
     return _cut(s, 0, len(_text(s).rstrip()))
 
 
@@ -213,6 +221,8 @@ def s_lines(s, vm, args):
 
 def _test(method, s, args, test):
     sub = args[0]
+    if type(sub) is str and type(s) is str:
+        return test(s, sub)
     _string_arg(method, sub)
     result = test(_text(s), _text(sub))
     return _labelled(result, s, sub)
@@ -240,9 +250,11 @@ def s_replace(s, vm, args):
     _string_arg("replace", new)
     text, old_text, new_text = _text(s), _text(old), _text(new)
     if type(s) is not LStr and type(old) is not LStr and type(new) is not LStr:
-        count = text.count(old_text)
-        if len(text) + count * (len(new_text) - len(old_text)) > V.MAX_STRING:
-            raise string_limit(len(text) + count * (len(new_text) - len(old_text)), V.MAX_STRING)
+        if len(new_text) > len(old_text) or not old_text:       # (only then can it grow)
+            grows = (text.count(old_text) if old_text else len(text) + 1) * (
+                len(new_text) - len(old_text))
+            if len(text) + grows > V.MAX_STRING:
+                raise string_limit(len(text) + grows, V.MAX_STRING)
         return text.replace(old_text, new_text)
     # Each replacement carries the origins of what it replaced (a page's 'e' put back as a
     # literal 'e' is still the page's) and of the pattern, as well as its own.
@@ -292,6 +304,8 @@ def _pad(method, s, args, before: bool):
         return s
     if width > V.MAX_STRING:
         raise string_limit(width, V.MAX_STRING)
+    if type(s) is str and type(fill) is str and type(args[0]) is int:
+        return s.rjust(width, fill) if before else s.ljust(width, fill)
     # How much padding there is depends on the width: the padding carries its origins.
     padding = _with_origins(_joined([fill] * missing), PV.origins_of(args[0]))
     return _joined([padding, s] if before else [s, padding])
@@ -412,6 +426,15 @@ def a_contains(xs, vm, args):
 def a_join(xs, vm, args):
     sep = args[0]
     _string_arg("join", sep, "a String separator")
+    if type(sep) is str and not PV.live:
+        try:
+            text = sep.join(xs)     # (no labelled String exists yet: a str is a plain one)
+        except TypeError:
+            text = None
+        if text is not None:
+            if len(text) > V.MAX_STRING:
+                raise string_limit(len(text), V.MAX_STRING)
+            return text
     for i, x in enumerate(xs):
         if not _is_str(x):
             raise _error(f"join() needs Strings, element {i} is {type_name(x)}")
@@ -419,7 +442,7 @@ def a_join(xs, vm, args):
     if size > V.MAX_STRING:
         raise string_limit(size, V.MAX_STRING)
     if type(sep) is str and not PV.live:
-        return sep.join(xs)
+        return sep.join(xs)         # (no labelled String exists yet: every item is a str)
     pieces = []
     for i, x in enumerate(xs):
         if i:
@@ -530,6 +553,8 @@ def m_get(m, vm, args):
     if not 1 <= len(args) <= 2:
         raise _error(f"'Map.get' expects 1 or 2 argument(s), got {len(args)}")
     key = args[0]
+    if type(key) is str or type(key) is int:
+        return m.get(key, args[1] if len(args) == 2 else None)
     V.check_key(key)
     value = m.get(key, V._ABSENT)
     if value is V._ABSENT:
@@ -539,6 +564,8 @@ def m_get(m, vm, args):
 
 def m_has(m, vm, args):
     key = args[0]
+    if not PV.live and (type(key) is str or type(key) is int):
+        return key in m
     V.check_key(key)
     result = key in m
     if not PV.live:
@@ -600,6 +627,12 @@ MAP_METHODS = {
 FRAMES = frozenset({a_sorted, a_map, a_filter, a_reduce})
 
 TABLES = {"String": STRING_METHODS, "Array": ARRAY_METHODS, "Map": MAP_METHODS}
+# By the receiver's exact Python type, the methods that call no Sense code, each as (function,
+# argument count or None, name): what tier 2 calls at a member call without binding it first.
+PURE_BY_TYPE = {t: {name: (fn, arity, f"{kind}.{name}") for name, (fn, arity) in table.items()
+                    if fn not in FRAMES}
+                for t, kind, table in ((str, "String", STRING_METHODS), (list, "Array", ARRAY_METHODS),
+                                       (dict, "Map", MAP_METHODS))}
 
 
 def _table(obj):
