@@ -143,3 +143,44 @@ def test_forged_code_jumping_into_a_call_is_not_fused():
         gen = _Gen(vm.prepared[0])
         gen.analyse()
         assert len(gen.fused) == fusions
+
+
+STEPPED = '''def double(x):
+    return x * 2
+def odd(x):
+    return x % 2 == 1
+def add(a, b):
+    return a + b
+words = "a bb ccc dddd".split()
+total = 0
+i = 0
+while i < 40:
+    xs = range(i % 5).map(double).filter(odd)
+    total = total + words.map(len).reduce(add, 0) + xs.sum() + len(words.join("-").upper())
+    i = i + 1
+print(total, {"k": total}.get("k"))
+'''
+
+
+def test_method_calls_and_callbacks_take_the_same_steps_in_both_tiers(tmp_path):
+    """A method call is a step, as a call is, and each call a callback method makes is one;
+    a budget one short stops both tiers at the same place (docs/limits.md)."""
+    from sensevm.base.errors import SenseLimitError
+    from sensevm.runtime.vm import VM
+    import io
+    path = tmp_path / "p.sns"
+    path.write_text(STEPPED)
+    verified = _verified(str(path))
+    used = {}
+    for tier in ("1", "2"):
+        vm = VM(verified, stdout=io.StringIO(), tier=tier, max_steps=10 ** 9)
+        vm.run()
+        used[tier] = 10 ** 9 - vm.budget.left
+    assert used["1"] == used["2"]
+    stops = []
+    for tier in ("1", "2"):
+        VM(verified, stdout=io.StringIO(), tier=tier, max_steps=used[tier]).run()    # enough
+        with pytest.raises(SenseLimitError) as info:
+            VM(verified, stdout=io.StringIO(), tier=tier, max_steps=used[tier] - 1).run()
+        stops.append(info.value.pos)
+    assert stops[0] == stops[1]
