@@ -424,8 +424,6 @@ def store_name(scope, name, value) -> None:
 def index_get(obj, index):
     """``obj[index]`` (INDEX, in both tiers)."""
     t = type(obj)
-    if t is dict:
-        return map_get(obj, index)
     if t is list or t is str:
         if type(index) is not int:
             if type(index) in _P.INT_TYPES:
@@ -434,6 +432,8 @@ def index_get(obj, index):
         if not -len(obj) <= index < len(obj):
             raise SenseRuntimeError(f"index {index} out of bounds")
         return obj[index]
+    if t is dict:
+        return map_get(obj, index)
     if t in _LT or type(index) in _LT:
         return _labelled_index(obj, index)
     getter = getattr(obj, "sense_index", None)
@@ -444,9 +444,6 @@ def index_get(obj, index):
 
 def index_set(obj, index, value) -> None:
     """``obj[index] = value`` (STORE_INDEX, in both tiers)."""
-    if type(obj) is dict:
-        map_set(obj, index, value)
-        return
     if type(obj) is list:
         if type(index) is not int:
             if type(index) in _P.INT_TYPES:
@@ -459,6 +456,8 @@ def index_set(obj, index, value) -> None:
         if not -len(obj) <= index < len(obj):
             raise SenseRuntimeError(f"array index {index} out of bounds")
         obj[index] = value
+    elif type(obj) is dict:
+        map_set(obj, index, value)
     else:
         setter = getattr(obj, "sense_store_index", None)
         if setter is None:
@@ -549,7 +548,8 @@ def build_map(flat: list) -> dict:
 # ----------------------------------------------------------------------------- equality
 
 def equal(a: Any, b: Any) -> bool:
-    """``==``: Bool never equals a number, at any depth (spec 21.4); arrays element-wise."""
+    """``==``: Bool never equals a number, at any depth (spec 21.4); arrays element-wise, maps
+    key by key (EXTENSIONS.md E1: the order is no part of it)."""
     ta, tb = type(a), type(b)
     if ta is bool or tb is bool:
         if ta is tb:
@@ -575,6 +575,10 @@ def equal(a: Any, b: Any) -> bool:
         return _P.like(False, a, b) if _P.live else False
     if tb is list:
         return _P.like(False, a, b) if _P.live else False
+    if (ta is int or ta is float) and (tb is int or tb is float):
+        return a == b
+    if ta is str and tb is str:
+        return a == b
     if ta is dict:
         if a is b:
             return True
@@ -596,10 +600,6 @@ def equal(a: Any, b: Any) -> bool:
         return _P.like(False, a, b) if _P.live else False
     if tb is dict:
         return _P.like(False, a, b) if _P.live else False
-    if (ta is int or ta is float) and (tb is int or tb is float):
-        return a == b
-    if ta is str and tb is str:
-        return a == b
     if ta in _LT or tb in _LT:
         return _P.binary(equal, a, b)
     if a is None or b is None:
