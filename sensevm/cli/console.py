@@ -254,6 +254,9 @@ class _Literals:
             c = self.peek()
             if c == ",":
                 self.i += 1
+                self.ws()
+                if self.peek() == "}":      # a trailing comma, as a Sense literal may have
+                    return out
                 continue
             if c == "}":
                 return out
