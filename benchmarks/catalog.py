@@ -29,6 +29,8 @@ class Bench:
     durable: bool = False             # ours writes a fresh durable audit log (--audit-log)
     opt_in: bool = False              # run only when named with --only (it takes minutes)
     rounds: Optional[int] = None      # at most this many rounds, whatever --rounds says
+    extension: Optional[str] = None   # an EXTENSIONS.md feature it uses, which the reference
+                                      # lacks: its column is n/a, ours is checked by CPython's
 
     def size(self, quick: bool) -> int:
         return self.quick if quick else self.full
@@ -56,6 +58,13 @@ BENCHMARKS: list[Bench] = [
           source="lifecycle.sns", full=10_000, quick=500),
     Bench("lifecycle_dry_run", "the lifecycle loop under --dry-run: bodies skipped, summary printed",
           source="lifecycle.sns", full=10_000, quick=500, dry_run=True),
+    # EXTENSIONS.md E1/E2 (the reference has neither, so only ours and CPython's twin run).
+    Bench("maps", "build and read a 100,000-entry map (String, then Int keys), count with get()",
+          source="maps.sns", twin="maps.py", full=100_000, quick=5_000, extension="maps"),
+    Bench("string_methods", "split, join, upper, lower, replace, trim, find, pad_start ... "
+                            "over the words and lines of a text",
+          source="string_methods.sns", twin="string_methods.py", full=15_000, quick=1_000,
+          extension="string methods"),
     Bench("tool_calls", "a capability-checked, audited tool called in a loop",
           source="tool_calls.sns", full=20_000, quick=1_000, needs="tools"),
     # The cost of provenance (the second look): the same two programs with it switched off in

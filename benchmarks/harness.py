@@ -182,6 +182,8 @@ def prepare(bench: Bench, s: Settings) -> tuple[dict[str, Plan], dict]:
         rf.cmd = [ref or "sense", "run", *flag, sns]
         if bench.durable:
             rf.state, rf.reason = "n/a", "no durable audit log (this row measures ours' memory)"
+        if bench.extension:
+            rf.state, rf.reason = "n/a", f"the reference has no {bench.extension}"
     elif bench.kind == "compile":
         sense_text, python_text = generate(n)
         sns = _write(d, "generated.sns", sense_text)

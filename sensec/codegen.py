@@ -503,6 +503,14 @@ class FunctionCompiler(n.NodeVisitor):
             self.visit(item)
         self.emit(Op.BUILD_ARRAY, len(e.items), pos=e.pos)
 
+    def visit_MapLit(self, e: n.MapLit):
+        # Key then value, entry by entry: the order they are evaluated in (EXTENSIONS.md E1).
+        # An entry is no level of nesting (nesting.py): its key and value are visited directly.
+        for entry in e.entries:
+            self.visit(entry.key)
+            self.visit(entry.value)
+        self.emit(Op.BUILD_MAP, len(e.entries), pos=e.pos)
+
     def visit_Unary(self, e: n.Unary):
         self.visit(e.operand)
         self.emit(Op.NEG if e.op == "-" else Op.NOT, pos=e.pos)

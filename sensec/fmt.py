@@ -148,6 +148,9 @@ def _expr(e: n.Expr) -> str:
         return e.text
     if isinstance(e, n.ArrayLit):
         return "[" + ", ".join(format_expr(item) for item in e.items) + "]"
+    if isinstance(e, n.MapLit):
+        return "{" + ", ".join(f"{format_expr(entry.key)}: {format_expr(entry.value)}"
+                               for entry in e.entries) + "}"
     if isinstance(e, n.Name):
         return e.name
     if isinstance(e, n.IntLit):

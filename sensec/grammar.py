@@ -51,7 +51,7 @@ from collections import namedtuple
 from ply import yacc
 
 from sensec import nodes as N
-from sensec.lexer import KEYWORDS, Lexer, display_kind, expand_fstrings
+from sensec.lexer import BRACES_MSG, KEYWORDS, Lexer, display_kind, expand_fstrings
 from sensevm.base.errors import Pos, SenseSyntaxError
 
 # What Parser.conflicts() must report; a test pins it, so a grammar change that adds a
@@ -110,6 +110,9 @@ _EXPECTED_ROWS = (
     ("binexpr -> binexpr NOT . IN", "expected 'in' after 'not' (for 'not in')"),
     ("fparts -> fparts FOPEN expr . FCLOSE",
      "expected '}}' after the expression in the f-string"),  # (str.format: '}}' is '}')
+    ("primary -> LBRACE map_entries . RBRACE", "expected '}}' after the map entries"),
+    ("map_entries -> map_entries . COMMA", "expected '}}' after the map entries"),
+    ("map_entry -> expr . COLON", "expected ':' after the map key"),
     ("postfix -> postfix DOT . IDENT", "expected a property name after '.'"),
     # blocks and statement ends
     ("block -> . COLON", "expected ':' to start a block"),
@@ -923,6 +926,11 @@ class Parser:
         if term is not None:
             self._run_pending_reductions(states, syms, term)
         got = self._got(tok)
+        if tok is not None and (tok.type == "LBRACE" or (
+                tok.type == "RBRACE" and not any(sym.type == "LBRACE" for sym in syms))):
+            # A brace where no map literal can start or end: a block written with braces, as
+            # the reference says of any brace (a map's own '}' gets the usual message).
+            raise self._make_error(BRACES_MSG, self._got_pos(tok))
         if expect is UNEXPECTED and tok is not None and tok.type in _CLAUSES:
             message = f"'{tok.value}' must follow a 'try' block (or an 'except' clause of one)"
         elif expect is UNEXPECTED:
@@ -1704,6 +1712,25 @@ class Parser:
         """primary : LBRACKET RBRACKET
                    | LBRACKET items RBRACKET"""
         p[0] = N.ArrayLit(self._pos(p, 1), tuple(p[2]) if len(p) == 4 else ())
+
+    def p_primary_map(self, p):
+        """primary : LBRACE RBRACE
+                   | LBRACE map_entries RBRACE
+                   | LBRACE map_entries COMMA RBRACE"""
+        p[0] = N.MapLit(self._pos(p, 1), tuple(p[2]) if len(p) > 3 else ())
+
+    def p_map_entries(self, p):
+        """map_entries : map_entry
+                       | map_entries COMMA map_entry"""
+        if len(p) == 2:
+            p[0] = [p[1]]
+        else:
+            p[1].append(p[3])
+            p[0] = p[1]
+
+    def p_map_entry(self, p):
+        "map_entry : expr COLON expr"
+        p[0] = N.MapEntry(self._pos(p, 1), p[1], p[3])
 
     def p_items(self, p):
         """items : expr

@@ -4,7 +4,7 @@ The PLY rules below define the tokens; ``ply.lex`` builds its master regex from 
 (``Lexer._scan``) runs that regex over the text and, in the same loop, does what Python calls
 the layout of a program, the job of PLY's GardenSnake "indentation filter":
 
-* a line break inside ``( )`` or ``[ ]`` or on a blank or comment-only line is dropped; every
+* a line break inside ``( )``, ``[ ]`` or ``{ }`` or on a blank or comment-only line is dropped; every
   other logical line ends with exactly one ``NEWLINE``;
 * a stack of indentation widths starts at ``[0]``: a deeper first token pushes and emits
   ``INDENT``, a shallower one pops, one ``DEDENT`` per level, down to a width on the stack, else
@@ -83,11 +83,11 @@ _TRIPLE_END = re.compile(r'[^"\\]*+(?:(?:\\[\s\S]|"(?!""))[^"\\]*+)*+"""')
 # until it joins them, which for a literal of escapes was many times the literal's size.
 _UNESCAPE_CHUNK = 1 << 16
 
-_BRACES_MSG = ("Sense uses indentation for blocks, not '{ }' \u2014 write ':' then an indented "
-               "block instead")
+# '{' and '}' are tokens (a map literal, EXTENSIONS.md E1): a brace that opens or closes a
+# block is refused by the parser with this message (grammar.p_error).
+BRACES_MSG = ("Sense uses indentation for blocks, not '{ }' \u2014 write ':' then an indented "
+              "block instead")
 _SPECIAL_CHAR_MSG = {
-    "{": _BRACES_MSG,
-    "}": _BRACES_MSG,
     ";": "semicolons aren't used in Sense \u2014 start a new line instead",
     "!": ("'!' is not an operator in Sense \u2014 use 'not' for negation and '!=' for "
           "not-equal"),
@@ -345,7 +345,7 @@ class Lexer:
         "PLUS", "MINUS", "STAR", "SLASH", "PERCENT",
         "PLUSEQ", "MINUSEQ", "STAREQ", "SLASHEQ", "PERCENTEQ",
         "EQ", "NE", "LT", "LE", "GT", "GE", "ASSIGN", "ARROW",
-        "LPAREN", "RPAREN", "LBRACKET", "RBRACKET", "COMMA", "COLON", "DOT",
+        "LPAREN", "RPAREN", "LBRACKET", "RBRACKET", "LBRACE", "RBRACE", "COMMA", "COLON", "DOT",
         "NEWLINE", "INDENT", "DEDENT", "ROLLBACK", "COMPENSATE",
         "TRY", "EXCEPT", "FINALLY", "RAISE",
     ) + tuple(keyword_map.values()) + FSTRING_PARTS
@@ -422,9 +422,9 @@ class Lexer:
                 self._kinds[group] = self._RULE_KIND[func.__name__]
             elif type_ is None:
                 self._kinds[group] = self._SKIP                     # comments
-            elif type_ in ("LPAREN", "LBRACKET"):
+            elif type_ in ("LPAREN", "LBRACKET", "LBRACE"):
                 self._kinds[group] = self._OPEN
-            elif type_ in ("RPAREN", "RBRACKET"):
+            elif type_ in ("RPAREN", "RBRACKET", "RBRACE"):
                 self._kinds[group] = self._CLOSE
             else:
                 self._kinds[group] = self._PLAIN
@@ -658,6 +658,7 @@ class Lexer:
         pattern = self._scanner
         tokens = []
         pos = brace + 1
+        depth = 0           # map literals' braces open inside the expression
         while True:
             m = pattern.match(text, pos, body_end)
             if m is None:
@@ -689,6 +690,13 @@ class Lexer:
             at = source.pos(start)
             tok.lineno, tok.col = at.line, at.col
             tok.type = types[group]
+            if tok.type == "RBRACE":
+                if not depth:           # the '}' that closes the expression
+                    pos = start
+                    break
+                depth -= 1
+            elif tok.type == "LBRACE":
+                depth += 1
             if kind == self._IDENT:
                 value = text[start:pos]
                 if not (value[0].isalpha() or value[0] == "_"):
@@ -751,6 +759,8 @@ class Lexer:
     t_RPAREN = r"\)"
     t_LBRACKET = r"\["
     t_RBRACKET = r"\]"
+    t_LBRACE = r"\{"
+    t_RBRACE = r"\}"
     t_COMMA = r","
     t_COLON = r":"
     t_DOT = r"\."

@@ -213,6 +213,21 @@ class ArrayLit(Expr):
 
 
 @node
+class MapEntry(Node):
+    """One ``key: value`` of a map literal (not a level of nesting: its key and value are)."""
+    pos: Pos            # the key's first token
+    key: "Expr"
+    value: "Expr"
+
+
+@node
+class MapLit(Expr):
+    """``{k: v, ...}`` (EXTENSIONS.md E1): entries in source order."""
+    pos: Pos            # the '{'
+    entries: tuple[MapEntry, ...]
+
+
+@node
 class Unary(Expr):
     pos: Pos            # the operator
     op: str             # "-" | "not"

@@ -164,3 +164,22 @@ def test_the_durable_log_memory_row_is_opt_in_one_round_and_ours_only(tmp_path):
               "benchmarks": [row]}
     assert "lifecycle_1m: peak RSS 19.5 MB writing a durable audit log" in \
         harness.render_table(report)
+
+
+def test_the_extension_rows_run_ours_and_cpython_but_never_the_reference(tmp_path):
+    """maps and string_methods use what the reference lacks (EXTENSIONS.md E1/E2): its column
+    says why it is n/a, and CPython's twin checks ours."""
+    for name in ("maps", "string_methods"):
+        bench, = harness._names((name,))
+        assert bench.twin and bench.extension
+        runner = _CountingRunner()
+        s = harness.Settings(python=sys.executable, ref="/bin/false", ref_reason="", quick=True,
+                             rounds=1, timeout=5, workdir=str(tmp_path), runner=runner)
+        plans, _ = harness.prepare(bench, s)
+        assert plans["reference"].state == "n/a"
+        assert plans["reference"].reason == f"the reference has no {bench.extension}"
+        assert plans["ours"].state == plans["cpython"].state == "ready"
+        runner.commands.clear()
+        outcomes = harness.measure(bench, plans, s, lambda text: None)
+        assert len(runner.commands) == 2 and not any("/bin/false" in c for c in runner.commands)
+        assert harness.row_for(bench, s, outcomes, {})["check"] == "ok"

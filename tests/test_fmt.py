@@ -254,6 +254,13 @@ CASES = [
     # 'rollback' is an ordinary name elsewhere
     ("rollback: Int = 1\nrollback = rollback + 1\n",
      "rollback: Int = 1\nrollback = rollback + 1\n"),
+    # map literals (EXTENSIONS.md E1): one line, no trailing comma, comments after it
+    ('m = {\n    "a": 1,  # one\n    2: [3],\n\n    "n": {},\n}\nprint(m)\n',
+     'm = {"a": 1, 2: [3], "n": {}}  # one\nprint(m)\n'),
+    ("x = {a:b,c :d}\ny = {  }\nz = {1: {2: {3: 4}}}\n",
+     "x = {a: b, c: d}\ny = {}\nz = {1: {2: {3: 4}}}\n"),
+    ("x = {(a = 1): (b = 2)}\ny = {k: v}.keys()[0]\n",
+     "x = {a = 1: b = 2}\ny = {k: v}.keys()[0]\n"),
     # the dangling else belongs to the inner if
     ("if a: if b: x\nelse: y\n", "if a:\n    if b:\n        x\n    else:\n        y\n"),
     ("if a:\n    x\nelse: if b: y\n", "if a:\n    x\nelse:\n    if b:\n        y\n"),
@@ -628,7 +635,7 @@ class Gen:
         r = self.rnd
         if depth <= 0 or self.chance(0.3):
             return self.atom(), 10
-        kind = r.randrange(8)
+        kind = r.randrange(9)
         sub = lambda: self.expr(depth - 1)
         if kind <= 2:
             op = r.choice(BINARY_OPS)
@@ -653,6 +660,12 @@ class Gen:
             return f"{self.wrap(obj, obj[1] < 9)}[{sub()[0]}]", 9
         if kind == 6:
             return f"[{self.items([sub()[0] for _ in range(r.randrange(4))])}]", 10
+        if kind == 7:
+            # A map literal (EXTENSIONS.md E1): across lines, comments and a trailing comma.
+            entries = [f"{sub()[0]}{r.choice([': ', ':', ' : '])}{sub()[0]}"
+                       for _ in range(r.randrange(4))]
+            trailing = r.choice(["", ",", ",\n  ", "  # c\n"]) if entries else ""
+            return f"{{{r.choice(['', chr(10) + '    '])}{self.items(entries)}{trailing}}}", 10
         target = r.choice(NAMES)
         if self.chance(0.3):
             target += f"[{sub()[0]}]"

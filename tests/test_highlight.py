@@ -164,3 +164,12 @@ def test_registered_as_a_pygments_plugin():
     from pygments.lexers import get_lexer_by_name, get_lexer_for_filename
     assert isinstance(get_lexer_by_name("sense"), SenseLexer)
     assert isinstance(get_lexer_for_filename("hello.sns"), SenseLexer)
+
+
+def test_map_literals_and_methods():
+    # EXTENSIONS.md E1/E2: braces are punctuation, Map a type, a method an attribute.
+    toks = tokens('m: Map<Int> = {"a": 1, 2: [3]}\nprint(m.keys(), "x".upper())\n')
+    assert (Punctuation, "{") in toks and (Punctuation, "}") in toks
+    assert (Keyword.Type, "Map") in toks
+    assert (Name.Attribute, "keys") in toks and (Name.Attribute, "upper") in toks
+    assert not [v for t, v in toks if t in Error]

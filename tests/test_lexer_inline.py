@@ -16,7 +16,7 @@ from sensevm.base.errors import SenseSyntaxError
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SOURCES = sorted(glob.glob(os.path.join(ROOT, "tests", "programs", "**", "*.sns"), recursive=True)
                  + glob.glob(os.path.join(ROOT, "examples", "*.sns")))
-NOISE = ['"', '"""', "!", "{", "\t", "\u00b2", "1.", "\\", "#", "\n  ", "  \t ", ";", "9" * 30,
+NOISE = ['"', '"""', "!", "{", "}", "\t", "\u00b2", "1.", "\\", "#", "\n  ", "  \t ", ";", "9" * 30,
          "(", ")", "rollback:", "\n\t", "\u2167x", "@", "\n"]
 
 
@@ -100,9 +100,9 @@ def _layout(lexer, raw):
                         break
                 tok.type = decided
                 peeked.extend(reversed(ahead))
-        if tok.type in ("LPAREN", "LBRACKET"):
+        if tok.type in ("LPAREN", "LBRACKET", "LBRACE"):
             depth += 1
-        elif tok.type in ("RPAREN", "RBRACKET") and depth:
+        elif tok.type in ("RPAREN", "RBRACKET", "RBRACE") and depth:
             depth -= 1
         yield tok
     eof = len(text)

@@ -472,6 +472,71 @@ def test_irreversible_action_may_be_followed_by_a_variable_called_rollback():
     assert act.rollback is None and sx(assign.expr) == "(Assign (Name 'rollback') (IntLit 1))"
 
 
+# ----------------------------------------------------------------------------- maps (E1)
+
+BRACES = ("Sense uses indentation for blocks, not '{ }' \u2014 write ':' then an indented "
+          "block instead")
+
+
+@pytest.mark.parametrize("source, tree", [
+    ("{}", "(MapLit)"),
+    ('{"a": 1}', "(MapLit [(MapEntry (StrLit 'a') (IntLit 1))])"),
+    ('{"a": 1,}', "(MapLit [(MapEntry (StrLit 'a') (IntLit 1))])"),
+    ('{k: v, 2: [3], "m": {}}',
+     "(MapLit [(MapEntry (Name 'k') (Name 'v')) (MapEntry (IntLit 2) (ArrayLit [(IntLit 3)])) "
+     "(MapEntry (StrLit 'm') (MapLit))])"),
+    ('{\n  "a": 1,  # one\n\n  "b": f(x: 2),\n}',
+     "(MapLit [(MapEntry (StrLit 'a') (IntLit 1)) (MapEntry (StrLit 'b') "
+     "(Call (Name 'f') [(Label 'x' (IntLit 2))]))])"),
+    ("{a + 1: b or c}", "(MapLit [(MapEntry (Binary '+' (Name 'a') (IntLit 1)) "
+                        "(Logical 'or' (Name 'b') (Name 'c')))])"),
+    ("{}.keys()", "(Call (Member (MapLit) 'keys'))"),
+    ("m[{1: 2}]", "(Index (Name 'm') (MapLit [(MapEntry (IntLit 1) (IntLit 2))]))"),
+    ("f({a: 1}, b: {})", "(Call (Name 'f') [(MapLit [(MapEntry (Name 'a') (IntLit 1))])] "
+                         "[(Label 'b' (MapLit))])"),
+])
+def test_map_literals(source, tree):
+    assert sx(expr(source + "\n")) == tree
+
+
+def test_map_literal_positions():
+    m = expr('x = 1\nm = {\n    "k": 2}\n'.split("\n", 1)[1]).value
+    assert m.pos == Pos(1, 5)
+    assert m.entries[0].pos == Pos(2, 5) and m.entries[0].value.pos == Pos(2, 10)
+
+
+@pytest.mark.parametrize("source, text, pos", [
+    # A brace that opens or closes a block keeps the reference's hint, at the brace.
+    ("if x {\n    print(1)\n}\n", f"[line 1] {BRACES}", (1, 6)),
+    ("while true {\n", f"[line 1] {BRACES}", (1, 12)),
+    ("def f() {\n    return 1\n}\n", f"[line 1] {BRACES}", (1, 9)),
+    ("for x in xs {\n", f"[line 1] {BRACES}", (1, 13)),
+    ("if x:\n    y\nelse {\n", f"[line 3] {BRACES}", (3, 6)),
+    ("x = 1\n}\n", f"[line 2] {BRACES}", (2, 1)),
+    ("x: {} = 1\n", f"[line 1] {BRACES}", (1, 4)),
+    # Inside a map literal, its own errors.
+    ("m = {1 2}\n", "[line 1] expected ':' after the map key (got INT '2')", (1, 8)),
+    ("m = {1: 2 3}\n", "[line 1] expected '}' after the map entries (got INT '3')", (1, 11)),
+    ("m = {1: }\n", "[line 1] unexpected token RBRACE '}'", (1, 9)),
+    ("m = {,}\n", "[line 1] unexpected token COMMA ','", (1, 6)),
+    ("m = {1: 2,,}\n", "[line 1] unexpected token COMMA ','", (1, 11)),
+    ("m = {\n", "[line 2] unexpected token NEWLINE ''", (2, 1)),
+    ("m = {1: 2\nx = 3\n", "[line 2] expected '}' after the map entries (got IDENT 'x')",
+     (2, 1)),
+    ("m = {1: 2 = 3}\n", "[line 1] invalid assignment target", (1, 11)),
+])
+def test_map_and_brace_errors(source, text, pos):
+    err = error(source)
+    assert (err.text, err.pos) == (text, Pos(*pos))
+
+
+def test_brace_errors_are_collected_with_the_rest():
+    errors = parse_all_errors("if x {\n    y\n}\nm = {1 2}\nz = )\n", "t.sns")
+    assert [e.text for e in errors] == [
+        f"[line 1] {BRACES}", "[line 4] expected ':' after the map key (got INT '2')",
+        "[line 5] unexpected token RPAREN ')'"]
+
+
 # ----------------------------------------------------------------------------- error wording
 
 def test_error_carries_path_position_and_reference_text():
@@ -540,8 +605,6 @@ REFERENCE_ERRORS = [
      "[line 1] unexpected token RBRACKET ']'"),
     ('x = 1\n  y = 2\n',
      "[line 2] unexpected token INDENT ''"),
-    ('x = {\n',
-     "[line 1] Sense uses indentation for blocks, not '{ }' — write ':' then an indented block instead"),
     ('x = }\n',
      "[line 1] Sense uses indentation for blocks, not '{ }' — write ':' then an indented block instead"),
     ('x = 1;\n',

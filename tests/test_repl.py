@@ -311,6 +311,26 @@ def test_piped_runs_blocks_and_lines_like_typed_input():
     assert (status, out, err) == (0, "42\n5\n", "")
 
 
+def test_piped_map_literal_over_lines_and_methods():
+    # A '{' left open waits for its '}' as a '[' does (EXTENSIONS.md E1).
+    status, out, err = piped('m = {\n    "a": 1,\n    "b": [2],\n}\nprint(m, m.keys())\n'
+                             'print("x y".split())\n')
+    assert (status, out, err) == (0, "{a: 1, b: [2]} [a, b]\n[x, y]\n", "")
+
+
+def test_completes_the_methods_of_strings_arrays_and_maps():
+    from sensevm.cli.interactive import Interactive
+    session = Interactive(stdout=io.StringIO())
+    assert session.execute('s = "x"\nxs = [1]\nm = {"k": 1}\n') is None
+    completer = make_completer(session)
+
+    def got(text):
+        return [c.text for c in completer.get_completions(Document(text), CompleteEvent())]
+    assert got("s.up") == ["upper"] and "trim_start" in got("s.tr")
+    assert got("xs.so") == ["sorted"] and got("xs.re") == ["reduce", "remove_at", "reversed"]
+    assert got("m.me") == ["merged"] and got("m.ha") == ["has"]
+
+
 def test_piped_error_goes_to_stderr_and_the_input_goes_on():
     status, out, err = piped("print(1)\nprint(nope)\nprint(2)\n")
     assert status == 1

@@ -111,6 +111,13 @@ def test_max_stack_may_be_generous():
     assert verify(replace(VALID, codes=(replace(VALID.codes[0], max_stack=100),) + VALID.codes[1:]))
 
 
+def test_build_map_stack_effect():
+    # Two entries: four values in, one Map out; an empty literal pushes one.
+    p = program((Op.LOAD_CONST, 1), (Op.LOAD_CONST, 0), (Op.LOAD_CONST, 3), (Op.LOAD_NIL,),
+                (Op.BUILD_MAP, 2), (Op.BUILD_MAP, 0), (Op.POP,), (Op.RETURN,), max_stack=4)
+    assert verify(p).codes[0].max_depth == 4
+
+
 def test_unreachable_code_is_not_flow_checked():
     assert verify(program((Op.LOAD_NIL,), (Op.RETURN,), (Op.POP,), (Op.POP,)))
 
@@ -346,6 +353,21 @@ REJECTIONS = [
      program((Op.IMPORT, 0), (Op.STORE_LOCAL, 0), (Op.LOAD_NAME, 0), (Op.IMPORT_FROM, 6),
              (Op.RETURN,)),
      ("<main>", 6, "IMPORT_FROM", "the top of the stack is not a module (pushed by IMPORT or IMPORT_PYTHON)")),
+    # Maps (format 5.2): BUILD_MAP pops a key and a value per entry.
+    ("BUILD_MAP short of a value",
+     program((Op.LOAD_CONST, 1), (Op.BUILD_MAP, 1), (Op.RETURN,)),
+     ("<main>", 2, "BUILD_MAP", "stack underflow (needs 2, depth 1)")),
+    ("BUILD_MAP of more entries than the stack holds",
+     program((Op.LOAD_NIL,), (Op.LOAD_NIL,), (Op.BUILD_MAP, 1 << 30), (Op.RETURN,)),
+     ("<main>", 2, "BUILD_MAP", f"stack underflow (needs {2 << 30}, depth 2)")),
+    ("an iterator as a map key",
+     program((Op.LOAD_NAME, 0), (Op.GET_ITER,), (Op.LOAD_NIL,), (Op.BUILD_MAP, 1),
+             (Op.RETURN,)),
+     ("<main>", 4, "BUILD_MAP", "uses the iterator in stack slot 0 as a value")),
+    # The instruction a callback frame of the VM runs (frames.CALLBACK_OP) is no program's.
+    ("the VM's own callback instruction",
+     program(code=asm((Op.LOAD_NIL,)) + bytes([0xFF]) + asm((Op.RETURN,))),
+     ("<main>", 1, None, "unknown opcode 0xff")),
     # The program's tables.
     ("entry not a module",
      replace(VALID, entry=1),

@@ -51,9 +51,10 @@ from sensevm.base.digest import sha256    # not hashlib: see sensevm.base.digest
 FORMAT_MAJOR = 5          # 5: IMPORT_PYTHON
 FORMAT_MINOR = 2          # 0: the manifest's flags: action "immediate" (4), "sends" (8) with
                           # second-look roles (16); tool "trusted" (2). 1: the role
-                          # "credential" (5), which a 5.0 reader refuses as unknown. 2: slices,
-                          # `in`, f-strings and compound assignment (SLICE .. DUP2, 220-224);
-                          # TRY_BEGIN, TRY_END, EXCEPT_JUMP, RAISE (errors a program handles)
+                          # "credential" (5), which a 5.0 reader refuses as unknown. 2: maps
+                          # (BUILD_MAP, 180); errors a program handles (TRY_BEGIN, TRY_END,
+                          # EXCEPT_JUMP, RAISE, 200-203); slices, `in`, f-strings and compound
+                          # assignment (SLICE .. DUP2, 220-224)
 
 
 _PLAIN: dict = {}
@@ -252,6 +253,12 @@ class Op:
     MAKE_AGENT     = (0xB0, (G,),    0,    1,     F.NONE,              None,
                       "push a new agent for agents[a], its scope a child of the current one")
 
+    # Maps (EXTENSIONS.md E1), format 5.2. The keys and values were pushed in source order,
+    # key then value per entry: a later entry with an equal key updates the earlier one in
+    # place (its position stays), as a run of `m[k] = v` would.
+    BUILD_MAP      = (0xB4, (U,),    "2*a", 1,    F.NONE,              None,
+                      "pop a (key, value) pairs into a new Map")
+
     # Errors a program handles (EXTENSIONS.md E4; format 5.2). A frame's running handlers are
     # one stack, test blocks' and try blocks' together (Frame.tests): an error resumes at the
     # innermost, in its frame or a caller's; a resource limit (SenseLimitError) at none. The
@@ -301,6 +308,7 @@ _FORMULAS = {
     "a": lambda a=0, b=0: a,
     "a+1": lambda a=0, b=0: a + 1,
     "a+2*b+1": lambda a=0, b=0: a + 2 * b + 1,
+    "2*a": lambda a=0, b=0: 2 * a,
 }
 
 
@@ -358,7 +366,7 @@ def _fingerprint(end: int = 256) -> bytes:
 
 # _fingerprint() of this table, written out: hashing the table cost every start. The test suite
 # recomputes it (tests/test_opcodes.py), so a changed row cannot keep the old fingerprint.
-FINGERPRINT: bytes = bytes.fromhex("f5bcb1bee1b5578f")
+FINGERPRINT: bytes = bytes.fromhex("41dea3c87fc1276b")
 _FINGERPRINT_5_0: bytes = bytes.fromhex("348da0f093235426")
 
 # For each minor of FORMAT_MAJOR: one past the highest opcode it defines, and the fingerprint of

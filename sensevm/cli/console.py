@@ -143,6 +143,22 @@ def _show(v, seen, depth=0) -> str:
             return "[" + ", ".join(parts) + "]"
         finally:
             seen.discard(id(v))
+    if t is dict:
+        if id(v) in seen or depth >= MAX_NESTING:
+            return "{...}"
+        seen.add(id(v))
+        try:
+            parts, size = [], 0
+            for k, x in v.items():
+                part = f"{_show(k, seen, depth + 1)}: {_show(x, seen, depth + 1)}"
+                parts.append(part)
+                size += len(part) + 2
+                if size > MAX_SHOWN:
+                    parts.append("\u2026")
+                    break
+            return "{" + ", ".join(parts) + "}"
+        finally:
+            seen.discard(id(v))
     try:
         return to_str(v)
     except SenseError:
@@ -150,7 +166,7 @@ def _show(v, seen, depth=0) -> str:
 
 
 def from_json(value, where: str, depth: int = 0):
-    """A JSON value as a Sense value; objects have no Sense counterpart."""
+    """A JSON value as a Sense value: an object is a Map (EXTENSIONS.md E1)."""
     t = type(value)
     if value is None or t in (bool, int, float, str):
         return value
@@ -159,8 +175,12 @@ def from_json(value, where: str, depth: int = 0):
             raise ConsoleError(400, "BadArguments", f"{where}: arrays nested more than "
                                                     f"{MAX_NESTING} deep")
         return [from_json(x, where, depth + 1) for x in value]
-    raise ConsoleError(400, "BadArguments",
-                       f"{where}: Sense has no maps -- a JSON object cannot be an argument")
+    if t is dict:
+        if depth >= MAX_NESTING:
+            raise ConsoleError(400, "BadArguments", f"{where}: maps nested more than "
+                                                    f"{MAX_NESTING} deep")
+        return {k: from_json(x, where, depth + 1) for k, x in value.items()}
+    raise ConsoleError(400, "BadArguments", f"{where}: not a JSON value Sense has")
 
 
 class ArgumentSyntaxError(ConsoleError):
@@ -173,7 +193,8 @@ _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\"}
 
 
 class _Literals:
-    """Comma-separated Sense (or JSON) literals: strings, numbers, true/false, nil/null, arrays.
+    """Comma-separated Sense (or JSON) literals: strings, numbers, true/false, nil/null, arrays,
+    maps (``{"k": v, 1: w}``, String or Int keys).
 
     Numbers as in Sense (``42``, ``3.14``, a leading ``-``) plus JSON's exponent form
     (``1e3`` is a Float). Strings use Sense's escapes (spec 2.7) plus JSON's ``\\uXXXX``.
@@ -212,6 +233,35 @@ class _Literals:
             self.error(f"expected ',' or {'the end' if not close else repr(close)}, "
                        f"found {c!r}")
 
+    def entries(self) -> dict:
+        out: dict = {}
+        self.ws()
+        if self.peek() == "}":
+            return out
+        while True:
+            self.ws()
+            at = self.i
+            key = self.value()
+            if type(key) is not str and type(key) is not int:
+                self.i = at
+                self.error("map keys must be String or Int")
+            self.ws()
+            if self.peek() != ":":
+                self.error(f"expected ':' after a map key, found {self.peek()!r}")
+            self.i += 1
+            out[key] = self.value()
+            self.ws()
+            c = self.peek()
+            if c == ",":
+                self.i += 1
+                self.ws()
+                if self.peek() == "}":      # a trailing comma, as a Sense literal may have
+                    return out
+                continue
+            if c == "}":
+                return out
+            self.error(f"expected ',' or '}}', found {c!r}")
+
     def value(self):
         self.ws()
         c = self.peek()
@@ -228,6 +278,15 @@ class _Literals:
             self.depth -= 1
             self.i += 1
             return items
+        if c == "{":
+            if self.depth >= MAX_NESTING:
+                self.error(f"maps nested more than {MAX_NESTING} deep")
+            self.i += 1
+            self.depth += 1
+            entries = self.entries()
+            self.depth -= 1
+            self.i += 1
+            return entries
         if c == "-" or c.isdigit():
             return self.number()
         if c.isalpha() or c == "_":

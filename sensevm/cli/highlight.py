@@ -28,10 +28,10 @@ from sensevm.base.builtins import BUILTINS as _BUILTIN_DOCS  # noqa: E402
 
 BUILTINS = tuple(b.name for b in _BUILTIN_DOCS)
 
-# Spec 4.1 and 4.7: the annotation names with a meaning.
+# Spec 4.1 and 4.7 (and EXTENSIONS.md E1's Map): the annotation names with a meaning.
 TYPES = (
-    "Int", "Float", "String", "Bool", "Nil", "Array", "Function", "Module", "Action", "Tool",
-    "Future", "Agent", "Model", "Answer", "Memory", "Skill", "McpServer", "Python", "Any",
+    "Int", "Float", "String", "Bool", "Nil", "Array", "Map", "Function", "Module", "Action",
+    "Tool", "Future", "Agent", "Model", "Answer", "Memory", "Skill", "McpServer", "Python", "Any",
     "Error",
 )
 
@@ -79,8 +79,16 @@ class SenseLexer(RegexLexer):
             (r"(requires|allow|deny)\b", Keyword, "capabilities"),
             (r"import\b", Keyword.Namespace, "module"),
             (r"from\b", Keyword.Namespace, ("from-names", "module")),
-            (r"[-+*/%]=(?!=)", Operator),        # compound assignment: statements only
-            include("expression"),
+            (words(_CONSTANTS, suffix=r"\b"), Keyword.Constant),
+            (words(_WORD_OPERATORS, suffix=r"\b"), Operator.Word),
+            (words(_PLAIN_KEYWORDS, suffix=r"\b"), Keyword),
+            (words(TYPES, suffix=r"\b"), Keyword.Type),
+            (r"(\.)([ \t]*)(" + _IDENT + ")", bygroups(Punctuation, Whitespace, Name.Attribute)),
+            (words(BUILTINS, suffix=r"\b"), Name.Builtin),
+            include("numbers"),
+            (r"==|!=|<=|>=|->|[-+*/%]=|[-+*/%<>=]", Operator),
+            (r"[()\[\]{},:.]", Punctuation),          # { } : a map literal (EXTENSIONS.md E1)
+            (_IDENT, Name),
         ],
         "numbers": [
             (r"\d+\.\d+", Number.Float),

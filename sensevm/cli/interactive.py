@@ -9,6 +9,7 @@ from typing import Optional
 from sensevm.base.diagnostics import render
 from sensevm.base.errors import SenseError, SnbFormatError, VerifyError
 from sensevm.guard import policy as P
+from sensevm.runtime.methods import names as method_names
 from sensevm.runtime.values import (ActionDefinition, AgentValue, Closure, ModuleValue,
                                     PreparedAction, Scope, ToolDefinition)
 
@@ -117,6 +118,9 @@ class Interactive:
             return ["approve", "approved", "commit", "kind", "name", "rollback", "state", "verify"]
         if type(value) is ModuleValue:
             return sorted(value.scope.vars)
+        methods = method_names(value)           # a String's, Array's or Map's (E2)
+        if methods:
+            return methods
         members = getattr(value, "member_names", None)
         return sorted(members()) if members else []
 
@@ -147,7 +151,7 @@ class Interactive:
         return P.rules_in_force(self.scope) if self.scope is not None else {}
 
 
-_OPENERS, _CLOSERS = "([", ")]"
+_OPENERS, _CLOSERS = "([{", ")]}"
 
 
 def needs_more(text: str) -> bool:

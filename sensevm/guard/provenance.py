@@ -12,7 +12,7 @@ concatenation keeps exact provenance), ``LInt``, ``LFloat`` and ``LBool`` (a wra
 bool cannot be subclassed). A plain value is clean. The VM's fast paths test exact types, so a
 labelled value always takes the slow path, and the slow paths in values.py hand it here just
 before they would have raised a type error: programs that never meet outside data pay nothing.
-Arrays are never labelled themselves; their elements are.
+Arrays and Maps are never labelled themselves; their elements (a Map's keys and values) are.
 
 Operations take the union of their inputs' origins; branching on a labelled condition labels
 what the branch stores (the VM's ``pc`` labels, see vm.py ``_run_tainted``).
@@ -259,11 +259,11 @@ _PLAIN_TYPES = frozenset({str, int, float, bool, type(None)})
 
 
 def deep_origins(v, _seen=None) -> frozenset:
-    """The origins of a value and of everything its text can show: an Array's items, and what
-    a value of the VM's shows of its own (``sense_origins()``: an agent's pause reason, an
-    answer's value, a Python object's untrusted text ...)."""
+    """The origins of a value and of everything its text can show: an Array's items, a Map's
+    keys and values, and what a value of the VM's shows of its own (``sense_origins()``: an
+    agent's pause reason, an answer's value, a Python object's untrusted text ...)."""
     t = type(v)
-    if t is not list:
+    if t is not list and t is not dict:
         if t in _PLAIN_TYPES:
             return EMPTY
         if t in LABELLED:
@@ -271,7 +271,7 @@ def deep_origins(v, _seen=None) -> frozenset:
         own = getattr(v, "sense_origins", None)
         return own() if own is not None else EMPTY
     # A walk with a stack of its own: Arrays nest as deep as a program likes (thousands of
-    # levels), far past Python's recursion limit; each Array is visited once (cycles too).
+    # levels), far past Python's recursion limit; each Array or Map is visited once (cycles too).
     seen = _seen if _seen is not None else set()
     out = EMPTY
     todo = [v]
@@ -280,11 +280,16 @@ def deep_origins(v, _seen=None) -> frozenset:
         if id(items) in seen:
             continue
         seen.add(id(items))
+        if type(items) is dict:
+            for k in items:
+                if type(k) not in _PLAIN_TYPES:
+                    out = union(out, origins_of(k))
+            items = items.values()
         for x in items:
             tx = type(x)
             if tx in _PLAIN_TYPES:
                 continue
-            if tx is list:
+            if tx is list or tx is dict:
                 todo.append(x)
             elif tx in LABELLED:
                 out = union(out, origins_of(x))
@@ -338,20 +343,37 @@ def label(v, origins: frozenset):
         return LFloat(float(v), union(v.origins, origins))
     if t is LBool:
         return LBool(v.value, union(v.origins, origins))
-    if t is list:
+    if t is list or t is dict:
         _label_items(v, origins, set())
     return v
 
 
-def _label_items(items: list, origins, seen) -> None:
-    if id(items) in seen:
-        return
-    seen.add(id(items))
-    for i, x in enumerate(items):
-        if type(x) is list:
-            _label_items(x, origins, seen)
-        else:
-            items[i] = label(x, origins)
+def _label_items(items, origins, seen) -> None:
+    """Label an Array's items or a Map's keys and values in place, nested containers too
+    (without recursion, so a deep nest labels like a flat one; each container once)."""
+    todo = [items]
+    while todo:
+        items = todo.pop()
+        if id(items) in seen:
+            continue
+        seen.add(id(items))
+        if type(items) is list:
+            for i, x in enumerate(items):
+                if type(x) is list or type(x) is dict:
+                    todo.append(x)
+                else:
+                    items[i] = label(x, origins)
+            continue
+        # A Map: rebuilt in its own order, each key labelled (a key's label is kept only by a
+        # new key object, so the entries are put back in order).
+        entries = list(items.items())
+        items.clear()
+        for k, x in entries:
+            if type(x) is list or type(x) is dict:
+                todo.append(x)
+            else:
+                x = label(x, origins)
+            items[label(k, origins)] = x
 
 
 def like(result, *sources):
@@ -514,6 +536,11 @@ def clean_spans(v) -> list:
             if id(x) not in seen:
                 seen.add(id(x))
                 stack.extend(x)
+        elif t is dict:
+            if id(x) not in seen:
+                seen.add(id(x))
+                stack.extend(x)
+                stack.extend(x.values())
         elif t is str:
             out.append((LITERAL, x))
         elif t is LStr:

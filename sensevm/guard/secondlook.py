@@ -128,7 +128,7 @@ _NOTHING = Evaluation("", (), [], "")
 
 
 def _preview(value) -> str:
-    text = str(P.plain(value)) if not isinstance(value, list) else repr(value)
+    text = str(P.plain(value)) if not isinstance(value, (list, dict)) else repr(value)
     return repr(text if len(text) <= PREVIEW else text[:PREVIEW] + "...")
 
 
@@ -398,27 +398,30 @@ def _compared(part):
 
 
 def _flat(value):
-    """The values inside an array (nested arrays flattened), or the value itself."""
-    if type(value) is not list:
+    """The values inside an array or a map's keys and values (nested ones flattened), or the
+    value itself."""
+    if type(value) is not list and type(value) is not dict:
         yield value
         return
     seen = set()
     stack = [value]
     while stack:
         x = stack.pop()
-        if type(x) is list:
+        if type(x) is list or type(x) is dict:
             if id(x) not in seen:
                 seen.add(id(x))
-                stack.extend(reversed(x))
+                stack.extend(reversed(x) if type(x) is list
+                             else reversed([y for pair in x.items() for y in pair]))
         else:
             yield x
 
 
 def _leaves(value, param, E):
     """(value, role hint, path) of every value inside an argument: array elements (nested
-    arrays included), an Answer's value, a Memory's entries, and a Python map's, list's or
-    object's contents (all of which Python code chose). An entry whose key names a role
-    (``{"recipient": ..., "amount": ...}``) has that role unless the parameter has one."""
+    arrays included), a Map's keys and values (EXTENSIONS.md E1), an Answer's value, a Memory's
+    entries, and a Python map's, list's or object's contents (all of which Python code chose).
+    An entry whose key names a role (``{"recipient": ..., "amount": ...}``) has that role unless
+    the parameter has one; a Map's keys are checked too (``{address: amount}`` sends to them)."""
     t = type(value)
     if t in _PLAIN_TYPES or t in P.LABELLED:
         yield value, None, param
@@ -435,6 +438,16 @@ def _leaves(value, param, E):
             continue
         if t in _PLAIN_TYPES or t in P.LABELLED:
             yield x, hint, path
+            continue
+        if t is dict:
+            if id(x) not in seen:
+                seen.add(id(x))
+                inside = []
+                for k, v in x.items():
+                    shown = repr(P.plain(k))
+                    inside.append((k, hint, f"{path}{{key {shown}}}"))
+                    inside.append((v, E.named_role(str(P.plain(k))) or hint, f"{path}[{shown}]"))
+                stack.extend(reversed(inside))
             continue
         kind = getattr(t, "type_name", None)
         if kind == "Answer":
@@ -513,6 +526,8 @@ def _digest(name, args) -> str:
     def canon(v):
         if type(v) is list:
             return ["list", [canon(x) for x in v]]
+        if type(v) is dict:
+            return ["map", [[canon(k), canon(x)] for k, x in v.items()]]
         origins = sorted(P.origin_text(o) for o in P.origins_of(v))
         if type(v) is P.LStr:
             origins = [[a, b, sorted(P.origin_text(o) for o in o_)] for a, b, o_ in v.spans]

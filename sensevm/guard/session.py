@@ -40,6 +40,10 @@ def canonical(value, show):
         return {"float": float.hex(value), "text": show(value)}
     if t is list:
         return [canonical(v, show) for v in value]
+    if t is dict:
+        # A Map: its printed form for the person, and its entries, in order, for the hash.
+        return {"value": "Map", "text": show(value),
+                "entries": [[canonical(k, show), canonical(v, show)] for k, v in value.items()]}
     return {"value": getattr(value, "type_name", t.__name__), "text": show(value)}
 
 

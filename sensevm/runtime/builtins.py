@@ -37,6 +37,9 @@ def b_len(vm, args):
         return len(x)
     if type(x) is str:
         return len(x)
+    if type(x) is dict:
+        # A Map's size is its keys' and values' as an Array's is its items'.
+        return PV.like(len(x), x) if PV.live else len(x)
     if type(x) is PV.LStr:
         return PV.label(len(x), PV.origins_of(x))
     raise _error(f"len() not supported for type {type_name(x)}")

@@ -19,6 +19,10 @@ INLINE_LIMIT = 32
 # Calls with fewer arguments than this find a direct form by their count (PreparedCode.dx).
 DIRECT_ARITIES = 8
 NO_DIRECT = (None,) * DIRECT_ARITIES
+# The VM's own instruction, which only a callback frame runs (methods.py: map, filter, reduce,
+# sorted(key)); no program can hold it, as the instruction table has no row for it and the
+# verifier refuses any opcode without one.
+CALLBACK_OP = 0xFF
 # Direct-form activations nested on the Python stack (one Python frame each); a call past this
 # is made with a real frame, so deep recursion never reaches Python's recursion limit.
 DIRECT_LIMIT = 48

@@ -107,6 +107,12 @@ def array_limit(length: int, limit: int, located: bool = True) -> SenseLimitErro
                            f"the limit is {limit})", "array", located=located)
 
 
+def map_limit(length: int, limit: int, located: bool = True) -> SenseLimitError:
+    """A Map's entries count against --max-array, as an Array's elements do."""
+    return SenseLimitError(f"map size limit exceeded (a Map of {count(length)} entries; "
+                           f"the limit is {limit})", "array", located=located)
+
+
 def _waiting(frame) -> bool:
     """Whether the main thread, interrupted in ``frame``, is only waiting: for a line of
     input (ask_human) or for another thread (await, join, a condition). There an exception

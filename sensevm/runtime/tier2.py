@@ -82,8 +82,8 @@ IN_PLACE_OPS = frozenset({
     Op.LOAD_NAME, Op.STORE_NAME, Op.STORE_LOCAL, Op.CHECK_DECL, Op.PUSH_SCOPE, Op.POP_SCOPE,
     Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.MOD, Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE, Op.NEG,
     Op.NOT, Op.JUMP, Op.POP_JUMP_IF_FALSE, Op.POP_JUMP_IF_TRUE, Op.JUMP_IF_FALSE_OR_POP,
-    Op.JUMP_IF_TRUE_OR_POP, Op.BUILD_ARRAY, Op.INDEX, Op.STORE_INDEX, Op.GET_ITER, Op.FOR_ITER,
-    Op.RETURN, Op.SLICE, Op.CONTAINS, Op.FORMAT_VALUE, Op.BUILD_STRING, Op.DUP2})
+    Op.JUMP_IF_TRUE_OR_POP, Op.BUILD_ARRAY, Op.BUILD_MAP, Op.INDEX, Op.STORE_INDEX, Op.GET_ITER,
+    Op.FOR_ITER, Op.RETURN, Op.SLICE, Op.CONTAINS, Op.FORMAT_VALUE, Op.BUILD_STRING, Op.DUP2})
 
 
 class Compiled:
@@ -219,7 +219,7 @@ _RUNTIME = {
     "index_get": index_get, "index_set": index_set, "get_iter": V.get_iter,
     "slice_get": V.slice_get, "contains": V.contains, "str_form": V.str_form,
     "join_strings": V.join_strings,
-    "array_limit": V.array_limit,
+    "array_limit": V.array_limit, "build_map": V.build_map,
     "decl_error": V.decl_error, "return_error": V.return_error, "direct_error": direct_error,
     "arity_error": V.arity_error, "param_error": V.param_error,
     "SenseRecursionError": SenseRecursionError,
@@ -519,6 +519,52 @@ class _Gen:
                     dispatch.add(j)
         self.dispatch = dispatch
         self.entries = frozenset(j for j in dispatch if j == 0 or j in loop_heads)
+        self.fused, self.fused_calls = self.method_calls()
+
+    def method_calls(self):
+        """The member calls ``x.name(args)`` tier 2 makes without binding the method first:
+        GET_MEMBER index -> its CALL's index, and back.
+
+        At such a site the receiver stays in the slot where tier 1 would have the bound method
+        (see instr), which is safe as long as nothing can see the slot: every spill of the frame
+        in between (a call in the arguments that may pause, deoptimize, or hand over to tier 1)
+        first binds the method into the slot (materialize_methods). The arguments must be the
+        straight code of an expression (forward jumps within it, no loop, scope, test or
+        return), entered only through the GET_MEMBER: so the slot holds this site's receiver
+        whenever the CALL is reached."""
+        fused, calls = {}, {}
+        instrs, state, succ = self.instrs, self.state, self.succ
+        preds: dict = {}
+        for k, outs in enumerate(succ):
+            if state[k] is not None:
+                for t in outs:
+                    preds.setdefault(t, []).append(k)
+        for i, (op, a, b) in enumerate(instrs):
+            if op != Op.GET_MEMBER or state[i] is None:
+                continue
+            slot = state[i][0] - 1          # the receiver's, then the callee's
+            for j in range(i + 1, len(instrs)):
+                if state[j] is None or any(not i <= p < j for p in preds.get(j, ())):
+                    break
+                op_j, a_j, _ = instrs[j]
+                if op_j == Op.CALL and state[j][0] - a_j - 1 == slot:
+                    fused[i], calls[j] = j, i
+                    break
+                if op_j in _NOT_IN_ARGUMENTS or state[j][0] <= slot:
+                    break
+                if op_j in JUMPS and instrs[j][1] <= j:
+                    break
+        return fused, calls
+
+    def materialize_methods(self, k, count, indent):
+        """Before instruction k spills ``count`` stack slots: bind the method of every fused
+        site still open there into its slot (see method_calls), as tier 1 has it."""
+        for site, call in self.fused.items():
+            slot = self.state[site][0] - 1
+            if site < k < call and slot < count:
+                self.emit(indent, f"if _m{site} is not None: "
+                                  f"s{slot} = vm.member(s{slot}, {self.instrs[site][1]!r}); "
+                                  f"_m{site} = None", k + 1)
 
     def has_direct_form(self) -> bool:
         """A function with a direct form (see Compiled): every instruction done in place (no
@@ -1107,14 +1153,26 @@ class _Gen:
                 e(indent, f"{items[0]} = [{', '.join(items)}]", ip)
             else:
                 e(indent, f"{push} = []", ip)
+        elif op is Op.BUILD_MAP:
+            if a:
+                flat = s[depth - 2 * a:depth]
+                e(indent, f"{flat[0]} = build_map([{', '.join(flat)}])", ip)
+            else:
+                e(indent, f"{push} = {{}}", ip)
         elif op is Op.INDEX:
             e(indent, f"if type({sec}) is list and type({top}) is int and "
                       f"-len({sec}) <= {top} < len({sec}): {sec} = {sec}[{top}]", ip)
+            # A Map read by a plain key it holds (values.map_get's first case).
+            e(indent, f"elif type({sec}) is dict and (type({top}) is str or type({top}) is int) "
+                      f"and {top} in {sec}: {sec} = {sec}[{top}]", ip)
             e(indent, f"else: {sec} = index_get({sec}, {top})", ip)
         elif op is Op.STORE_INDEX:
             obj, idx, val = s[depth - 3], s[depth - 2], s[depth - 1]
             e(indent, f"if type({obj}) is list and type({idx}) is int and "
                       f"-len({obj}) <= {idx} < len({obj}): {obj}[{idx}] = {val}", ip)
+            # A Map written by a plain key, within --max-array (values.map_set's first case).
+            e(indent, f"elif type({obj}) is dict and (type({idx}) is str or type({idx}) is int) "
+                      f"and len({obj}) < V.MAX_ARRAY: {obj}[{idx}] = {val}", ip)
             e(indent, f"else: index_set({obj}, {idx}, {val})", ip)
             e(indent, f"{obj} = {val}", ip)
         elif op is Op.SLICE:
@@ -1135,6 +1193,16 @@ class _Gen:
             e(indent, f"{s[depth]} = {s[depth - 2]}", ip)
             e(indent, f"{s[depth + 1]} = {top}", ip)
         elif op is Op.GET_MEMBER:
+            if i in self.fused:
+                # A String's, Array's or Map's method that calls no Sense code, called by the
+                # CALL of this site (call()): the receiver stays in the slot meanwhile.
+                if "MT" not in self.ns:
+                    from sensevm.runtime.methods import PURE_BY_TYPE
+                    self.ns["MT"] = PURE_BY_TYPE
+                e(indent, f"_m{i} = MT.get(type({top}))", ip)
+                e(indent, f"if _m{i} is not None: _m{i} = _m{i}.get({a!r})", ip)
+                e(indent, f"if _m{i} is None:", ip)
+                indent += 1
             # A member read may capture the frame's scope and position (a bound lifecycle
             # method does, for its policy check and audit line).
             e(indent, f"f.ip = {ip}", ip)
@@ -1262,6 +1330,7 @@ class _Gen:
 
     def spill(self, i, items, indent):
         ip = i + 1
+        self.materialize_methods(i, len(items), indent)
         self.emit(indent, f"f.stack = [{', '.join(items)}]", ip)
         self.emit(indent, f"f.ip = {ip}", ip)
         self.set_scope(i, indent)
@@ -1367,6 +1436,20 @@ class _Gen:
         ip = i + 1
         e = self.emit
         base = depth - n - 1
+        site = self.fused_calls.get(i)
+        if site is not None:
+            # The method of this site's GET_MEMBER, on its receiver: (function, argument count
+            # or None, name), checked as vm._call checks a builtin's count.
+            callee, args = f"s{base}", ", ".join(f"s{j}" for j in range(base + 1, depth))
+            e(indent, f"if _m{site} is not None:", ip)
+            if self.counting:
+                e(indent + 1, f"f.ip = {ip}", ip)
+                self.tick(indent + 1, ip)
+            e(indent + 1, f"if _m{site}[1] is not None and _m{site}[1] != {n}: "
+                          f"raise arity_error(_m{site}[2], _m{site}[1], [{args}])", ip)
+            e(indent + 1, f"{callee} = _m{site}[0]({callee}, vm, [{args}])", ip)
+            e(indent, "else:", ip)
+            indent += 1
         callee = f"s{base}"
         args = ", ".join(f"s{j}" for j in range(base + 1, depth))
         below = ", ".join(f"s{j}" for j in range(base))
@@ -1386,6 +1469,7 @@ class _Gen:
             e(indent + 1, "except Deoptimize as _d:", ip)
             # The frame is on the chain from here on: spilled, as for any other call.
             e(indent + 2, f"f.ip = {ip}", ip)
+            self.materialize_methods(i, base, indent + 2)
             e(indent + 2, f"f.stack = [{below}]", ip)
             self.set_scope(i, indent + 2)
             e(indent + 2, "if _d.top is None:", ip)      # refused before it was entered
@@ -1412,6 +1496,7 @@ class _Gen:
         e(indent, "else:", ip)
         if not self.counting:
             e(indent + 1, f"f.ip = {ip}", ip)
+        self.materialize_methods(i, base, indent + 1)
         e(indent + 1, f"f.stack = [{below}]", ip)
         self.set_scope(i, indent + 1)
         e(indent + 1, f"if vm.call_t2(f, {callee}, [{args}]):", ip)
@@ -1530,6 +1615,11 @@ class _Gen:
 
 
 _COMPARISONS = frozenset({Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE})
+# What a method call's arguments at a fused site never hold (see method_calls).
+_NOT_IN_ARGUMENTS = frozenset(int(op) for op in (
+    Op.RETURN, Op.FOR_ITER, Op.GET_ITER, Op.PUSH_SCOPE, Op.POP_SCOPE, Op.TEST_BEGIN,
+    Op.TEST_END, Op.TEST_ABANDON, Op.IMPORT, Op.IMPORT_FROM, Op.IMPORT_PYTHON, Op.MAKE_FUNCTION,
+    Op.MAKE_ACTION, Op.MAKE_TOOL, Op.MAKE_AGENT, Op.POLICY_ALLOW, Op.POLICY_DENY))
 # The bodies whose direct form is given its scope by the VM (commit, rollback).
 _GIVEN_SCOPE = frozenset({CodeKind.ACTION_BODY, CodeKind.ROLLBACK})
 _NIL = type(None)

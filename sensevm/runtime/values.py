@@ -1,9 +1,10 @@
 """Run-time values: scopes, functions, modules, iterators; printing, equality, arithmetic and type checks.
 
 Sense values map onto Python values where the semantics agree, so the hot paths stay cheap:
-Int is ``int``, Float ``float``, String ``str``, Bool ``bool``, nil ``None`` and Array ``list``
-(shared by reference, as in the language). Python's truthiness already matches spec 4.2 for
-all of these. ``bool`` is a subclass of ``int`` in Python, so every type test here uses
+Int is ``int``, Float ``float``, String ``str``, Bool ``bool``, nil ``None``, Array ``list`` and
+Map ``dict`` (both shared by reference, as in the language; a dict keeps insertion order and an
+update keeps a key's place, as EXTENSIONS.md E1 wants). Python's truthiness already matches
+spec 4.2 for all of these (an empty Map is falsy). ``bool`` is a subclass of ``int`` in Python, so every type test here uses
 ``type(x) is ...`` rather than ``isinstance``.
 """
 
@@ -19,7 +20,7 @@ from sensevm.guard.provenance import LABELLED as _LT, LStr as _LStr
 from sensevm.guard.secondlook import tool_member as _tool_member
 from sensevm.runtime import services as _services
 from sensevm.runtime.limits import (DEFAULT_MAX_ARRAY, DEFAULT_MAX_STRING, FREE_DIGITS, array_limit,
-                                    string_limit)
+                                    map_limit, string_limit)
 
 # The limits of the running VM (set by VM._loop; see sensevm/runtime/limits.py): kept here so that
 # `+`, to_str(), the builtins and the host's readers check them without being handed the VM.
@@ -62,13 +63,20 @@ def sized_array(items: list) -> list:
     return items
 
 
+def sized_map(items: dict) -> dict:
+    """``items``, if --max-array allows a Map of that many entries."""
+    if len(items) > MAX_ARRAY:
+        raise map_limit(len(items), MAX_ARRAY, located=False)
+    return items
+
+
 def sized(value):
-    """``value``, from outside the program (decoded JSON, a memory's record), if every String
-    and Array in it, at any depth, is within the size limits."""
+    """``value``, from outside the program (decoded JSON, a memory's record), if every String,
+    Array and Map in it, at any depth, is within the size limits."""
     t = type(value)
     if t is str or t is _P.LStr:
         return sized_string(value)
-    if t is list:
+    if t is list or t is dict:
         seen = set()
         todo = [value]
         while todo:
@@ -78,6 +86,11 @@ def sized(value):
                 if id(x) not in seen:
                     seen.add(id(x))
                     todo.extend(sized_array(x))
+            elif tx is dict:
+                if id(x) not in seen:
+                    seen.add(id(x))
+                    todo.extend(sized_map(x))
+                    todo.extend(x.values())
             elif tx is str or tx is _P.LStr:
                 sized_string(x)
     return value
@@ -118,10 +131,10 @@ class Closure:
 class Builtin:
     """A host function. ``arity`` is an exact argument count checked by the VM, or None."""
 
-    __slots__ = ("name", "fn", "arity", "labels", "frames", "pure")
+    __slots__ = ("name", "fn", "arity", "labels", "frames", "pure", "receiver")
 
     def __init__(self, name: str, fn: Callable, arity: Optional[int] = None, labels: bool = False,
-                 frames: bool = False, pure: bool = False):
+                 frames: bool = False, pure: bool = False, receiver=None):
         self.name = name
         self.fn = fn
         self.arity = arity
@@ -133,6 +146,19 @@ class Builtin:
         # frame or its callers (no policy check, no audit record, no lineage, no labels made),
         # so tier 2's direct forms may call it with no frame of their own on the chain.
         self.pure = pure
+        # A method of a String, Array or Map (methods.py): the value it is bound to, whose
+        # method ``name`` says it is (``String.upper``); None for every other builtin.
+        self.receiver = receiver
+
+    def sense_equal(self, other) -> bool:
+        """The same builtin; or, as Python's bound methods compare, the same method of the same
+        value (of equal Strings: a String has no identity a program could see)."""
+        if self is other:
+            return True
+        mine, theirs = self.receiver, other.receiver
+        if mine is None or theirs is None or self.name != other.name:
+            return False
+        return mine is theirs or (type(_P.plain(mine)) is str and _P.plain(mine) == _P.plain(theirs))
 
 
 class ModuleValue:
@@ -185,10 +211,13 @@ def unlabelled(values: list) -> list:
 
 
 def get_iter(obj):
-    """GET_ITER, in both tiers: the iterator a ``for`` loop walks."""
+    """GET_ITER, in both tiers: the iterator a ``for`` loop walks (over a Map: a snapshot of
+    its keys, taken now, so the loop may change the map)."""
     t = type(obj)
     if t is list:
         return ArrayIterator(obj)
+    if t is dict:
+        return ArrayIterator(list(obj))
     if t is str:
         return ArrayIterator(list(obj)) if len(obj) <= COPIED_CHARS else StringIterator(obj)
     if t is _P.LStr:
@@ -212,6 +241,8 @@ def type_name(v: Any) -> str:
         return "Nil"
     if t is list:
         return "Array"
+    if t is dict:
+        return "Map"
     if t is Closure or t is Builtin:
         return "Function"
     if t is ModuleValue:
@@ -234,17 +265,30 @@ def format_float(v: float) -> str:
     return repr(v)
 
 
-def host_repr(v) -> str:
-    """Python's repr of the host value, which the reference shows in int()/float() errors."""
+def host_repr(v, _seen=None) -> str:
+    """Python's repr of the host value, which the reference shows in int()/float() errors
+    (a container met again inside itself is ``[...]`` / ``{...}``, as Python shows it)."""
     t = type(v)
     if v is None:
         return "None"
     if t is bool:
         return "True" if v else "False"
-    if t is list:
-        return "[" + ", ".join(host_repr(x) for x in v) + "]"
+    if t is list or t is dict:
+        seen = _seen if _seen is not None else set()
+        if id(v) in seen:
+            return "[...]" if t is list else "{...}"
+        seen.add(id(v))
+        try:
+            if t is list:
+                return "[" + ", ".join(host_repr(x, seen) for x in v) + "]"
+            return "{" + ", ".join(f"{host_repr(k, seen)}: {host_repr(x, seen)}"
+                                   for k, x in v.items()) + "}"
+        finally:
+            seen.discard(id(v))
     if t in (int, float, str):
         return repr(v)
+    if t in _LT:
+        return host_repr(_P.plain(v))
     shown = getattr(v, "host_repr", None)      # a wrapped Python value: <python dict>
     if shown is not None:
         return shown()
@@ -266,15 +310,15 @@ def to_str(v: Any, _seen: Optional[set] = None) -> str:
         return "nil"
     if t is float:
         return format_float(v)
-    if t is list:
+    if t is list or t is dict:
         seen = _seen if _seen is not None else set()
         if id(v) in seen:
-            # An array that contains itself: the reference recurses until its host stack
-            # overflows, which it reports as this error.
-            raise SenseRuntimeError("maximum recursion depth exceeded", located=False)
+            # A container met again inside itself (EXTENSIONS.md E1: where the reference's
+            # host stack overflowed): shown as Python shows it.
+            return "[...]" if t is list else "{...}"
         seen.add(id(v))
         try:
-            return _array_text(v, seen)
+            return _array_text(v, seen) if t is list else _map_text(v, seen)
         finally:
             seen.discard(id(v))
     if t is Closure:
@@ -308,6 +352,26 @@ def _array_text(items: list, seen: set) -> str:
     if size > MAX_STRING:
         raise string_limit(size, MAX_STRING)
     return "[" + ", ".join(parts) + "]"
+
+
+def _map_text(items: dict, seen: set) -> str:
+    """``{k: v, ...}``, each key and value in its printed form (strings unquoted), within
+    MAX_STRING as _array_text is."""
+    parts = []
+    size = 2 * len(items) if items else 2       # the braces and the ", " between entries
+    budget = BUDGET
+    for k, x in items.items():
+        part = f"{to_str(k)}: {to_str(x, seen)}"
+        size += len(part)
+        if size <= MAX_STRING:
+            parts.append(part)
+        elif parts:
+            parts = []
+        if budget is not None and budget.expired and budget.deadline is not None:
+            raise budget.exceeded()
+    if size > MAX_STRING:
+        raise string_limit(size, MAX_STRING)
+    return "{" + ", ".join(parts) + "}"
 
 
 def int_text(v: int) -> str:
@@ -368,6 +432,8 @@ def index_get(obj, index):
         if not -len(obj) <= index < len(obj):
             raise SenseRuntimeError(f"index {index} out of bounds")
         return obj[index]
+    if t is dict:
+        return map_get(obj, index)
     if t in _LT or type(index) in _LT:
         return _labelled_index(obj, index)
     getter = getattr(obj, "sense_index", None)
@@ -390,6 +456,8 @@ def index_set(obj, index, value) -> None:
         if not -len(obj) <= index < len(obj):
             raise SenseRuntimeError(f"array index {index} out of bounds")
         obj[index] = value
+    elif type(obj) is dict:
+        map_set(obj, index, value)
     else:
         setter = getattr(obj, "sense_store_index", None)
         if setter is None:
@@ -480,8 +548,10 @@ def contains(item, container):
                             _P.union(_P.origins_of(item), _P.origins_of(container)))
         raise SenseRuntimeError(f"'in' on a String needs a String on the left, got "
                                 f"{type_name(item)}")
-    # Maps (E1) and any other container type: its own hook. A labelled right-hand side is
-    # always a String, Int, Float or Bool (provenance.py), never a container.
+    if t is dict:
+        return map_has(container, item)
+    # Any other container type: its own hook. A labelled right-hand side is always a String,
+    # Int, Float or Bool (provenance.py), never a container.
     hook = getattr(container, "sense_contains", None)
     if hook is not None:
         return hook(item)
@@ -516,11 +586,92 @@ def join_strings(parts: list) -> str:
     text = "".join([str.__str__(x) for x in parts]) if labelled else "".join(parts)
     return _P.joined(parts, text) if labelled else text
 
+# ----------------------------------------------------------------------------- maps (E1)
+# A Map is a dict whose keys are Strings and Ints (never Bools: True would be the key 1). A
+# labelled key is a str or int subclass with the same hash and equality, so it finds the plain
+# key's entry and the plain key finds its; a dict keeps the key object first stored.
+
+def key_error(key) -> SenseTypeError:
+    return SenseTypeError(f"map keys must be String or Int, got {type_name(key)}")
+
+
+def key_text(key) -> str:
+    """A key as a message shows it: ``'name'`` or ``3`` (Python's repr, as a KeyError's)."""
+    return repr(_P.plain(key))
+
+
+def missing(key) -> SenseRuntimeError:
+    """``key K not found``, quoting the key's origins."""
+    return SenseRuntimeError(f"key {key_text(key)} not found").quoting(_P.origins_of(key))
+
+
+def check_key(key) -> None:
+    """Refuse a key that is neither a String nor an Int (a labelled one is either)."""
+    t = type(key)
+    if not (t is str or t is int or t is _LStr or t in _P.INT_TYPES):
+        raise key_error(key)
+
+
+_ABSENT = object()
+
+
+def map_has(items: dict, key):
+    """``m.has(k)`` and ``k in m``: whether ``k`` is one of the keys; labelled by the key's
+    origins and by every labelled key the answer was decided against."""
+    if not _P.live and (type(key) is str or type(key) is int):
+        return key in items
+    check_key(key)
+    result = key in items
+    if not _P.live:
+        return result
+    origins = _P.origins_of(key)
+    for k in items:
+        if type(k) in _LT:
+            origins = _P.union(origins, _P.origins_of(k))
+    return _P.label(result, origins)
+
+
+def map_get(items: dict, key):
+    """``m[k]``: the value, or ``key K not found``. Read through a labelled key, the value
+    carries the key's origins (which entry was read depends on it, as for an Array's index)."""
+    t = type(key)
+    if t is str or t is int:
+        value = items.get(key, _ABSENT)
+        if value is _ABSENT:
+            raise missing(key)
+        return value
+    check_key(key)
+    value = items.get(key, _ABSENT)
+    if value is _ABSENT:
+        raise missing(key)
+    return _P.label(value, _P.origins_of(key))
+
+
+def map_set(items: dict, key, value) -> None:
+    """``m[k] = v``: insert at the end, or update in place. Through a labelled key the value
+    stored carries the key's origins (where it lands depends on them)."""
+    t = type(key)
+    if not (t is str or t is int):
+        check_key(key)
+        value = _P.label(value, _P.origins_of(key))
+    if len(items) >= MAX_ARRAY and key not in items:
+        raise map_limit(len(items) + 1, MAX_ARRAY)
+    items[key] = value
+
+
+def build_map(flat: list) -> dict:
+    """BUILD_MAP, in both tiers: ``flat`` is key, value, key, value ... in source order."""
+    items: dict = {}
+    for i in range(0, len(flat), 2):
+        map_set(items, flat[i], flat[i + 1])
+    return items
+
 
 # ----------------------------------------------------------------------------- equality
 
 def equal(a: Any, b: Any) -> bool:
-    """``==``: Bool never equals a number, at any depth (spec 21.4); arrays element-wise."""
+    """``==``: Bool never equals a number, at any depth (spec 21.4); arrays element-wise, maps
+    key by key (EXTENSIONS.md E1: the order is no part of it)."""
     ta, tb = type(a), type(b)
     if ta is bool or tb is bool:
         if ta is tb:
@@ -550,6 +701,27 @@ def equal(a: Any, b: Any) -> bool:
         return a == b
     if ta is str and tb is str:
         return a == b
+    if ta is dict:
+        if a is b:
+            return True
+        if tb is dict and len(a) == len(b):
+            # The same keys with equal values; the order of insertion is no part of it.
+            origins = None
+            for key, x in a.items():
+                y = b.get(key, _ABSENT)
+                if y is _ABSENT:
+                    break
+                same = equal(x, y)
+                if type(same) is not bool:
+                    origins = same.origins if origins is None else _P.union(origins,
+                                                                            same.origins)
+                if not same:
+                    break
+            else:
+                return True if origins is None else _P.label(True, origins)
+        return _P.like(False, a, b) if _P.live else False
+    if tb is dict:
+        return _P.like(False, a, b) if _P.live else False
     if ta in _LT or tb in _LT:
         return _P.binary(equal, a, b)
     if a is None or b is None:
@@ -759,6 +931,16 @@ def _checker(parsed) -> Callable[[Any], bool]:
             return lambda v: type(v) is list
         inner = _checker(args[0])
         return lambda v: type(v) is list and all(inner(x) for x in v)
+    if name == "Map":
+        # Map<T>: every value matches T; Map<K, V>: every key matches K and every value V.
+        if not args:
+            return lambda v: type(v) is dict
+        if len(args) == 1:
+            inner = _checker(args[0])
+            return lambda v: type(v) is dict and all(inner(x) for x in v.values())
+        keys, values = _checker(args[0]), _checker(args[1])
+        return lambda v: (type(v) is dict and all(keys(k) for k in v)
+                          and all(values(x) for x in v.values()))
     if name == "Function":
         return lambda v: type(v) is Closure or type(v) is Builtin or getattr(v, "is_function", False)
     if name.lower() == "answer":

@@ -32,8 +32,9 @@ from sensevm.guard.provenance import LABELLED as _LT
 from sensevm.runtime import services
 from sensevm.runtime import values as V
 from sensevm.runtime.builtins import builtin_scope
-from sensevm.runtime.frames import (DIRECT_ARITIES, INLINE_LIMIT, _NO_TESTS, Deoptimize, Frame,
-                                    PreparedCode, TestHandler, TestResult, TryHandler)
+from sensevm.runtime.frames import (CALLBACK_OP, DIRECT_ARITIES, INLINE_LIMIT, _NO_TESTS,
+                                    Deoptimize, Frame, PreparedCode, TestHandler, TestResult,
+                                    TryHandler)
 from sensevm.runtime.limits import (DEFAULT_MAX_ARRAY, DEFAULT_MAX_DEPTH, DEFAULT_MAX_STRING,
                                     DEFAULT_MAX_WORKERS, Budget)
 from sensevm.runtime.values import (ActionDefinition, AgentValue, Builtin, Closure, ErrorValue, Future,
@@ -536,6 +537,9 @@ class VM:
             if handler is None:
                 raise NotImplementedError(f"the VM has no handler for {op.name}")
             table[op.value] = handler
+        # A callback frame's one instruction (methods.py): no program holds it. It counts the
+        # steps of the calls it makes itself.
+        table[CALLBACK_OP] = self.op_CALLBACK
         if self.tier != "1":
             # Backward jumps count towards tier 2 and can switch a running frame over to it.
             table[Op.JUMP] = self.op_JUMP_counting
@@ -881,6 +885,19 @@ class VM:
             items = []
         stack.append(items)
 
+    def op_BUILD_MAP(self, f, a, b):
+        stack = f.stack
+        if a:
+            flat = stack[-2 * a:]
+            del stack[-2 * a:]
+            stack.append(V.build_map(flat))
+        else:
+            stack.append({})
+
+    def op_CALLBACK(self, f, a, b):
+        # (A resumed agent's callback frame was made by persist.py: methods.py may be new.)
+        return (_methods or _load_methods()).step(self, f)
+
     def op_INDEX(self, f, a, b):
         stack = f.stack
         index = stack.pop()
@@ -924,11 +941,14 @@ class VM:
         f.stack[-1] = self.member(f.stack[-1], a)
 
     def member(self, obj, name: str):
-        if type(obj) is ModuleValue:
+        t = type(obj)
+        if t is ModuleValue:
             bindings = obj.scope.vars
             if name not in bindings:
                 raise SenseRuntimeError(f"module '{obj.name}' has no member '{name}'")
             return bindings[name]
+        if t is str or t is list or t is dict or t is PV.LStr:
+            return (_methods or _load_methods()).bound(obj, name)      # EXTENSIONS.md E2
         getter = getattr(obj, "sense_member", None)
         if getter is None:
             raise SenseRuntimeError(f"cannot access member '{name}' on type {type_name(obj)}")
@@ -1748,6 +1768,16 @@ class VM:
         scope.tag = agent               # lets pause()/receive() find the agent lexically
         self.agents.append(agent)
         f.stack.append(agent)
+
+
+_methods = None      # methods.py, loaded at the first method a program reads (not at start-up)
+
+
+def _load_methods():
+    global _methods
+    from sensevm.runtime import methods
+    _methods = methods
+    return methods
 
 
 class _FrameSnapshot:

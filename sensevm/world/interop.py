@@ -6,7 +6,9 @@ value is resumed): a program that does not use interop never loads this module o
 Values crossing the boundary:
 
 * into Python (``to_python``): Int, Float, String, Bool and nil are the same objects; an Array
-  becomes a new list (cycles kept); a wrapped Python value is unwrapped; any other Sense value
+  becomes a new list and a Map a new dict (cycles kept; a Python dict coming back stays a
+  wrapped ``Python`` value, as the reference has it); a wrapped Python value is unwrapped; any
+  other Sense value
   (a function, an action, a tool ...) goes as an opaque ``SenseValue`` that prints as Sense
   prints it and comes back as the very same Sense value, but exposes nothing of the VM.
 * back into Sense: **only** through ``from_python`` -- call results, member reads, index reads
@@ -270,6 +272,20 @@ def _copy_list(items: list, memo, convert) -> list:
     return out
 
 
+def _copy_map(items: dict, memo) -> dict:
+    """A Map as a new dict (plain keys), the same shape on the other side as _copy_list."""
+    if memo is None:
+        memo = {}
+    done = memo.get(id(items))
+    if done is not None:
+        return done
+    out: dict = {}
+    memo[id(items)] = out
+    for key, item in list(items.items()):
+        out[PV.plain(key)] = to_python(item, memo)
+    return out
+
+
 def to_python(value, memo=None):
     """A Sense value as Python code receives it (a call's arguments, an index, a stored item)."""
     t = type(value)
@@ -279,6 +295,8 @@ def to_python(value, memo=None):
         return PV.plain(value)
     if t is list:
         return _copy_list(value, memo, to_python)
+    if t is dict:
+        return _copy_map(value, memo)
     if t is PyObject:
         return value.value
     if t is PyFunction:

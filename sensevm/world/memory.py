@@ -449,10 +449,35 @@ def _not_json(v):
     raise TypeError(f"Object of type {host_name(v)} is not JSON serializable")
 
 
+def _int_key(value):
+    """A Map with an Int key somewhere in ``value`` (JSON would turn the key into a String, so
+    it would not read back as it was written), or None."""
+    seen, todo = set(), [value]
+    while todo:
+        x = todo.pop()
+        if type(x) is list or type(x) is dict:
+            if id(x) in seen:
+                continue
+            seen.add(id(x))
+            if type(x) is dict:
+                for k in x:
+                    if type(PV.plain(k)) is int:
+                        return k
+                todo.extend(x.values())
+            else:
+                todo.extend(x)
+    return None
+
+
 def encode(value, at) -> str:
     """The JSON text a persistent memory stores for ``value`` (Int, Float, String, Bool, nil
-    and Arrays of those, at any depth)."""
+    and Arrays and Maps with String keys of those, at any depth)."""
     import json
+    key = _int_key(value)
+    if key is not None:
+        raise SenseRuntimeError(
+            "persistent memory can only store Maps whose keys are Strings (JSON has no Int "
+            f"keys): got the key {int(PV.plain(key))}", at[0], path=at[1])
     try:
         return json.dumps(value, default=_not_json)
     except (TypeError, ValueError) as exc:

@@ -1,8 +1,10 @@
 """Saving paused agents, and resuming them as untrusted input: authenticated, bound, checked, then run.
 
 A paused plain agent is a detached chain of VM frames. Saving it means saving everything those
-frames can reach: scopes (up to the module and the builtins), arrays (sharing and cycles kept),
-closures, actions, tools, modules, other agents, iterators. Code is referred to by its index in
+frames can reach: scopes (up to the module and the builtins), arrays and maps (sharing and
+cycles kept), closures, actions, tools, modules, other agents, iterators, the methods bound to
+a String, Array or Map, and the callback frames of ``map`` / ``filter`` / ``reduce`` /
+``sorted(key)`` calls that were under way (methods.py). Code is referred to by its index in
 the program, which is saved beside the state as the verified .snb bytes, so a resumed agent runs
 the very bytecode it paused in. A value that cannot be saved (a pending Future, a running async
 agent) is an error naming it, raised before anything is written.
@@ -42,6 +44,7 @@ from sensevm.base.errors import Pos, SenseRuntimeError
 from sensevm.base.files import atomic_write
 from sensevm.guard import lifecycle as L
 from sensevm.guard import provenance as PV
+from sensevm.runtime import methods as M
 from sensevm.runtime.frames import TryHandler
 from sensevm.runtime.values import (ActionDefinition, AgentValue, ArrayIterator,
                                     BoundLifecycleMethod, Builtin, Closure, ErrorValue, Future,
@@ -121,12 +124,20 @@ class _Saver:
         if t is list:
             return self.ref(v, lambda: {"type": "array",
                                         "items": [self.value(x, where) for x in v]})
+        if t is dict:
+            # Pairs, in insertion order (the state file is written with sorted keys).
+            return self.ref(v, lambda: {"type": "map",
+                                        "items": [[self.value(k, where), self.value(x, where)]
+                                                  for k, x in v.items()]})
         if t is Scope:
             return self.scope(v)
         if t is Closure:
             return self.ref(v, lambda: {"type": "closure", "code": self.code(v.code),
                                         "scope": self.scope(v.scope)})
         if t is Builtin:
+            if v.receiver is not None:       # a String's, Array's or Map's method
+                return self.ref(v, lambda: {"type": "method", "name": v.name,
+                                            "receiver": self.value(v.receiver, where)})
             return {"builtin": v.name}
         if t is ModuleValue:
             return self.ref(v, lambda: {"type": "module", "name": v.name, "path": v.path,
@@ -281,7 +292,18 @@ class _Saver:
             out["frames"] = frames          # innermost first
         return out
 
+    def callback(self, driver, where: str) -> dict:
+        return self.ref(driver, lambda: {"type": "callback", "kind": driver.kind,
+                                         "fn": self.value(driver.fn, where),
+                                         "items": self.value(driver.items, where),
+                                         "i": driver.i, "out": self.value(driver.out, where)})
+
     def frame(self, f, where: str) -> dict:
+        if M.is_callback(f.prepared):
+            # A map/filter/reduce/sorted call under way: its state, and its branch labels; its
+            # scope and position are its caller's, which is saved below it.
+            return {"callback": self.callback(f.stack[0], where),
+                    "pc": None if f.pc is None else [[j, _origins(o), d] for j, o, d in f.pc]}
         owner = f.action
         return {"code": self.code(f.prepared), "ip": f.ip,
                 "stack": [self.value(v, where) for v in f.stack],
@@ -598,6 +620,50 @@ class _Shape:
         self.fields(raw, {"type", "items"}, at)
         self.values(raw["items"], at + ".items")
 
+    def o_map(self, raw, at):
+        self.fields(raw, {"type", "items"}, at)
+        self.listed(raw["items"], at + ".items")
+        seen = set()
+        for j, pair in enumerate(raw["items"]):
+            where = f"{at}.items[{j}]"
+            if type(pair) is not list or len(pair) != 2:
+                self.where(where, "not a [key, value] pair")
+            key = _map_key(pair[0])
+            if key is None:
+                self.where(where, "a map key that is not a String or an Int")
+            if key in seen:
+                self.where(where, "a map key given twice")
+            seen.add(key)
+            self.value(pair[0], where)
+            self.value(pair[1], where)
+
+    def o_method(self, raw, at):
+        self.fields(raw, {"type", "name", "receiver"}, at)
+        name = raw["name"]
+        kind, _, method = name.partition(".") if type(name) is str else (None, "", None)
+        if kind not in M.TABLES or method not in M.TABLES[kind]:
+            self.where(at + ".name", f"names no method of a String, Array or Map: {name!r}")
+        receiver = raw["receiver"]
+        if kind == "String":
+            if not (type(receiver) is str or (type(receiver) is dict
+                                              and receiver.keys() == {"lstr", "spans"})):
+                self.where(at + ".receiver", "a String's method bound to no String")
+            self.value(receiver, at + ".receiver")
+        else:
+            self.ref(receiver, at + ".receiver", ("array",) if kind == "Array" else ("map",))
+
+    def o_callback(self, raw, at):
+        self.fields(raw, {"type", "kind", "fn", "items", "i", "out"}, at)
+        if raw["kind"] not in M.KINDS:
+            self.where(at + ".kind", f"not a method that calls back: {raw['kind']!r}")
+        self.value(raw["fn"], at + ".fn")
+        self.ref(raw["items"], at + ".items", ("array",))
+        self.nat(raw["i"], at + ".i")
+        if raw["kind"] == "reduce":
+            self.value(raw["out"], at + ".out")
+        else:
+            self.ref(raw["out"], at + ".out", ("array",))
+
     def o_scope(self, raw, at):
         self.fields(raw, {"type", "vars", "parent", "policy", "tag"}, at)
         self.vars(raw["vars"], at + ".vars")
@@ -676,7 +742,21 @@ class _Shape:
             for j, frame in enumerate(frames):
                 self.frame(frame, f"{at}.frames[{j}]")
 
+    def branch_labels(self, raw, at):
+        if raw is not None:
+            self.listed(raw, at)
+            for j, label in enumerate(raw):
+                if (type(label) is not list or len(label) != 3 or type(label[0]) is not int
+                        or type(label[2]) is not int):
+                    self.where(f"{at}[{j}]", "not a branch label")
+                self.origins(label[1], f"{at}[{j}]")
+
     def frame(self, raw, at):
+        if type(raw) is dict and "callback" in raw:
+            self.fields(raw, {"callback", "pc"}, at)
+            self.ref(raw["callback"], at + ".callback", ("callback",))
+            self.branch_labels(raw["pc"], at + ".pc")
+            return
         self.fields(raw, {"code", "ip", "stack", "scope", "tests", "closure", "module", "role",
                           "tags", "audit_line", "pc", "owner"}, at)
         self.nat(raw["code"], at + ".code", len(self.program.codes))
@@ -702,13 +782,7 @@ class _Shape:
         self.strings(raw["tags"], at + ".tags")
         if raw["audit_line"] is not None:
             self.nat(raw["audit_line"], at + ".audit_line")
-        if raw["pc"] is not None:
-            self.listed(raw["pc"], at + ".pc")
-            for j, label in enumerate(raw["pc"]):
-                if (type(label) is not list or len(label) != 3 or type(label[0]) is not int
-                        or type(label[2]) is not int):
-                    self.where(f"{at}.pc[{j}]", "not a branch label")
-                self.origins(label[1], f"{at}.pc[{j}]")
+        self.branch_labels(raw["pc"], at + ".pc")
         owner = raw["owner"]
         if owner is not None:
             self.ref(owner, at + ".owner", ("agent", "tool_def", "action"))
@@ -829,8 +903,25 @@ class _At:
     __format__ = lambda self, spec: format(str(self), spec)
 
 
+def _map_key(raw):
+    """A saved map key as (kind, plain value), or None if it is no String or Int."""
+    if type(raw) is str:
+        return ("s", raw)
+    if type(raw) is dict:
+        if raw.keys() == {"lstr", "spans"} and type(raw["lstr"]) is str:
+            return ("s", raw["lstr"])
+        if raw.keys() == {"labelled", "origins"}:
+            raw = raw["labelled"]
+        if type(raw) is dict and raw.keys() == {"int"} and type(raw["int"]) is str:
+            try:
+                return ("i", int(raw["int"], 16))
+            except ValueError:
+                return None
+    return None
+
+
 # The object kinds a value may refer to (a frame's owner, say, is not written inline).
-_VALUE_TYPES = frozenset({"array", "scope", "closure", "module", "action_def", "action", "bound",
+_VALUE_TYPES = frozenset({"array", "map", "method", "scope", "closure", "module", "action_def", "action", "bound",
                           "tool_def", "agent", "iter", "str_iter", "future", "python", "model", "bound_ask",
                           "answer", "skill", "memory", "pmemory", "memory_method", "error"})
 
@@ -932,6 +1023,8 @@ class _Check:
                                  "python.import")
         root = self.obj(state["agent"])
         for j, frame in enumerate(root["frames"] or ()):
+            if "callback" in frame:
+                continue                # (its scope is its caller's)
             if self.decision(frame["scope"], "python.import") == "deny":
                 self.where(f"frames[{j}]", "it holds Python values, but python.import is denied "
                                            "where it resumes")
@@ -951,13 +1044,33 @@ class _Check:
     def frames(self, index: int, agent: dict, at: str) -> None:
         frames = agent["frames"]
         base = frames[-1]
-        if base["role"] != "agent" or base["owner"] != {"ref": index}:
+        if "callback" in base or base["role"] != "agent" or base["owner"] != {"ref": index}:
             self.where(at, "its outermost frame is not its own body")
         for j, frame in enumerate(frames):
-            self.frame(frame, f"{at}.frames[{j}]", agent, index)
+            if "callback" in frame:
+                self.callback(frame, f"{at}.frames[{j}]")
+            else:
+                self.frame(frame, f"{at}.frames[{j}]", agent, index)
         for frame in frames[:-1]:
-            if frame["role"] == "agent":
+            if frame.get("role") == "agent":
                 self.where(at, "an agent body's frame inside the chain")
+
+    def callback(self, f: dict, at: str) -> None:
+        """A callback frame stands where a call it made is out: past its first item, with
+        as many results (map, sorted's keys) or at most as many kept items (filter)."""
+        raw = self.obj(f["callback"])
+        items = self.obj(raw["items"])["items"]
+        i = raw["i"]
+        if not 1 <= i <= len(items):
+            self.where(at + ".i", f"{i} is not the position of a call out over "
+                                  f"{len(items)} items")
+        if raw["kind"] != "reduce":
+            done = len(self.obj(raw["out"])["items"])
+            if done > i - 1 or (raw["kind"] != "filter" and done != i - 1):
+                self.where(at + ".out", f"{done} results for {i - 1} calls made")
+        for j, (join, _origins_, depth_) in enumerate(f["pc"] or ()):
+            if join != -1 or depth_ != 0:
+                self.where(f"{at}.pc[{j}]", "a branch label outside its frame")
 
     def frame(self, f: dict, at: str, agent: dict, agent_index: int) -> None:
         program = self.program
@@ -1147,6 +1260,13 @@ class _Loader:
         unit, program = self.vm.prepared, self.vm.program
         if kind == "array":
             return []
+        if kind == "map":
+            return {}
+        if kind == "method":
+            type_, _, name = raw["name"].partition(".")
+            return M.make_bound(type_, name, None)      # bound in fill
+        if kind == "callback":
+            return M.Callback(raw["kind"], None, [], None)
         if kind == "scope":
             return Scope(None)
         if kind == "closure":
@@ -1227,6 +1347,19 @@ class _Loader:
         value = self.value
         if kind == "array":
             made.extend(value(x) for x in raw["items"])
+        elif kind == "map":
+            for k, x in raw["items"]:
+                made[value(k)] = value(x)
+        elif kind == "method":
+            type_, _, name = raw["name"].partition(".")
+            receiver = value(raw["receiver"])
+            made.fn = M.make_bound(type_, name, receiver).fn
+            made.receiver = receiver
+        elif kind == "callback":
+            made.fn = value(raw["fn"])
+            made.items = value(raw["items"])
+            made.i = raw["i"]
+            made.out = value(raw["out"])
         elif kind == "scope":
             made.parent = value(raw["parent"]) if raw["parent"] is not None else None
             if raw["policy"]:
@@ -1278,6 +1411,14 @@ class _Loader:
         from sensevm.runtime.vm import Frame, TestHandler, TryHandler
         frames = []
         for raw in raws:                           # innermost first
+            if "callback" in raw:
+                driver = self.value(raw["callback"])
+                f = Frame(M.callback_prepared(driver.kind, Pos(0, 0), None), None, None)
+                f.stack = [driver]
+                if raw["pc"] is not None:
+                    f.pc = [(j, _unorigins(o), d) for j, o, d in raw["pc"]]
+                frames.append((f, raw))
+                continue
             f = Frame(self.vm.prepared[raw["code"]], None, None)
             f.ip = raw["ip"]
             f.role = raw["role"]
@@ -1286,8 +1427,16 @@ class _Loader:
             if raw["pc"] is not None:
                 f.pc = [(j, _unorigins(o), d) for j, o, d in raw["pc"]]
             frames.append((f, raw))
-        for i, (f, raw) in enumerate(frames):
+        for i, (f, raw) in reversed(list(enumerate(frames))):     # callers first
             f.caller = frames[i + 1][0] if i + 1 < len(frames) else None
+            if "callback" in raw:
+                # At its caller's call, in its caller's scope, as start_callback made it.
+                caller = f.caller
+                f.prepared = M.callback_prepared(f.stack[0].kind, caller.pos,
+                                                 caller.prepared.path)
+                f.instrs = f.prepared.instrs
+                f.scope = caller.scope
+                continue
             f.stack = [self.value(v) for v in raw["stack"]]
             f.scope = self.value(raw["scope"])
             f.tests = [TestHandler(n, t, d, self.value(s), Pos(*p)) if n is not None

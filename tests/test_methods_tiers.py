@@ -1,0 +1,186 @@
+"""Method calls in tier 2 (EXTENSIONS.md E2): a String's, Array's or Map's method called where
+it is read (``x.name(args)``) runs without its bound method being made, and every way the frame
+can be seen in between (a call in the arguments that pauses, deoptimizes or hands over to tier 1,
+a saved agent) still finds the bound method where tier 1 has it. Everything observable is the
+same as in tier 1 (tests/test_tiers.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+from test_tiers import _run_source, _verified, run_tier
+
+
+def same_on_both_tiers(tmp_path, source):
+    path = tmp_path / "p.sns"
+    path.write_text(source)
+    verified = _verified(str(path))
+    one = run_tier(verified, "1")
+    two = run_tier(verified, "2")
+    assert one[:5] == two[:5]
+    return two
+
+
+def test_a_hot_method_call_makes_no_bound_method(tmp_path, monkeypatch):
+    from sensevm.runtime import methods
+    made = []
+    real = methods.make_bound
+    monkeypatch.setattr(methods, "make_bound", lambda *a, **k: made.append(a[:2]) or real(*a, **k))
+    out, error, *_, vm = same_on_both_tiers(tmp_path, '''words = []
+i = 0
+while i < 300:
+    words.push("w" + str(i % 7))
+    i = i + 1
+counts = {}
+for w in words:
+    counts[w.upper()] = counts.get(w.upper(), 0) + 1
+print(counts.keys().join(","), len(words))
+''')
+    assert error is None and out == "W0,W1,W2,W3,W4,W5,W6 300\n"
+    made.clear()
+    run_tier(vm.verified, "2")
+    assert len(made) < 10          # (tier 1 binds 1,202 methods here: one per method read)
+    made.clear()
+    run_tier(vm.verified, "1")
+    assert len(made) == 1202
+
+
+ERRORS = [
+    # the arity, at the call's '('
+    'i = 0\nwhile i < 50:\n    i = i + 1\n    x = "ab".upper(i)\n',
+    # no such method, at the name
+    'i = 0\nwhile i < 50:\n    i = i + 1\n    x = [1].size(i)\n',
+    # a bad argument in an argument, before the call
+    'i = 0\nwhile i < 50:\n    i = i + 1\n    x = "ab".find(1 + "a")\n',
+    # the method's own error
+    'i = 0\nwhile i < 50:\n    i = i + 1\n    x = "ab".repeat("2")\n',
+    # a Map's missing key inside the arguments
+    'm = {}\ni = 0\nwhile i < 50:\n    i = i + 1\n    x = "ab".find(m["k"])\n',
+]
+
+
+@pytest.mark.parametrize("source", ERRORS)
+def test_errors_are_the_same_and_in_the_same_place(tmp_path, source):
+    out, error, *_ = same_on_both_tiers(tmp_path, source)
+    assert error is not None
+
+
+def test_arguments_that_call_deoptimize_or_branch_on_labels(tmp_path):
+    out, error, *_ = same_on_both_tiers(tmp_path, '''tool page() returns String:
+    return "x@evil.example"
+def twice(s):
+    return s + s
+def via_tool(s):
+    return page().find(s)
+total = 0
+out = []
+i = 0
+p = page()
+while i < 60:
+    out.push(twice(str(i)).find(str(i % 3)))
+    out.push("abc".find(via_tool("@") > 0 and "b"))
+    total = total + "evil".find(p.contains("e") and "v")
+    i = i + 1
+print(len(out), out.slice(0, 4), total)
+''')
+    assert error is None and out.splitlines() == ["120 [0, 1, 0, 1] 60"]
+
+
+def test_a_method_call_paused_in_its_arguments_saves_the_bound_method(tmp_path):
+    (tmp_path / "p.sns").write_text('''agent collector:
+    got = []
+    i = 0
+    while i < 40:
+        got.push(i)
+        i = i + 1
+    got.push(ask_human("one more?"))
+    parts = "a,b".split(ask_human("separator?"))
+    print(len(got), got[-1], parts)
+start(collector)
+''')
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    run = [sys.executable, "-m", "sensevm"]
+    first = subprocess.run(run + ["run", "--tier", "2", "--state-dir", "st", "p.sns"],
+                           cwd=tmp_path, capture_output=True, text=True, env=env)
+    assert first.returncode == 0, first.stderr
+    state = json.loads((tmp_path / "st" / "collector.json").read_text())["state"]
+    (agent,) = [o for o in state["objects"] if o["type"] == "agent"]
+    (slot,) = agent["frames"][0]["stack"]       # the callee of the paused call: push, bound
+    method = state["objects"][slot["ref"]]
+    assert (method["type"], method["name"]) == ("method", "Array.push")
+    lines = []
+    for answer in ("99", ","):
+        proc = subprocess.run(run + ["resume", "st", "collector", answer], cwd=tmp_path,
+                              capture_output=True, text=True, env=env)
+        assert proc.returncode == 0, proc.stderr
+        lines += proc.stdout.splitlines()
+    assert lines == ["41 99 [a, b]"]
+
+
+def test_forged_code_jumping_into_a_call_is_not_fused():
+    """Hand-made bytecode may enter the arguments of a member call from elsewhere: then the
+    slot could hold anything when the call is reached, and the site is left unfused."""
+    from dataclasses import replace
+    from test_verify import asm, program
+    from sensevm.bytecode.opcodes import Op
+    from sensevm.bytecode.verify import verify
+    from sensevm.runtime.tier2 import _Gen
+    from sensevm.runtime.vm import VM
+    straight = program((Op.LOAD_CONST, 1), (Op.GET_MEMBER, 0), (Op.LOAD_CONST, 1),
+                       (Op.CALL, 1), (Op.RETURN,))
+    # Both paths reach "in" with one value on the stack: a method bound, or the Int 42.
+    entered = program((Op.LOAD_CONST, 0), (Op.LOAD_TRUE,), (Op.POP_JUMP_IF_TRUE, "in"),
+                      (Op.POP,), (Op.LOAD_CONST, 1), (Op.GET_MEMBER, 0), "in",
+                      (Op.LOAD_CONST, 1), (Op.CALL, 1), (Op.RETURN,))
+    for prog, fusions in ((straight, 1), (entered, 0)):
+        vm = VM(verify(prog))
+        gen = _Gen(vm.prepared[0])
+        gen.analyse()
+        assert len(gen.fused) == fusions
+
+
+STEPPED = '''def double(x):
+    return x * 2
+def odd(x):
+    return x % 2 == 1
+def add(a, b):
+    return a + b
+words = "a bb ccc dddd".split()
+total = 0
+i = 0
+while i < 40:
+    xs = range(i % 5).map(double).filter(odd)
+    total = total + words.map(len).reduce(add, 0) + xs.sum() + len(words.join("-").upper())
+    i = i + 1
+print(total, {"k": total}.get("k"))
+'''
+
+
+def test_method_calls_and_callbacks_take_the_same_steps_in_both_tiers(tmp_path):
+    """A method call is a step, as a call is, and each call a callback method makes is one;
+    a budget one short stops both tiers at the same place (docs/limits.md)."""
+    from sensevm.base.errors import SenseLimitError
+    from sensevm.runtime.vm import VM
+    import io
+    path = tmp_path / "p.sns"
+    path.write_text(STEPPED)
+    verified = _verified(str(path))
+    used = {}
+    for tier in ("1", "2"):
+        vm = VM(verified, stdout=io.StringIO(), tier=tier, max_steps=10 ** 9)
+        vm.run()
+        used[tier] = 10 ** 9 - vm.budget.left
+    assert used["1"] == used["2"]
+    stops = []
+    for tier in ("1", "2"):
+        VM(verified, stdout=io.StringIO(), tier=tier, max_steps=used[tier]).run()    # enough
+        with pytest.raises(SenseLimitError) as info:
+            VM(verified, stdout=io.StringIO(), tier=tier, max_steps=used[tier] - 1).run()
+        stops.append(info.value.pos)
+    assert stops[0] == stops[1]
