@@ -365,9 +365,13 @@ def concat(a: str, b: str, text: str | None = None) -> str:
     if text is None:
         text = str.__str__(a) + str.__str__(b)
     if not n or not b:
-        # An empty labelled String keeps its label only alone (make_str's rule): this way,
-        # every String grown below has spans of positive length, a labelled one among them.
-        return make_str(text, list(spans_of(a)) + [(s + n, e + n, o) for s, e, o in spans_of(b)])
+        # An empty String has no text to keep its label on (make_str's rule: every String
+        # grown below has spans of positive length, a labelled one among them), so an empty
+        # labelled one labels the whole of what it is joined to: `page + "abc"` from an empty
+        # page is not the program's own "abc" (the page chose to be empty).
+        if not text:
+            return make_str(text, list(spans_of(a)) + list(spans_of(b)))
+        return label(b, origins_of(a)) if not n else label(a, origins_of(b))
     if type(b) is LStr:
         more = [(s + n, e + n, o) for s, e, o in b.spans]
     else:
