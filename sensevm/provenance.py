@@ -426,14 +426,19 @@ def negation(v):
 
 
 def char_at(s: str, i: int):
-    """The one-character String at index ``i`` (already checked), with its span's origins."""
-    if i < 0:
-        i += len(s)
+    """The one-character String at index ``i`` (already checked), with the origins of its
+    span and of every span before it (after it, for a negative index): how long those are
+    decides which character is there, so ``(page + "abc")[k]`` is the page's choice of the
+    program's letters, not the program's own."""
     ch = str.__str__(s)[i]
-    for start, end, origins in spans_of(s):
-        if start <= i < end:
-            return LStr(ch, ((0, 1, origins),)) if origins else ch
-    return ch
+    at = i + len(s) if i < 0 else i
+    origins = EMPTY
+    for start, end, o in spans_of(s):
+        if i >= 0 and start > at:
+            break
+        if i >= 0 or end > at:
+            origins = union(origins, o)
+    return LStr(ch, ((0, 1, origins),)) if origins else ch
 
 
 class Chars:

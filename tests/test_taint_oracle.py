@@ -43,7 +43,10 @@ something else (which *type* a variable holds would depend on the input, and typ
 Array is never labelled: gap 2 in another form).
 
 Found by this test and fixed (provenance.py): the tool's empty String lost its label when
-joined to anything, so `page + "abc"` from an empty page was the program's own "abc".
+joined to anything, so `page + "abc"` from an empty page was the program's own "abc"; and a
+character read by index had only its own span's origins, so `(page + "abc")[k]` -- one of the
+program's letters, chosen by the page's length -- was clean, and a page could spell an address
+out of the program's alphabet with no branch at all.
 
 Known gaps (values the oracle leaves unchecked):
 
@@ -56,8 +59,6 @@ Known gaps (values the oracle leaves unchecked):
    ``[]``), an Array's length apart from its elements;
 4. where an Array's element sits: ``(tool_array + ["a", "b"])[1]`` is one of the program's
    own elements, but the tool chose which by its array's length.
-6. where a character sits: ``(page + "abc")[k]`` has only its own span's origins, though
-   the page's length chose which of the program's letters it is.
 """
 
 from __future__ import annotations
@@ -253,11 +254,11 @@ def concat(a: Tx, b: Tx) -> Tx:
 
 
 def char_at(s: Tx, i: int, d_index: int) -> Tx:
-    """``s[i]``: the character's own dependence, the index's, and the dependence of where it
-    is (every character before it, or after it for a negative index: gap 6)."""
+    """``s[i]``: the character's own dependence, and the dependence of where it is (every
+    character before it, or after it for a negative index), and the index's."""
     j = i % len(s.text)
     before = s.ds[:j] if i >= 0 else s.ds[j + 1:]
-    return Tx(s.text[j], [max(s.ds[j], gap(max(before, default=C)), d_index)])
+    return Tx(s.text[j], [max(s.ds[j], max(before, default=C), d_index)])
 
 
 def join_arrays(a: Ar, b: Ar) -> Ar:
@@ -943,6 +944,35 @@ print(asks("abc"), asks("" + "abc"))
 ''', tier) == ["true"] * 5 + ["false"] * 2
 
 
+@pytest.mark.parametrize("tier", TIERS)
+def test_which_of_the_programs_characters_a_page_picks_is_the_pages(tmp_path, tier):
+    """Found second: `("ab" + str(n))[-4]` is the program's "b", but only because of how long
+    the tool's number is; likewise `(page + "xyz")[20]`. Where nothing labelled comes before
+    (or, from the end, after) a character, it stays the program's own: `("ab" + page)[1]`,
+    but not `("ab" + page)[-21]`, the same "b" counted across the page."""
+    assert lines(tmp_path, '''n = count()
+p = page()
+print(asks(("ab" + str(n))[-4]), asks((p + "xyz")[20]), asks(("ab" + p)[-21]))
+print(asks(("ab" + p)[1]), asks((p + "xyz")[-1]), asks(("ab" + str(n))[0]))
+''', tier) == ["true"] * 3 + ["false"] * 3
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_a_page_spelling_an_address_by_its_lengths_is_asked_about(tmp_path, tier):
+    """The route the second finding opens: no branch at all, each character of the address is
+    the program's own, chosen by how long one of the tool's answers is."""
+    target = "mallory@evil.example"
+    at = len(ALPHABET)            # one "x" at least: no part is empty
+    parts = ", ".join('"' + "x" * (at - ALPHABET.index(c)) + '"' for c in target)
+    assert lines(tmp_path, f'''tool part(i: Int) returns String requires web.fetch:
+    return [{parts}][i]
+out = ""
+for i in range({len(target)}):
+    out = out + (part(i) + "{ALPHABET}")[{at}]
+print(out, sends(out))
+''', tier) == [target, "true"]
+
+
 LETTERS = "[" + ", ".join(f'"{c}"' for c in ALPHABET) + "]"
 # The known gaps: each a program the oracle leaves unchecked, which the VM gets wrong today;
 # with the address a route spells (so that a second look that does not ask is not vacuous).
@@ -994,20 +1024,6 @@ print(asks(len(no_items())), asks(str(no_items())), asks(x))
 ''', None, id="3-nil-and-the-empty-array"),
     pytest.param('''print(asks((items() + ["a", "b"])[1]), asks((["a", "b"] + items())[-3]))
 ''', None, id="4-where-an-element-sits"),
-    pytest.param('''n = count()
-p = page()
-print(asks(("ab" + str(n))[-4]), asks((p + "xyz")[20]), asks(("ab" + p)[-21]))
-''', None, id="6-where-a-character-sits"),
-    # Gap 6 as a route, with no branch at all: each letter is the program's own, chosen by how
-    # long one of the tool's answers is.
-    pytest.param('''tool part(i: Int) returns String requires web.fetch:
-    return [''' + ", ".join('"' + "x" * (len(ALPHABET) - ALPHABET.index(c)) + '"'
-                    for c in "mallory@evil.example") + '''][i]
-out = ""
-for i in range(20):
-    out = out + (part(i) + "''' + ALPHABET + '''")[''' + str(len(ALPHABET)) + ''']
-print(out, sends(out))
-''', "mallory@evil.example", id="6-route-lengths-spell-an-address"),
 ]
 
 
