@@ -90,9 +90,14 @@ def test_threads_growing_one_string_never_see_each_others_spans():
         assert s.spans == ((0, 1, ORIGINS[1]), (1, len(s), tail))
 
 
-def test_an_empty_labelled_string_keeps_its_label_only_alone():
+def test_an_empty_labelled_string_labels_what_it_is_joined_to():
+    """It has no character to keep its label on, and dropping it made `page + "abc"` from an
+    empty page the program's own "abc" (found by test_taint_oracle.py)."""
     empty = PV.label("", ORIGINS[1])
     assert type(V.add("", empty)) is PV.LStr and V.add("", empty).spans == ((0, 0, ORIGINS[1]),)
-    assert V.add("x", empty) == "x" and type(V.add("x", empty)) is str
+    assert V.add("x", empty) == "x" and V.add("x", empty).spans == ((0, 1, ORIGINS[1]),)
+    assert V.add(empty, "xy").spans == ((0, 2, ORIGINS[1]),)
+    both = V.add(PV.label("ab", ORIGINS[2]), PV.label("", ORIGINS[1]))
+    assert both.spans == ((0, 2, ORIGINS[3]),)
     grown = V.add(PV.label("ab", ORIGINS[1]), empty)
     assert grown.spans == ((0, 2, ORIGINS[1]),)

@@ -401,9 +401,13 @@ def concat(a: str, b: str, text: str | None = None) -> str:
     if text is None:
         text = str.__str__(a) + str.__str__(b)
     if not n or not b:
-        # An empty labelled String keeps its label only alone (make_str's rule): this way,
-        # every String grown below has spans of positive length, a labelled one among them.
-        return make_str(text, list(spans_of(a)) + [(s + n, e + n, o) for s, e, o in spans_of(b)])
+        # An empty String has no text to keep its label on (make_str's rule: every String
+        # grown below has spans of positive length, a labelled one among them), so an empty
+        # labelled one labels the whole of what it is joined to: `page + "abc"` from an empty
+        # page is not the program's own "abc" (the page chose to be empty).
+        if not text:
+            return make_str(text, list(spans_of(a)) + list(spans_of(b)))
+        return label(b, origins_of(a)) if not n else label(a, origins_of(b))
     if type(b) is LStr:
         more = [(s + n, e + n, o) for s, e, o in b.spans]
     else:
@@ -458,14 +462,19 @@ def negation(v):
 
 
 def char_at(s: str, i: int):
-    """The one-character String at index ``i`` (already checked), with its span's origins."""
-    if i < 0:
-        i += len(s)
+    """The one-character String at index ``i`` (already checked), with the origins of its
+    span and of every span before it (after it, for a negative index): how long those are
+    decides which character is there, so ``(page + "abc")[k]`` is the page's choice of the
+    program's letters, not the program's own."""
     ch = str.__str__(s)[i]
-    for start, end, origins in spans_of(s):
-        if start <= i < end:
-            return LStr(ch, ((0, 1, origins),)) if origins else ch
-    return ch
+    at = i + len(s) if i < 0 else i
+    origins = EMPTY
+    for start, end, o in spans_of(s):
+        if i >= 0 and start > at:
+            break
+        if i >= 0 or end > at:
+            origins = union(origins, o)
+    return LStr(ch, ((0, 1, origins),)) if origins else ch
 
 
 def slice_str(s: str, start, stop) -> str:
