@@ -36,8 +36,9 @@ Left out: ``print`` (the sink reports instead); ``assert`` (its result is always
 raises is an implicit flow the VM documents it does not track); ``await``, ``audit_log``,
 ``user_request`` and the agent, model, memory, session and MCP builtins (values of other kinds,
 each with route tests of its own in test_provenance_routes.py); maps, methods, slices, ``in``,
-``+=`` and f-strings (EXTENSIONS.md: the VM does not implement them yet, each is a syntax error
-or an unknown member today); a tool that returns nil (nil cannot carry a label: gap 3); an
+``+=`` and f-strings (EXTENSIONS.md E1-E3, written after this oracle: their labels have
+properties of their own in test_maps_provenance.py, test_string_method_spans.py and
+test_slices_and_fstrings.py); a tool that returns nil (nil cannot carry a label: gap 3); an
 `if` whose arms give an Array and something else, and `and`/`or` between an Array and
 something else (which *type* a variable holds would depend on the input, and type_of of an
 Array is never labelled: gap 2 in another form).
