@@ -40,6 +40,13 @@ def test_action_methods_are_described():
     assert described == set(LIFECYCLE_METHODS)
 
 
+def test_string_array_and_map_methods_are_described():
+    from sensevm.runtime.methods import TABLES
+    for kind, methods in TABLES.items():
+        described = {m.name for m in table.MEMBERS[kind] if m.is_method}
+        assert described == set(methods), kind
+
+
 def test_every_row_has_a_one_line_doc():
     for doc in table.BUILTINS:
         assert doc.doc and "\n" not in doc.doc, doc.name
