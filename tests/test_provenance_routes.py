@@ -167,3 +167,15 @@ def test_the_origins_of_arrays_nested_deeper_than_python_recurses(tmp_path, tier
     lines = run(tmp_path, f"x = [{nested}, 1]\nprint(len(x))\n"
                           'print(asks(str(len(x)) + "@b.example"))\n', tier)
     assert lines == ["2", "true"]
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_a_bool_compared_with_a_pages_array_is_labelled(tmp_path, tier):
+    # Found by tests/test_taint_oracle.py: `true == items` was a plain false, though whether it
+    # is false is the Array's doing (a Bool never equals an Array; the Array's type came from
+    # the page), while `1 == items` was labelled.
+    lines = run(tmp_path, 'tool items() returns Array requires web.fetch:\n    return [0]\n'
+                          'x = items()\nprint(asks(str(true == x) + "@b.example"))\n'
+                          'print(asks(str(x == false) + "@b.example"))\n'
+                          'print(asks(str(true == [0]) + "@b.example"))\n', tier)
+    assert lines == ["true", "true", "false"]

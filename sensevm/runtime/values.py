@@ -678,6 +678,8 @@ def equal(a: Any, b: Any) -> bool:
             return a == b
         if ta in _LT or tb in _LT:
             return _P.binary(equal, a, b)
+        if _P.live and (ta is list or tb is list or ta is dict or tb is dict):
+            return _P.like(False, a, b)     # as an Array or Map compared with anything else
         return False
     if ta is list:
         if a is b:
