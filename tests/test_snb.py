@@ -146,6 +146,22 @@ def test_every_older_minor_is_read_with_its_own_fingerprint():
                 snb.load(recrc(patch(data, 16, FINGERPRINT)))
 
 
+def test_an_older_minor_holding_a_newer_opcode_is_refused():
+    """A file that says 5.1 (with 5.1's fingerprint) but holds BUILD_MAP, which 5.2 added, is
+    not what its header says."""
+    from sensec.driver import compile_source
+    from sensevm.bytecode.opcodes import FINGERPRINTS, TABLE_ENDS
+    data = snb.dump(compile_source("x = {1: 2}\n", "m.sns"))
+    older = [m for m in TABLE_ENDS if TABLE_ENDS[m] <= Op.BUILD_MAP]
+    assert older, "BUILD_MAP is in every minor's table"
+    minor = max(older)
+    forged = recrc(patch(patch(data, 10, struct.pack("<H", minor)), 16, FINGERPRINTS[minor]))
+    with pytest.raises(SnbFormatError, match=f"format {FORMAT_MAJOR}.{minor} has no opcode "
+                                             "BUILD_MAP"):
+        snb.load(forged)
+    assert snb.load(data).codes            # the same program under its own minor loads
+
+
 def test_other_minor_is_read():
     data = recrc(patch(VALID, 10, struct.pack("<H", FORMAT_MINOR + 7)))
     assert snb.load(data) == sample_program()

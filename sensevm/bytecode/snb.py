@@ -41,7 +41,7 @@ from itertools import accumulate, chain
 
 from sensevm.base.errors import SnbFormatError
 from sensevm.bytecode.opcodes import (FINGERPRINT, FINGERPRINTS, FORMAT_MAJOR, FORMAT_MINOR,
-                                      int_enum)
+                                      TABLE_ENDS, int_enum)
 
 # The second look's roles, by their number in an action's role list (the manifest). New roles
 # are appended: a file that uses none of them is byte for byte what it was.
@@ -640,4 +640,24 @@ def load(data: bytes) -> Program:
         expected += 1
     if expected < len(_REQUIRED):
         raise SnbFormatError(body_end, f"missing {_REQUIRED[expected].name} section")
+    minor = struct.unpack_from("<H", data, _VERSION_AT + 2)[0]
+    if minor < FORMAT_MINOR:
+        _check_minor_opcodes(fields["codes"], minor)
     return Program(**fields)
+
+
+def _check_minor_opcodes(codes, minor: int) -> None:
+    """A file of an older minor uses only the opcodes that minor defined (opcodes.TABLE_ENDS):
+    one that claims 5.1 but holds a 5.2 instruction is not what its header says. Bytes that do
+    not decode are left to the verifier, which names the problem."""
+    from sensevm.bytecode.decode import DecodeError, decode
+    end = TABLE_ENDS[minor]
+    for index, code in enumerate(codes):
+        try:
+            for ins in decode(code.code):
+                if ins.op >= end:
+                    raise SnbFormatError(_VERSION_AT, f"format {FORMAT_MAJOR}.{minor} has no "
+                                                      f"opcode {ins.op.name} (code {index}, "
+                                                      f"offset {ins.offset})")
+        except DecodeError:
+            continue
