@@ -43,11 +43,12 @@ test-tiers: install ref
 bench: install ref
 	SENSE_REF="$${SENSE_REF:-$(abspath $(REFVENV))/bin/sense}" $(PY) -m benchmarks $(BENCH_ARGS)
 
-# The generated-program, compiler and .snb loader/verifier properties with a long budget (the
-# normal suite runs a short one).
+# The generated-program, compiler, .snb loader/verifier and taint-oracle properties with a long,
+# freshly random budget (the normal suite runs a short one, the oracle's derandomized).
 fuzz: install ref
 	FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-1000} SENSE_REF=$(abspath $(REFVENV))/bin/sense \
-		$(PY) -m pytest tests/test_generated_programs.py tests/test_compile_fuzz.py tests/test_snb_fuzz.py
+		$(PY) -m pytest tests/test_generated_programs.py tests/test_compile_fuzz.py tests/test_snb_fuzz.py \
+		tests/test_taint_oracle.py
 
 # The .snb loader and verifier under atheris (coverage-guided), bounded by FUZZ_RUNS and
 # FUZZ_SECONDS; crashes are saved as crash-* here. If atheris cannot be installed, the same target
