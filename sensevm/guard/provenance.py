@@ -461,6 +461,29 @@ def negation(v):
     return label(not plain(v), origins_of(v))
 
 
+CONTAINERS = frozenset({list, dict})
+
+
+def emptiness_origins(v) -> frozenset:
+    """What the truth of an Array or Map (is it empty?) reads: its items' origins, as its
+    length's are (builtins.b_len), once any value is labelled; a branch or ``not`` on it
+    carries them."""
+    if not live or not v:
+        return EMPTY
+    return deep_origins(v)
+
+
+def container_negation(v):
+    """``not v`` for an Array or Map: a Bool labelled by what its emptiness reads."""
+    return label(not v, emptiness_origins(v))
+
+
+def decides_branch(v) -> bool:
+    """Whether a branch on an Array or Map must go to tier 1 to open a pc label (tier 2
+    asks)."""
+    return live and is_influenced(emptiness_origins(v))
+
+
 def char_at(s: str, i: int):
     """The one-character String at index ``i`` (already checked), with the origins of its
     span and of every span before it (after it, for a negative index): how long those are
@@ -579,7 +602,7 @@ class JoinPoints:
     bytecode cannot end a pc label early. A branch with no join inside its code object (one
     arm returns, or loops forever) keeps its label to the end of the frame."""
 
-    __slots__ = ("pdom", "exit", "cache")
+    __slots__ = ("pdom", "exit", "cache", "succ", "instrs", "stored")
 
     def __init__(self, instrs):
         from sensevm.bytecode.opcodes import JUMPS, TERMINATORS, Op
@@ -613,6 +636,37 @@ class JoinPoints:
         self.pdom = pdom
         self.exit = n
         self.cache = {}
+        self.succ = succ
+        self.instrs = instrs
+        self.stored = {}
+
+    def stores(self, i: int) -> tuple:
+        """The names a variable store can reach from branch ``i`` before its join: those its
+        arms may assign. Either arm's, the one not taken as much as the one taken: `x` left
+        as it was says as much about the condition as `x` changed (vm.py labels each of them
+        when the pc label closes)."""
+        found = self.stored.get(i)
+        if found is not None:
+            return found
+        from sensevm.bytecode.opcodes import Op
+        stores = (int(Op.STORE_NAME), int(Op.STORE_LOCAL))
+        join = self.join(i)
+        end = self.exit if join is None else join
+        instrs = self.instrs
+        names = []
+        seen = {i, end}
+        todo = list(self.succ[i])
+        while todo:
+            j = todo.pop()
+            if j in seen or j >= self.exit:
+                continue
+            seen.add(j)
+            op, a, _ = instrs[j]
+            if op in stores and a not in names:
+                names.append(a)
+            todo.extend(self.succ[j])
+        found = self.stored[i] = tuple(names)
+        return found
 
     def join(self, i: int):
         """The immediate post-dominator of instruction ``i``, or None (the frame's end)."""

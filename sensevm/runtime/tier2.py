@@ -225,7 +225,9 @@ _RUNTIME = {
     "SenseRecursionError": SenseRecursionError,
     "add": add_slow, "arith": V.arith, "compare": V.compare, "equal": V.equal,
     "not_equal": V.not_equal,
-    "negate": V.negate, "LT": PV.LABELLED, "negation": PV.negation, "PV": PV,
+    "negate": V.negate, "LT": PV.LABELLED, "negation": PV.negation,
+    "CT": PV.CONTAINERS, "decides": PV.decides_branch,
+    "container_negation": PV.container_negation, "PV": PV,
     "materialize": materialize, "function_scope": function_scope, "Deoptimize": Deoptimize, "DIRECT_LIMIT": DIRECT_LIMIT, "Scope": Scope, "Closure": Closure, "Builtin": Builtin,
     "ArrayIterator": ArrayIterator, "SenseRuntimeError": SenseRuntimeError, "V": V,
     "ToolDefinition": ToolDefinition, "ActionDefinition": ActionDefinition,
@@ -1131,6 +1133,7 @@ class _Gen:
             e(indent, f"{top} = negate({top})", ip)
         elif op is Op.NOT:
             e(indent, f"if type({top}) in LT: {top} = negation({top})", ip)
+            e(indent, f"elif type({top}) in CT: {top} = container_negation({top})", ip)
             e(indent, f"else: {top} = not {top}", ip)
         elif op is Op.JUMP:
             self.goto(a, indent, ip)
@@ -1215,7 +1218,7 @@ class _Gen:
             e(indent + 1, f"{push} = {top}.items[{top}.i]", ip)
             # A labelled item decides that the loop goes on: tier 1 takes this FOR_ITER again
             # and opens the pc label, as for a labelled condition.
-            self.labelled_branch(i, push, depth, indent + 1)
+            self.labelled_branch(i, push, depth, indent + 1, containers=False)
             e(indent + 1, f"{top}.i += 1", ip)
             e(indent, "else:", ip)
             self.goto(a, indent + 1, ip)
@@ -1314,11 +1317,18 @@ class _Gen:
         if self.compared(j) and Op(self.instrs[j][0]) in _BRANCHES:
             self.labelled_branch(j, result, self.state[j][0], indent + 1)
 
-    def labelled_branch(self, i, top, depth, indent):
-        """A branch on a labelled value goes back to tier 1, which keeps pc labels: the frame
-        is spilled at the branch itself, and the generator gives the frame up."""
+    def labelled_branch(self, i, top, depth, indent, containers=True):
+        """A branch on a labelled value (or on an Array or Map whose items are influenced:
+        whether it is empty is theirs) goes back to tier 1, which keeps pc labels: the frame
+        is spilled at the branch itself, and the generator gives the frame up. (A loop's item
+        is no condition: only a labelled one opens a label, vm.py op_FOR_ITER.)"""
         e = self.emit
-        e(indent, f"if {top} is not True and {top} is not False and type({top}) in LT:", i + 1)
+        if containers:
+            # (LT grows as Ints are labelled: never a copy of it.)
+            e(indent, f"if {top} is not True and {top} is not False and (type({top}) in LT "
+                      f"or type({top}) in CT and decides({top})):", i + 1)
+        else:
+            e(indent, f"if type({top}) in LT:", i + 1)
         if self.direct:
             self.deoptimize(i, depth, indent + 1)
             return

@@ -28,7 +28,7 @@ from sensevm.guard import policy as P
 from sensevm.guard import provenance as PV
 from sensevm.guard.audit import AuditLog
 from sensevm.guard.audit import AuditRecord
-from sensevm.guard.provenance import LABELLED as _LT
+from sensevm.guard.provenance import CONTAINERS as _CONTAINERS, LABELLED as _LT
 from sensevm.runtime import services
 from sensevm.runtime import values as V
 from sensevm.runtime.builtins import builtin_scope
@@ -320,7 +320,8 @@ class VM:
                         continue
                     if op == _POP_JUMP_IF_FALSE:
                         value = stack.pop()
-                        if value is True or value is False or type(value) not in _LT:
+                        if value is True or value is False or type(value) not in _LT and (
+                                type(value) not in _CONTAINERS or not value or not PV.live):
                             if not value:
                                 if a < ip and budget is not None:     # backward: a step
                                     frame.ip = ip
@@ -764,6 +765,8 @@ class VM:
         value = f.stack[-1]
         if type(value) in _LT:
             f.stack[-1] = PV.negation(value)
+        elif type(value) in _CONTAINERS:
+            f.stack[-1] = PV.container_negation(value)
         else:
             f.stack[-1] = not value
 
@@ -782,6 +785,8 @@ class VM:
             return tainted
         if not value:
             f.ip = a
+        elif type(value) in _CONTAINERS and PV.live:
+            return self._branch(f, value, len(f.stack))
 
     def op_POP_JUMP_IF_TRUE(self, f, a, b):
         value = f.stack.pop()
@@ -791,11 +796,15 @@ class VM:
                 f.ip = a
             return tainted
         if value:
+            tainted = type(value) in _CONTAINERS and PV.live and self._branch(
+                f, value, len(f.stack))
             f.ip = a
+            return tainted
 
     def op_JUMP_IF_FALSE_OR_POP(self, f, a, b):
         value = f.stack[-1]
-        tainted = type(value) in _LT and self._branch(f, value, len(f.stack) - 1)
+        tainted = (type(value) in _LT or type(value) in _CONTAINERS) and self._branch(
+            f, value, len(f.stack) - 1)
         if not (PV.plain(value) if tainted else value):
             f.ip = a
         else:
@@ -804,7 +813,8 @@ class VM:
 
     def op_JUMP_IF_TRUE_OR_POP(self, f, a, b):
         value = f.stack[-1]
-        tainted = type(value) in _LT and self._branch(f, value, len(f.stack) - 1)
+        tainted = (type(value) in _LT or type(value) in _CONTAINERS) and self._branch(
+            f, value, len(f.stack) - 1)
         if PV.plain(value) if tainted else value:
             f.ip = a
         else:
@@ -821,13 +831,14 @@ class VM:
     # `a and b`) get it too.
 
     def _branch(self, f, value, depth) -> bool:
-        origins = PV.origins_of(value)
+        origins = PV.origins_of(value) if type(value) in _LT else PV.emptiness_origins(value)
         if not PV.is_influenced(origins):
             return False
         prepared = f.prepared
         if prepared.joins is None:
             prepared.joins = PV.JoinPoints(prepared.instrs)
-        join = prepared.joins.join(f.ip - 1)
+        joins = prepared.joins
+        join = joins.join(f.ip - 1)
         pc = f.pc
         join = -1 if join is None else join
         if pc is None:
@@ -838,6 +849,15 @@ class VM:
                 return True         # a loop's condition again: the open label covers it
             origins = PV.union(origins, top[1])
         pc.append((join, origins, depth))
+        # The arm not taken: a variable either arm may assign holds, at the join, what the
+        # condition chose, assigned or not; labelled now, in its binding, since labels only
+        # add and a store under the label labels anything newer (no state to keep or save).
+        scope = f.scope
+        for name in joins.stores(f.ip - 1):
+            found = scope.find(name)
+            if found is not None:
+                bindings = found.vars
+                bindings[name] = PV.label(bindings[name], origins)
         f.gen = None        # tier 2 keeps no pc labels: the frame continues in tier 1
         return True
 
