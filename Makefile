@@ -32,6 +32,7 @@ $(REFVENV)/.installed:
 # corpus program, example and property on tier 1 and on tier 2 and compare them.
 test: install ref
 	$(VENV)/bin/lint-imports
+	$(PY) -m sensec fmt --check examples/
 	SENSE_REF=$(abspath $(REFVENV))/bin/sense $(PY) -m pytest
 
 # The whole suite once more with each tier forced (SENSE_TIER), for CI.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import math
 import os
 import re
@@ -147,10 +148,13 @@ def _expr(e: n.Expr) -> str:
         # could need quotes the literal cannot hold.
         return e.text
     if isinstance(e, n.ArrayLit):
-        return "[" + ", ".join(format_expr(item) for item in e.items) + "]"
+        items = [format_expr(item) for item in e.items]
+        laid = _exploded(e.pos, items, "[", "]", trailing_comma=False)
+        return laid if laid is not None else "[" + ", ".join(items) + "]"
     if isinstance(e, n.MapLit):
-        return "{" + ", ".join(f"{format_expr(entry.key)}: {format_expr(entry.value)}"
-                               for entry in e.entries) + "}"
+        items = [f"{format_expr(entry.key)}: {format_expr(entry.value)}" for entry in e.entries]
+        laid = _exploded(e.pos, items, "{", "}", trailing_comma=True)
+        return laid if laid is not None else "{" + ", ".join(items) + "}"
     if isinstance(e, n.Name):
         return e.name
     if isinstance(e, n.IntLit):
@@ -176,6 +180,166 @@ def _modref(ref: n.ModRef) -> str:
 
 # ----------------------------------------------------------------------------- layout
 
+# An Array or Map literal the source wrote over several lines keeps one item per line, with
+# the comments beside and between its items where they were (Black's rule, without its width
+# limit: the author chose the shape, and a one-line literal stays on one line). The file being
+# printed lends the brackets' places and its comments here (_format_tree); an expression
+# formatted on its own (format_expr) has none and prints on one line.
+_brackets: Optional[dict] = None
+_comments: Optional[list] = None
+_claimed: Optional[set] = None     # the comments such literals place (_reserve)
+_placed: set = set()                # ... and those they have placed
+_offsets: list = []
+# The line break between an exploded literal's lines, until emit() indents them: never a "\n",
+# which a string printed as """...""" holds as its own text.
+_NL = "\x00"
+
+
+class _Bracket:
+    """Where a bracket's items lie: for each, the lines of its first and last token and the
+    offset range from its opening separator to its closing one; and the closer's line."""
+
+    __slots__ = ("items", "open_line", "close_line", "open_offset", "close_offset")
+
+    def __init__(self, open_offset, open_line):
+        self.items: list = []
+        self.open_line = self.close_line = open_line
+        self.open_offset = self.close_offset = open_offset
+
+    def spread(self) -> bool:
+        """Whether an item starts on a later line than the one before it ends (the first: than
+        the opening bracket): the author's one-item-per-line layout, which fmt's own output
+        is again (so fmt stays idempotent); a string printed over lines is not."""
+        end = self.open_line
+        for first, last, _start, _end in self.items:
+            if first > end:
+                return True
+            end = last
+        return False
+
+
+def _bracket_places(tokens, src) -> dict:
+    """Each opening bracket's ``(line, col)`` -> its _Bracket, from the token stream."""
+    places = {}
+    stack = []      # [bracket, start offset of the current item, its first token, its last]
+
+    def item(b, first, last, start, end):
+        # (The line where the last token ends: a """...""" string ends lines after it starts.)
+        b.items.append((first.lineno, src.pos(last.end - 1).line, start, end))
+
+    for tok in tokens:
+        t = tok.type
+        if t in ("LPAREN", "LBRACKET", "LBRACE"):
+            if stack and stack[-1][2] is None:
+                stack[-1][2] = tok
+            if stack:
+                stack[-1][3] = tok
+            b = _Bracket(tok.lexpos, tok.lineno)
+            places[(tok.lineno, tok.col)] = b
+            stack.append([b, tok.end, None, None])
+        elif t in ("RPAREN", "RBRACKET", "RBRACE") and stack:
+            b, start, first, last = stack.pop()
+            if first is not None:
+                item(b, first, last, start, tok.lexpos)
+            b.close_line, b.close_offset = tok.lineno, tok.lexpos
+            if stack:
+                stack[-1][3] = tok
+        elif t == "COMMA" and stack:
+            top = stack[-1]
+            b, start, first, last = top
+            if first is not None:
+                item(b, first, last, start, tok.end)
+            top[1], top[2], top[3] = tok.end, None, None
+        elif stack and t not in _LAYOUT:
+            if stack[-1][2] is None:
+                stack[-1][2] = tok
+            stack[-1][3] = tok
+    return places
+
+
+def _spread(brackets, pos: Pos, count: int):
+    """The _Bracket of the literal at ``pos`` with ``count`` items if the source spread it
+    over lines (so it prints one item per line), else None."""
+    if brackets is None or not count:
+        return None
+    b = brackets.get((pos.line, pos.col))
+    if b is None or len(b.items) != count or not b.spread():
+        return None
+    return b
+
+
+def _reserve(tree, brackets, comments) -> set:
+    """The comments inside the literals that print one item per line: those literals place
+    them, and the statement printer, which may reach their line first (a block on its
+    header's line takes the line's comments before its body prints), leaves them alone."""
+    offsets = [c.offset for c in comments]
+    reserved = set()
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, tuple):
+            todo.extend(node)
+            continue
+        if not isinstance(node, n.Node):
+            continue
+        count = (len(node.items) if isinstance(node, n.ArrayLit)
+                 else len(node.entries) if isinstance(node, n.MapLit) else 0)
+        b = _spread(brackets, node.pos, count) if count else None
+        if b is not None:
+            lo = bisect.bisect_left(offsets, b.open_offset)
+            hi = bisect.bisect_left(offsets, b.close_offset)
+            reserved.update(id(c) for c in comments[lo:hi])
+        todo.extend(getattr(node, name) for name in node._fields)
+    return reserved
+
+
+def _exploded(pos: Pos, items: list, opener: str, closer: str, trailing_comma: bool):
+    """The literal at ``pos`` one item per line, if the source spread it over lines."""
+    b = _spread(_brackets, pos, len(items))
+    if b is None:
+        return None
+    before = [[] for _ in items]
+    after = [[] for _ in items]
+    tail = []
+
+    def place(c, k):
+        # A comment on the line where the item before ends (after its comma) is that item's.
+        if k > 0 and c.line == b.items[k - 1][1]:
+            after[k - 1].append(c.text)
+        elif k < len(items) and c.line >= b.items[k][1]:
+            after[k].append(c.text)
+        elif k < len(items):
+            before[k].append(c.text)
+        else:
+            tail.append(c.text)
+
+    for k, (_first, _last, start, end) in enumerate(b.items):
+        for c in _comments_between(start, end):
+            if id(c) not in _placed:
+                _placed.add(id(c))
+                place(c, k)
+    for c in _comments_between(b.items[-1][3], b.close_offset):
+        if id(c) not in _placed:
+            _placed.add(id(c))
+            place(c, len(items))
+    out = [opener]
+    for k, text in enumerate(items):
+        out.extend(INDENT + c for c in before[k])
+        sep = "," if k < len(items) - 1 or trailing_comma else ""
+        lines = (text + sep).split(_NL)
+        lines[-1] += "".join("  " + c for c in after[k][:1])
+        out.extend(INDENT + line for line in lines)
+        out.extend(INDENT + c for c in after[k][1:])
+    out.extend(INDENT + c for c in tail)
+    out.append(closer)
+    return _NL.join(out)
+
+
+def _comments_between(start, end) -> list:
+    """The comments whose '#' is at an offset in [start, end)."""
+    return _comments[bisect.bisect_left(_offsets, start):bisect.bisect_left(_offsets, end)]
+
+
 class _Line:
     """One logical line of the source: where it starts, the last physical line it covers."""
 
@@ -187,10 +351,10 @@ class _Line:
 
 
 class _Comment:
-    __slots__ = ("line", "col", "text")
+    __slots__ = ("line", "col", "text", "offset")
 
-    def __init__(self, line, col, text):
-        self.line, self.col, self.text = line, col, text
+    def __init__(self, line, col, text, offset=0):
+        self.line, self.col, self.text, self.offset = line, col, text, offset
 
 
 _LAYOUT = frozenset({"NEWLINE", "INDENT", "DEDENT"})
@@ -213,7 +377,7 @@ def _scan(text: str, path: str):
         gap_end = len(text) if tok is None else tok.lexpos
         for m in _COMMENT_RE.finditer(text, prev_end, gap_end):
             pos = src.pos(m.start())
-            comments.append(_Comment(pos.line, pos.col, m.group().rstrip()))
+            comments.append(_Comment(pos.line, pos.col, m.group().rstrip(), m.start()))
         if tok is not None:
             prev_end = tok.end
     lines = []
@@ -231,7 +395,7 @@ def _scan(text: str, path: str):
             elif second is None:
                 second = tok.type
             last = tok
-    return lines, comments
+    return lines, comments, _bracket_places(real, src)
 
 
 class _Printer:
@@ -255,6 +419,16 @@ class _Printer:
 
     # ------------------------------------------------------------------ layout
 
+    def _unclaimed(self) -> Optional[_Comment]:
+        """The next comment no exploded literal has printed already, or None."""
+        comments = self.comments
+        while self.ci < len(comments):
+            c = comments[self.ci]
+            if _claimed is None or id(c) not in _claimed:
+                return c
+            self.ci += 1
+        return None
+
     def _next_start(self) -> float:
         return self.lines[self.li].line if self.li < len(self.lines) else math.inf
 
@@ -263,14 +437,14 @@ class _Printer:
             self.out.append("")
 
     def _own_line_comment(self, indent: int) -> None:
-        c = self.comments[self.ci]
+        c = self._unclaimed()
         self.ci += 1
         self._blank_before(c.line)
         self.out.append(INDENT * indent + c.text)
         self.last_line = c.line
 
     def _comments_before(self, line: int, indent: int) -> None:
-        while self.ci < len(self.comments) and self.comments[self.ci].line < line:
+        while (c := self._unclaimed()) is not None and c.line < line:
             self._own_line_comment(indent)
 
     def _take(self, line: _Line, indent: int, *, blank: bool = True, merge=None) -> list:
@@ -282,15 +456,15 @@ class _Printer:
         self.li += 1
         inside = []
         if merge is not None:
-            while self.ci < len(self.comments) and self.comments[self.ci].line < line.line:
-                merge.append(self.comments[self.ci].text)
+            while (c := self._unclaimed()) is not None and c.line < line.line:
+                merge.append(c.text)
                 self.ci += 1
         else:
             self._comments_before(line.line, indent)
             if blank:
                 self._blank_before(line.line)
-        while self.ci < len(self.comments) and self.comments[self.ci].line <= line.end_line:
-            inside.append(self.comments[self.ci].text)
+        while (c := self._unclaimed()) is not None and c.line <= line.end_line:
+            inside.append(c.text)
             self.ci += 1
         self.last_line = max(line.end_line, self.last_line or 0)
         return inside
@@ -323,7 +497,14 @@ class _Printer:
         their own, at indentation ``more`` (the body's, after a block header)."""
         if comments:
             text = f"{text}  {comments[0]}"
-        self.out.append(INDENT * indent + text)
+        # An exploded literal's lines, each at the statement's indentation (only while literals
+        # explode: a source holding the character itself explodes none, see _format_tree).
+        if _brackets is not None and _NL in text:
+            first, *rest = text.split(_NL)
+            self.out.append(INDENT * indent + first)
+            self.out.extend(INDENT * indent + line for line in rest)
+        else:
+            self.out.append(INDENT * indent + text)
         pad = INDENT * (indent if more is None else more)
         self.out.extend(pad + c for c in comments[1:])
 
@@ -339,12 +520,11 @@ class _Printer:
     def _block_end(self, indent: int, col: int) -> None:
         """Print the comments after a block that are indented at least as far as the block."""
         nxt = self._next_start()
-        while (self.ci < len(self.comments) and self.comments[self.ci].line < nxt
-               and self.comments[self.ci].col >= col):
+        while (c := self._unclaimed()) is not None and c.line < nxt and c.col >= col:
             self._own_line_comment(indent)
 
     def finish(self) -> str:
-        while self.ci < len(self.comments):
+        while self._unclaimed() is not None:
             self._own_line_comment(0)
         return "\n".join(self.out) + "\n" if self.out else ""
 
@@ -522,11 +702,20 @@ def format_source(source: str, path: str = "<input>") -> str:
 
 def _format_tree(text: str, tree, path: str) -> str:
     from .grammar import parse
-    lines, comments = _scan(text, path)
+    global _brackets, _comments, _claimed, _offsets, _placed
+    lines, comments, brackets = _scan(text, path)
     printer = _Printer(lines, comments)
     try:
-        printer.block(tree.body, 0, 0)
-        result = printer.finish()
+        if _NL not in text:
+            _brackets, _comments = brackets, comments
+            _claimed, _placed = _reserve(tree, brackets, comments), set()
+            _offsets = [c.offset for c in comments]
+        try:
+            printer.block(tree.body, 0, 0)
+            result = printer.finish()
+        finally:
+            _brackets = _comments = _claimed = None
+            _offsets, _placed = [], set()
         # Never hand back a program that means something else: the output must parse to the
         # same tree (positions aside), and every source line must have found its statement (or
         # the comments went astray). A failure here is a formatter bug, not the user's.

@@ -23,3 +23,10 @@ def test_example_output(path):
     outcome = run_program(path, dry_run=os.path.basename(path) == "dry_run.sns")
     assert outcome.error is None, outcome.error
     assert outcome.stdout == expected
+
+
+def test_examples_are_in_canonical_form(capsys):
+    """`sensec fmt --check examples/` (run by `make test` too): the examples are what fmt
+    prints, so a reader copies the canonical layout."""
+    from sensec.fmt import run
+    assert run(os.path.join(ROOT, "examples"), check=True) == 0, capsys.readouterr().out

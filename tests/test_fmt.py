@@ -179,7 +179,11 @@ model m1 = inference("mock")
 set delegation = m1
 result = foo(1, 2)  # first arg
 # second arg
-values = [1, 2]  # a list
+values = [
+    # a list
+    1,
+    2
+]
 '''
 
 
@@ -254,9 +258,18 @@ CASES = [
     # 'rollback' is an ordinary name elsewhere
     ("rollback: Int = 1\nrollback = rollback + 1\n",
      "rollback: Int = 1\nrollback = rollback + 1\n"),
-    # map literals (EXTENSIONS.md E1): one line, no trailing comma, comments after it
+    # map literals (EXTENSIONS.md E1): as the author laid them out; over lines, one entry per
+    # line with a trailing comma, each comment beside or above its entry (blank lines inside
+    # go); on one line, no trailing comma
     ('m = {\n    "a": 1,  # one\n    2: [3],\n\n    "n": {},\n}\nprint(m)\n',
-     'm = {"a": 1, 2: [3], "n": {}}  # one\nprint(m)\n'),
+     'm = {\n    "a": 1,  # one\n    2: [3],\n    "n": {},\n}\nprint(m)\n'),
+    ('m = {"a": 1,\n     # why\n     "b": [1,\n  2]}  # m\n',
+     'm = {\n    "a": 1,\n    # why\n    "b": [\n        1,\n        2\n    ],\n}  # m\n'),
+    ('xs = [  # first\n    1, 2,\n    3\n]\n', 'xs = [\n    # first\n    1,\n    2,\n    3\n]\n'),
+    ('xs = [1, 2,\n]\n' if False else 'xs = ["""a\nb""", 2]\nys = [1, 2\n]\n',
+     'xs = ["""a\nb""", 2]\nys = [1, 2]\n'),
+    ('if x:\n    f({\n        "k": 1,  # c\n    })\n',
+     'if x:\n    f({\n        "k": 1,  # c\n    })\n'),
     ("x = {a:b,c :d}\ny = {  }\nz = {1: {2: {3: 4}}}\n",
      "x = {a: b, c: d}\ny = {}\nz = {1: {2: {3: 4}}}\n"),
     ("x = {(a = 1): (b = 2)}\ny = {k: v}.keys()[0]\n",
@@ -876,3 +889,16 @@ def test_corpus_program(path):
         return
     assert format_source(once, path) == once
     assert compile_outcome(once, path) == compile_outcome(source, path)
+
+
+def _comment_texts(source: str) -> list:
+    from sensec.fmt import _scan
+    return sorted(c.text for c in _scan(source.replace("\r\n", "\n"), "<test>")[1])
+
+
+@PROPERTY_SETTINGS
+@given(programs(full=True))
+def test_fmt_keeps_every_comment_once(source):
+    """No comment is lost or printed twice, wherever it sits (inside a literal laid out over
+    lines, in a block on its header's line, after a closing bracket)."""
+    assert _comment_texts(fmt(source)) == _comment_texts(source)

@@ -361,11 +361,15 @@ async def test_document_symbols_outline_the_declarations(client, tmp_path):
     close_doc(client, path)
 
 
-async def test_formatting_is_sensec_fmt(client):
+async def test_formatting_is_sensec_fmt(client, tmp_path):
     from sensec.fmt import format_source
-    path = os.path.join(EXAMPLES, "delete_account.sns")
-    text = _text(path)
-    await open_doc(client, path)
+    # An example (canonical, as `make test` checks) with its layout undone: the edit redoes it.
+    text = "\n".join(line.replace("    ", "  ") + ("   # mine" if line.startswith("print") else "")
+                     for line in _text(os.path.join(EXAMPLES, "delete_account.sns")).split("\n"))
+    path = str(tmp_path / "delete_account.sns")
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    await open_doc(client, path, text)
     edits = await client.text_document_formatting_async(t.DocumentFormattingParams(
         t.TextDocumentIdentifier(from_fs_path(path)), t.FormattingOptions(4, True)))
     [edit] = edits
