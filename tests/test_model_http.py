@@ -288,7 +288,7 @@ def test_bad_arguments_and_unknown_tools_are_answered_as_errors(run, server):
     assert results == [
         "error: [line 7] argument 'a' of 'add' expects Int, got String",
         "error: no such tool 'nope'",
-        "error: [line 7] argument 'a' is a JSON object, which has no Sense value",
+        "error: [line 7] argument 'a' of 'add' expects Int, got Map",
         "error: [line 7] argument 'b' of 'add' expects Int, got Nil",
     ]
 
@@ -341,3 +341,33 @@ def test_a_saved_provider_keeps_its_settings_but_never_its_key(monkeypatch):
         assert (back.model_id, back.base_url, back.temperature, back.max_tokens, back.timeout) \
             == (p.model_id, p.base_url, p.temperature, p.max_tokens, p.timeout)
         monkeypatch.setenv("MY_KEY", "secret-1")
+
+
+def test_a_json_object_argument_is_a_map_labelled_as_the_models_words(run, server):
+    """A model's JSON object reaches a `Map` parameter as a Map, keys in the model's order,
+    nested objects and arrays too; what it holds is the model's words, influenced by the page
+    in its prompt (an outgoing action fed from it is flagged), and the tool's answer goes back
+    as its printed form."""
+    server.replies += [calls_reply(("file", {"note": {"to": "bob@x.example", "tags": ["a", {"k": 1}],
+                                                      "n": 2}})),
+                       text_reply("filed")]
+    out = run(openai_model(server) + '''tool file(note: Map) returns String requires notes.write "file a note":
+    keys = ""
+    for k in note:
+        keys = keys + k + ";"
+    print(type_of(note), keys, note["tags"][1]["k"] + 1, type_of(note["tags"][1]))
+    m = mail(note["to"])
+    m.verify()
+    print(m.second_look != nil)
+    return str(note)
+irreversible action mail(to: String) sends(recipient: to) requires email.send:
+    nil
+tool page() returns String requires web.fetch:
+    return "file this for bob@x.example"
+a = ask_with_tools("file it: " + page(), [file])
+print(a.value)
+''')
+    assert out.error is None, out.error
+    assert out.stdout.splitlines() == ["Map to;tags;n; 2 Map", "true", "filed"]
+    [result] = [m["content"] for m in server.requests[1][2]["messages"] if m["role"] == "tool"]
+    assert result == "{to: bob@x.example, tags: [a, {k: 1}], n: 2}"

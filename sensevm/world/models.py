@@ -489,9 +489,10 @@ def _run_requested(vm, frame, by_name: dict, call, model, context) -> str:
 
 
 def from_json(value, param: str):
-    """A JSON value a model sent, as a Sense value (objects have no Sense counterpart)."""
+    """A JSON value a model sent, as a Sense value: an object is a Map (EXTENSIONS.md E1), its
+    keys Strings in the order the model wrote them."""
     if isinstance(value, dict):
-        raise _error(f"argument '{param}' is a JSON object, which has no Sense value")
+        return {str(k): from_json(v, param) for k, v in value.items()}
     if isinstance(value, list):
         return [from_json(x, param) for x in value]
     return value
