@@ -74,11 +74,21 @@ class _Tokens:
         return self.tokens[i] if 0 <= i < len(self.tokens) else None
 
     def index_at(self, offset: int) -> int:
-        """The first real token starting at ``offset`` or after it (len at the end)."""
+        """The token the parser refused at ``offset``: a real token starting there, else the
+        first token at or after it (a NEWLINE, a DEDENT), else len (the end of input)."""
+        fallback = None
         for i, tok in enumerate(self.tokens):
-            if tok.lexpos >= offset and not (tok.type in _LAYOUT and tok.lexpos > offset):
-                if tok.lexpos == offset or tok.type not in _LAYOUT:
-                    return i
+            if tok.lexpos == offset and tok.type not in _LAYOUT:
+                return i
+            if tok.lexpos > offset:
+                break
+            if tok.lexpos == offset and fallback is None:
+                fallback = i
+        if fallback is not None:
+            return fallback
+        for i, tok in enumerate(self.tokens):
+            if tok.lexpos >= offset:
+                return i
         return len(self.tokens)
 
     def line_start(self, i: int) -> int:
@@ -225,6 +235,9 @@ def _habit(err, toks: _Tokens, k: int):
             return (f"'{word}' is a function in Sense -- call it with parentheses: "
                     f"{word}(...)", here(tok))
     if tok is not None and tok.type == "IDENT":
+        if tok.value in ("catch", "rescue") and k == s:
+            return (f"Sense spells '{tok.value}' as 'except' -- 'try:' ... 'except SenseError "
+                    f"as e:'", here(tok))
         if tok.value == "lambda":
             return ("Sense has no 'lambda' -- define a function with 'def' and pass its name",
                     here(tok))
