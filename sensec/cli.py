@@ -78,20 +78,24 @@ def dis(file, no_verify):
 
 
 @main.command()
-@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("files", nargs=-1, required=True, type=click.Path())
 @click.option("--import-root", "import_root", type=click.Path(file_okay=False, exists=True),
               default=None, help="Let each file import modules from anywhere under this "
                                  "directory (default: the file's own directory).")
 def check(files, import_root):
-    """Compile FILES without writing anything; report every error found."""
-    from .driver import check_file
+    """Compile FILES (a directory: every .sns file under it) without writing anything; report
+    every error of every file, and exit 1 if any file has one."""
+    from .driver import check_file, check_warnings, sense_files
     failed = False
-    for file in files:
+    for file in sense_files(files):
         errors = check_file(file, import_root)
         if errors:
             failed = True
             from sensevm.base.errors import CompileErrors
             _report(CompileErrors(errors))
+        else:
+            for pos, text in check_warnings(file):
+                click.echo(f"{file}:{pos.line}:{pos.col}: warning: {text}", err=True)
     sys.exit(1 if failed else 0)
 
 

@@ -208,3 +208,32 @@ def check_file(path: str, import_root: str | None = None) -> list[SenseError]:
     except SenseError as err:
         return [err]
     return []
+
+
+def check_warnings(path: str) -> list[tuple[Pos, str]]:
+    """Things ``sensec check`` points out in a file that compiles, legal as they are:
+    ``if x = 1:`` (an assignment as the whole condition of an ``if`` or ``while``)."""
+    try:
+        tree = parse_source(read_source(path), path)
+    except SenseError:
+        return []
+    found = []
+    for node in _walk(tree):
+        if isinstance(node, (n.If, n.While)) and isinstance(node.cond, n.Assign):
+            word = "if" if isinstance(node, n.If) else "while"
+            found.append((node.cond.pos, f"the condition of this '{word}' assigns ('=') -- "
+                                         "to compare, write '=='"))
+    return found
+
+
+def sense_files(paths) -> list[str]:
+    """The files ``paths`` names: a file as it is, a directory as every .sns file under it."""
+    out = []
+    for path in paths:
+        if os.path.isdir(path):
+            for root, dirs, files in os.walk(path):
+                dirs.sort()
+                out.extend(os.path.join(root, f) for f in sorted(files) if f.endswith(".sns"))
+        else:
+            out.append(path)
+    return out

@@ -51,6 +51,7 @@ from collections import namedtuple
 from ply import yacc
 
 from sensec import nodes as N
+from sensec.syntax_hints import refine
 from sensec.lexer import BRACES_MSG, KEYWORDS, Lexer, display_kind, expand_fstrings
 from sensevm.base.errors import Pos, SenseSyntaxError
 
@@ -588,7 +589,10 @@ class Parser:
             tokens = lexer.tokenize(source)      # lexical errors come first, as in the reference
             if lexer.saw_fstring:
                 tokens = list(expand_fstrings(tokens, lexer.source))
-            return self._parse_tokens(tokens, lexer.source, None)
+            try:
+                return self._parse_tokens(tokens, lexer.source, None)
+            except SenseSyntaxError as err:
+                raise refine(err, tokens, lexer.source) from None
 
     def parse_all_errors(self, source: str, path: str = "<input>",
                          limit: int = 200) -> list[SenseSyntaxError]:
@@ -609,6 +613,7 @@ class Parser:
             lexer.path = path
             lex_errors: list[SenseSyntaxError] = []
             found: list[SenseSyntaxError] = []
+            began: dict[int, int] = {}          # id(error) -> the line its parse began at
             try:
                 lexer.error_func = [].append
                 restarts = self._restart_lines(lexer.raw_tokens(source))
@@ -635,6 +640,7 @@ class Parser:
                         break
                     except SenseSyntaxError as err:
                         found.append(err)
+                        began[id(err)] = line
                         k = bisect.bisect_right(restarts, max(err.pos.line, line))
                         if k == len(restarts):
                             break
@@ -647,10 +653,12 @@ class Parser:
                 return bisect.bisect_right(restarts, err.pos.line)
 
             poisoned = {chunk(e) for e in lex_errors}
-            found = [e for e in found if chunk(e) not in poisoned]
+            found = [refine(e, tokens, src, began.get(id(e), 1)) for e in found
+                     if chunk(e) not in poisoned]
             seen, out = set(), []
             for err in sorted(lex_errors + found, key=lambda e: (e.pos.line, e.pos.col)):
-                key = (err.message, err.pos.line, err.pos.col)
+                # (one bracket left open is one error, wherever the parses after it gave up)
+                key = (err.message.split(" (")[0], err.pos.line, err.pos.col)
                 if key not in seen:
                     seen.add(key)
                     out.append(err)

@@ -134,8 +134,41 @@ def _unclosed_brace(quote: str, text: str, body_end: int) -> str:
     return "unclosed '{' in an f-string -- write '{{' for a brace"
 
 
-def _bad_char_message(char: str) -> str:
-    return _SPECIAL_CHAR_MSG.get(char) or f"unexpected character {char!r}"
+# Characters other languages use that Sense spells differently: what to write instead.
+# Keyed by the text at the bad character (the longest key that matches wins).
+_HABIT_CHAR_MSG = {
+    "&&": "unexpected character '&' -- '&&' is not an operator in Sense; write 'and'",
+    "||": "unexpected character '|' -- '||' is not an operator in Sense; write 'or'",
+    "&": "unexpected character '&' -- Sense has no bitwise operators; for logic write 'and'",
+    "|": "unexpected character '|' -- Sense has no bitwise operators; for logic write 'or'",
+    "?": ("unexpected character '?' -- Sense has no '?:' or '?.' operators; use an 'if' "
+          "statement (or compare with nil)"),
+    "'": "unexpected character \"'\" -- strings are written in double quotes: \"...\"",
+    "`": "unexpected character '`' -- strings are written in double quotes: \"...\"",
+}
+
+
+def _bad_char_message(char: str, after: str = "") -> str:
+    """The message for the character ``char`` that starts no token (``after``: the next one)."""
+    special = _SPECIAL_CHAR_MSG.get(char)
+    if special:
+        return special
+    habit = _HABIT_CHAR_MSG.get(char + after) or _HABIT_CHAR_MSG.get(char)
+    if habit:
+        return habit
+    return f"unexpected character {char!r}"
+
+
+def _bad_char_length(char: str, after: str) -> int:
+    """How many characters one bad-character error covers: ``&&`` and ``||`` are one mistake."""
+    return 2 if char + after in ("&&", "||") else 1
+
+
+def _unterminated(what: str, opener: str, source) -> str:
+    """An unterminated literal, reported at its opening quote: where the file ends too."""
+    end = source.eof_pos
+    return (f"{what} -- the {opener} opened here is never closed "
+            f"(the file ends at line {end.line}, column {end.col})")
 
 
 def normalize_newlines(source: str) -> str:
@@ -390,8 +423,14 @@ class Lexer:
 
     # ------------------------------------------------------------------ errors
 
-    def _error(self, message: str, pos: Pos) -> None:
+    def _error(self, message: str, pos: Pos, original: tuple | None = None) -> None:
         err = SenseSyntaxError(message, pos, path=self.path)
+        if original is not None or message.startswith("unexpected character ") \
+                and " -- " in message:
+            # A message reworded to name the cause keeps the plain one the reference gives
+            # (``original``), which tests compare with the reference's wording.
+            text, at = original or (message.split(" -- ")[0], pos)
+            err.original = SenseSyntaxError(text, at, path=self.path)
         if self.error_func is None:
             raise err
         self.error_func(err)
@@ -459,8 +498,9 @@ class Lexer:
                 pos = _LEADING_WS.match(data, pos).end()
                 if pos >= length:
                     break
-                error(_bad_char_message(data[pos]), source.pos(pos))
-                pos += 1
+                after = data[pos + 1:pos + 2]
+                error(_bad_char_message(data[pos], after), source.pos(pos))
+                pos += _bad_char_length(data[pos], after)
                 match = pattern.scanner(data, pos).match
                 continue
             group = m.lastindex
@@ -600,7 +640,8 @@ class Lexer:
         begin = start + quotes
         m = body.match(text, begin)
         if m is None:
-            self._error(what, self.source.eof_pos)
+            self._error(_unterminated(what, "'" + text[start:begin] + "'", self.source),
+                        self.source.pos(start), (what, self.source.eof_pos))
             return unescape(text, begin), len(text)
         return unescape(text, begin, m.end() - quotes), m.end()
 
@@ -614,8 +655,10 @@ class Lexer:
         begin = start + 1 + len(quote)
         m = (_TRIPLE_END if len(quote) == 3 else _PLAIN_END).match(text, begin)
         if m is None:
-            self._error("unterminated triple-quoted string literal" if len(quote) == 3
-                        else "unterminated string literal", self.source.eof_pos)
+            what = ("unterminated triple-quoted string literal" if len(quote) == 3
+                    else "unterminated string literal")
+            self._error(_unterminated(what, f"'f{quote}'", self.source),
+                        self.source.pos(start), (what, self.source.eof_pos))
             body_end = end = len(text)
         else:
             end = m.end()
@@ -668,8 +711,9 @@ class Lexer:
                     return None, body_end
                 if text[pos] == "}":
                     break
-                self._error(_bad_char_message(text[pos]), source.pos(pos))
-                pos += 1
+                after = text[pos + 1:min(pos + 2, body_end)]
+                self._error(_bad_char_message(text[pos], after), source.pos(pos))
+                pos += _bad_char_length(text[pos], after)
                 continue
             group = m.lastindex
             start, pos = m.span(group)
@@ -809,5 +853,5 @@ class Lexer:
         return t
 
     def t_error(self, t):
-        self._error(_bad_char_message(t.value[0]), self.source.pos(t.lexpos))
-        t.lexer.skip(1)
+        self._error(_bad_char_message(t.value[0], t.value[1:2]), self.source.pos(t.lexpos))
+        t.lexer.skip(_bad_char_length(t.value[0], t.value[1:2]))

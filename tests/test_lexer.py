@@ -132,7 +132,7 @@ def test_string_values(source, value):
 
 def test_triple_string_ends_at_first_triple_quote():
     # '"""a"""' then '"' opens a string that never ends
-    assert lex_error('"""a""""').message == "unterminated string literal"
+    assert lex_error('"""a""""').message.startswith("unterminated string literal -- ")
     assert values('"""a""""" x') == [("STRING", "a"), ("STRING", ""), ("IDENT", "x"),
                                       ("NEWLINE", "")]
 
@@ -314,27 +314,38 @@ def test_rollback_elsewhere_is_an_identifier():
 
 # ----------------------------------------------------------------------------- errors
 
+UNTERMINATED = ("unterminated {}string literal -- the '{}' opened here is never closed "
+                "(the file ends at line {}, column {})")
+
 @pytest.mark.parametrize("source, message, pos", [
     ("x = 1;", "semicolons aren't used in Sense \u2014 start a new line instead", (1, 6)),
     ("x = !a", "'!' is not an operator in Sense \u2014 use 'not' for negation and '!=' for "
      "not-equal", (1, 5)),
     ("a\nb @ c", "unexpected character '@'", (2, 3)),
     ("a $", "unexpected character '$'", (1, 3)),
-    ("a `", "unexpected character '`'", (1, 3)),
+    ("a `", "unexpected character '`' -- strings are written in double quotes: \"...\"",
+     (1, 3)),
     ("a \\\n", "unexpected character '\\\\'", (1, 3)),
-    ("a '", 'unexpected character "\'"', (1, 3)),
+    ("a '", 'unexpected character "\'" -- strings are written in double quotes: "..."',
+     (1, 3)),
+    ("a && b", "unexpected character '&' -- '&&' is not an operator in Sense; write 'and'",
+     (1, 3)),
+    ("a || b", "unexpected character '|' -- '||' is not an operator in Sense; write 'or'",
+     (1, 3)),
     ("x = 1\u00a0+ 2", "unexpected character '\\xa0'", (1, 6)),
     ("x\f", "unexpected character '\\x0c'", (1, 2)),
     ("\u2167 = 1", "unexpected character '\u2167'", (1, 1)),
     ("\u00b2", "unexpected character '\u00b2'", (1, 1)),
     ("e\u0301 = 1", "unexpected character '\u0301'", (1, 2)),
-    ('x = "abc\n', "unterminated string literal", (2, 1)),
-    ('x = "abc\n\n\ny = 2', "unterminated string literal", (4, 6)),
-    ('x = "a\\"\n', "unterminated string literal", (2, 1)),
-    ('x = "a\\', "unterminated string literal", (1, 8)),
-    ('x = """abc\n\n', "unterminated triple-quoted string literal", (3, 1)),
-    ('x = """abc""\n', "unterminated triple-quoted string literal", (2, 1)),
-    ('x = """a\\"""\ny', "unterminated triple-quoted string literal", (2, 2)),
+    # An unterminated string is reported at its opening quote, with where the file ends.
+    ('x = "abc\n', UNTERMINATED.format("", '"', 2, 1), (1, 5)),
+    ('x = "abc\n\n\ny = 2', UNTERMINATED.format("", '"', 4, 6), (1, 5)),
+    ('x = "a\\"\n', UNTERMINATED.format("", '"', 2, 1), (1, 5)),
+    ('x = "a\\', UNTERMINATED.format("", '"', 1, 8), (1, 5)),
+    ('x = """abc\n\n', UNTERMINATED.format("triple-quoted ", '"""', 3, 1), (1, 5)),
+    ('x = """abc""\n', UNTERMINATED.format("triple-quoted ", '"""', 2, 1), (1, 5)),
+    ('x = """a\\"""\ny', UNTERMINATED.format("triple-quoted ", '"""', 2, 2), (1, 5)),
+    ('x = f"a{b}\n', UNTERMINATED.format("", 'f"', 2, 1), (1, 5)),
     ("\tx = 1", "tabs are not allowed for indentation \u2014 use spaces", (1, 1)),
     ("if 1:\n \tx = 1", "tabs are not allowed for indentation \u2014 use spaces", (2, 2)),
     ("x = 1\n\t\ny", "tabs are not allowed for indentation \u2014 use spaces", (2, 1)),
@@ -368,7 +379,7 @@ def test_recovering_lexer_reports_every_error():
     tokens = Lexer(error_func=seen.append).tokenize('a @ b ; c\n\td $\nx = "open\n')
     assert [(e.message[:12], e.pos.line) for e in seen] == [
         ("unexpected c", 1), ("semicolons a", 1), ("tabs are not", 2), ("unexpected c", 2),
-        ("unterminated", 4)]
+        ("unterminated", 3)]
     assert [t.type for t in tokens][:4] == ["IDENT", "IDENT", "IDENT", "NEWLINE"]
     assert tokens[-2].type == "STRING" and tokens[-2].value == "open\n"
 

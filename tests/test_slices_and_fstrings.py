@@ -72,7 +72,8 @@ def test_run_time_errors_are_positioned(tmp_path, tier, source, message, pos):
     ('y = f"{"s"}"\n', 'unclosed \'{\' in an f-string -- an expression in an f"..." string cannot '
                        'hold a "..." string (use f"""...""" around it)', (1, 7)),
     ('y = f"""{1 # c\n}"""\n', "a comment cannot stand inside an f-string's braces", (1, 12)),
-    ('y = f"abc\n', "unterminated string literal", (2, 1)),
+    ('y = f"abc\n', "unterminated string literal -- the 'f\"' opened here is never closed "
+     "(the file ends at line 2, column 1)", (1, 5)),
     ('f() += 1\n', "invalid assignment target", (1, 5)),
     ('a[1:2] *= 2\n', "invalid assignment target", (1, 8)),
     ('a[1:2] = 2\n', "invalid assignment target", (1, 8)),

@@ -15,6 +15,7 @@ if TYPE_CHECKING:  # annotations only: importing typing would slow every start
     from typing import Any, Callable, Optional
 
 from sensevm.base.errors import SenseNameError, SenseRuntimeError, SenseTypeError
+from sensevm.base.name_hints import undefined_variable_message
 from sensevm.guard import provenance as _P
 from sensevm.guard.provenance import LABELLED as _LT, LStr as _LStr
 from sensevm.guard.secondlook import tool_member as _tool_member
@@ -398,7 +399,7 @@ def load_name(scope, name):
         if name in bindings:
             return bindings[name]
         scope = scope.parent
-    raise SenseNameError(f"undefined variable '{name}'")
+    raise SenseNameError(undefined_variable_message(name))
 
 
 def store_outer(outer, name, value, innermost) -> None:

@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # annotations only: importing typing would slow every start
 from sensevm.base.errors import (Pos, SenseError, SenseImportError, SenseLimitError, SenseNameError,
                                  SenseRecursionError, SenseRuntimeError, SenseSyntaxError)
 from sensevm.base.errors import CATCHABLE, SenseApprovalError, SensePolicyError, SenseTypeError
+from sensevm.base.name_hints import undefined_variable_message
 from sensevm.bytecode.opcodes import Op, Operand
 from sensevm.guard import lifecycle as L
 from sensevm.guard import policy as P
@@ -301,7 +302,7 @@ class VM:
                             scope = scope.parent
                         else:
                             frame.ip = ip
-                            raise SenseNameError(f"undefined variable '{a}'")
+                            raise SenseNameError(undefined_variable_message(a))
                         continue
                     if op == _LOAD_CONST:
                         stack.append(a)
