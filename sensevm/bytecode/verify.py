@@ -402,6 +402,8 @@ class _CodeVerifier:
                                           f"({len(program.constants)} constants)")
                     if ins.op is Op.TEST_BEGIN and not isinstance(program.constants[value], str):
                         self.fail_at(ins, f"test name constant {value} is not a string")
+                    if ins.op is Op.NATIVE:
+                        self.check_native(ins, program.constants[value])
                 elif kind is Operand.NAME:
                     if value >= n_strings:
                         self.fail_at(ins, f"name index {value} out of range ({n_strings} strings)")
@@ -447,6 +449,35 @@ class _CodeVerifier:
                     if ins.op is Op.SLICE and value > SLICE_BOUNDS:
                         self.fail_at(ins, f"SLICE operand {value} is not a set of bounds "
                                           f"(0 to {SLICE_BOUNDS}: 1 lower, 2 upper)")
+
+    def check_native(self, ins: Instruction, name) -> None:
+        """A NATIVE names a native of the registry; a non-pure one stands in the body of a
+        declaration of its kind that requires exactly its capability (natives.py: the VM
+        checks the same at run time, which is the check that matters)."""
+        from sensevm.bytecode import natives
+        spec = natives.SPECS.get(name) if type(name) is str else None
+        if spec is None:
+            self.fail_at(ins, f"{name!r} is not a native of the standard library")
+        kind, cap = spec
+        if kind == natives.PURE:
+            return
+        code, program = self.code, self.program
+        if kind == natives.TOOL:
+            owner = next((t for t in program.tools
+                          if 0 <= t.body < len(program.codes) and program.codes[t.body] is code),
+                         None)
+            what = "a tool's body"
+        else:
+            reversible = kind == natives.REVERSIBLE
+            owner = next((a for a in program.actions if a.reversible == reversible and any(
+                0 <= i < len(program.codes) and program.codes[i] is code
+                for i in (a.body, a.rollback))), None)
+            what = f"the body of an {kind} action"
+        if owner is None:
+            self.fail_at(ins, f"{natives.describe(name)} outside {what}")
+        if owner.capability != cap:
+            self.fail_at(ins, f"{natives.describe(name)} in '{owner.name}', which requires "
+                              f"{owner.capability or 'no capability'}")
 
     def check_positions(self) -> None:
         prev = None
@@ -642,7 +673,8 @@ class _FastVerifier:
         self.rows = [None] * 256
         for op in Op:
             kinds, shape = op.operands, SHAPES[op._value_]
-            extra = op is Op.TEST_BEGIN or op is Op.SLICE or op is Op.EXCEPT_JUMP or any(
+            extra = op is Op.TEST_BEGIN or op is Op.SLICE or op is Op.EXCEPT_JUMP or \
+                op is Op.NATIVE or any(
                 k is Operand.TYPE or k is Operand.CODE for k in kinds)
             self.rows[op._value_] = (op, shape, self.limits[kinds[0]] if shape == 1 else 0,
                                      kinds, extra)
@@ -702,8 +734,8 @@ class _FastVerifier:
 
     def extra_check(self, op: Op, kinds, args) -> None:
         program = self.program
-        if op is Op.SLICE and args[0] > SLICE_BOUNDS:
-            raise _Refused
+        if op is Op.SLICE and args[0] > SLICE_BOUNDS or op is Op.NATIVE:
+            raise _Refused      # (NATIVE: the general verifier checks the native and its body)
         for kind, value in zip(kinds, args):
             if kind is Operand.CONST:
                 if op is Op.TEST_BEGIN and not isinstance(program.constants[value], str):

@@ -1110,6 +1110,33 @@ class VM:
         # hand cannot import without it (interop.py; docs/interop.md).
         f.stack.append(services.import_python(self, f, a))
 
+    def op_NATIVE(self, f, a, b):
+        # The native bridge's one guarantee (sensevm/bytecode/natives.py): a non-pure native
+        # runs only in the body of a declaration of its kind requiring exactly its capability,
+        # checked here, in the handler both tiers run (tier 2 leaves such code to tier 1).
+        name = a                    # (the prepared instruction holds the constant itself)
+        entry = services.native(name) if type(name) is str else None
+        if entry is None:
+            raise SenseRuntimeError(f"unknown native {name!r}")
+        kind, cap, fn = entry
+        if kind != "pure":
+            problem = _native_refusal(f, kind, cap)
+            if problem is not None:
+                raise SensePolicyError(f"native '{name}' refused: {problem}")
+        if b:
+            args = f.stack[-b:]
+            del f.stack[-b:]
+        else:
+            args = []
+        try:
+            value = fn(self, args)
+        except SenseError as err:
+            # Reported where the program called the library (the first frame outside it).
+            caller = _library_caller(f)
+            raise err.with_pos(caller.pos, caller.prepared.path)
+        f.stack.append(value)
+        return False
+
     # ------------------------------------------------------------------ policy
 
     def op_POLICY_ALLOW(self, f, a, b):
@@ -1772,6 +1799,44 @@ class VM:
 
 _methods = None      # methods.py, loaded at the first method a program reads (not at start-up)
 
+
+
+def _native_refusal(f, kind: str, cap: str):
+    """Why frame ``f`` may not run a native of ``kind`` requiring ``cap``, or None when it
+    may: it must be the body of a tool (kind "tool") or the commit body or rollback block of
+    an action of that kind, whose declared capability is exactly ``cap``."""
+    role, owner = f.role, f.action
+    if kind == "tool":
+        if role not in ("tool", "async_tool") or type(owner) is not ToolDefinition \
+                or owner.body is not f.prepared:
+            return "it runs only in the body of a tool"
+        declared = owner.decl.capability
+        what = f"tool '{owner.decl.name}'"
+    else:
+        if role not in ("commit", "rollback") or type(owner) is not PreparedAction:
+            return f"it runs only in the body of a {kind} action"
+        definition = owner.definition
+        body = definition.body if role == "commit" else definition.rollback
+        if body is not f.prepared or definition.decl.reversible != (kind == "reversible"):
+            return f"it runs only in the body of a {kind} action"
+        declared = definition.decl.capability
+        what = f"action '{definition.decl.name}'"
+    if declared != cap:
+        return f"it requires capability '{cap}', and {what} declares " + \
+            (f"'{declared}'" if declared else "none")
+    return None
+
+
+def _library_caller(f):
+    """The innermost frame at or above ``f`` whose code is not the standard library's (the
+    program's call into it), else ``f``."""
+    from sensevm.base.stdlib_dir import in_stdlib
+    frame = f
+    while frame is not None:
+        if not in_stdlib(frame.prepared.path):
+            return frame
+        frame = frame.caller
+    return f
 
 def _load_methods():
     global _methods
