@@ -52,7 +52,10 @@ def allowed(capability: str, scope, frame) -> bool:
     """Is ``capability`` allowed for code running in ``scope`` in ``frame`` (and its callers)?
 
     The first walk is lexical_decision written out: every action step and tool call makes this
-    check, most of them through two or three scopes with no table."""
+    check, most of them through two or three scopes with no table. (The VM makes it for a
+    capability of HOST_CAPABILITIES even when no deny rule exists yet.)"""
+    if capability in HOST_CAPABILITIES:
+        return granted(capability, scope, frame) is None
     s = scope
     while s is not None:
         table = s.policy
@@ -94,10 +97,12 @@ def granted(capability: str, scope, frame) -> Optional[str]:
     return None if seen_allow else "unmentioned"
 
 
-# The capabilities that hand a program the host itself (docs/interop.md, docs/mcp.md): each
-# needs an explicit allow (granted), and in a dry run also the command line's leave
-# (``--dry-run-allow``), since a dry run must not start host code nobody asked it to.
-HOST_CAPABILITIES = ("python.import", "mcp.connect")
+# The capabilities that hand a program the host itself (docs/interop.md, docs/mcp.md,
+# docs/stdlib.md): each needs an explicit allow (granted), and for python.import and
+# mcp.connect in a dry run also the command line's leave (``--dry-run-allow``), since a dry run
+# must not start host code nobody asked it to (an action body, std.shell's, never runs in one).
+HOST_CAPABILITIES = ("python.import", "mcp.connect",
+                     "shell.exec")
 DRY_RUN = "dry run"
 
 
@@ -120,6 +125,13 @@ def refusal_text(capability: str, why: str) -> str:
                 f"allows it (--dry-run-allow {capability})")
     return (f"requires capability '{capability}', which is not allowed by any policy (add "
             f"'policy: allow {capability}')")
+
+
+def denial_text(capability: str, scope, frame) -> str:
+    """The end of a capability check's refusal: why ``allowed`` said no."""
+    if capability in HOST_CAPABILITIES:
+        return refusal_text(capability, granted(capability, scope, frame) or DENY)
+    return f"requires capability '{capability}', which is denied by policy"
 
 
 def set_rule(scope, capability: str, effect: str) -> None:

@@ -1289,11 +1289,11 @@ class VM:
         if action.state not in L.VERIFY_FROM:
             L.check_verify(action)
         cap = action.definition.decl.capability
-        if cap is not None and self.denials.seen and not P.allowed(cap, scope, f):
+        if cap is not None and (self.denials.seen or cap in P.HOST_CAPABILITIES) \
+                and not P.allowed(cap, scope, f):
             self.step(action, "verify_denied", "denied", f, pos.line,
                       f"capability '{cap}' denied by policy")
-            raise SensePolicyError(f"action '{action.name}' requires capability '{cap}', "
-                                   "which is denied by policy")
+            raise SensePolicyError(f"action '{action.name}' " + P.denial_text(cap, scope, f))
         if L.threaded:
             self.step(action, "verify_allowed", "verified", f, pos.line)
         else:
@@ -1393,8 +1393,9 @@ class VM:
         decl = definition.decl
         # check_commit_policy and check_second_look, written out (a session calls those).
         cap = decl.capability
-        if cap is not None and self.denials.seen and not P.allowed(cap, scope, f):
-            self._commit_denied(f, action, cap)
+        if cap is not None and (self.denials.seen or cap in P.HOST_CAPABILITIES) \
+                and not P.allowed(cap, scope, f):
+            self._commit_denied(f, action, cap, scope)
         if decl.approval and not action.approved and not confirmed:
             self.step(action, "commit_unapproved", "denied", f, None, "requires approval")
             raise SenseApprovalError(f"action '{action.name}' requires approval before "
@@ -1444,21 +1445,23 @@ class VM:
 
     def check_commit_policy(self, f, action: PreparedAction, scope: Scope) -> None:
         cap = action.definition.decl.capability
-        if cap is not None and self.denials.seen and not P.allowed(cap, scope, f):
-            self._commit_denied(f, action, cap)
+        if cap is not None and (self.denials.seen or cap in P.HOST_CAPABILITIES) \
+                and not P.allowed(cap, scope, f):
+            self._commit_denied(f, action, cap, scope)
 
-    def _commit_denied(self, f, action: PreparedAction, cap: str):
+    def _commit_denied(self, f, action: PreparedAction, cap: str, scope=None):
         self.step(action, "commit_denied", "denied", f, None,
                   f"capability '{cap}' denied by policy")
-        raise SensePolicyError(f"action '{action.name}' requires capability '{cap}', "
-                               "which is denied by policy", located=False)
+        raise SensePolicyError(f"action '{action.name}' " + P.denial_text(cap, scope, f),
+                               located=False)
 
     def rollback(self, f, action: PreparedAction, scope: Scope, pos: Pos) -> bool:
         L.check_rollback(action)
         decl = action.definition.decl
         cap = decl.capability
         line = pos.line
-        if cap is not None and self.denials.seen and not P.allowed(cap, scope, f):
+        if cap is not None and (self.denials.seen or cap in P.HOST_CAPABILITIES) \
+                and not P.allowed(cap, scope, f):
             self.step(action, "rollback_denied", "denied", f, line,
                       f"capability '{cap}' denied by policy (rollback)")
             raise SensePolicyError(f"action '{action.name}' requires capability '{cap}', "
@@ -1603,10 +1606,10 @@ class VM:
         if line is None:
             line = f.pos.line
         cap = tool.capability
-        if cap is not None and self.denials.seen and not P.allowed(cap, f.scope, f):
+        if cap is not None and (self.denials.seen or cap in P.HOST_CAPABILITIES) \
+                and not P.allowed(cap, f.scope, f):
             self.record_tool(tool, "denied", f, line, f"capability '{cap}' denied by policy")
-            raise SensePolicyError(f"tool '{tool.name}' requires capability '{cap}', which is "
-                                   "denied by policy")
+            raise SensePolicyError(f"tool '{tool.name}' " + P.denial_text(cap, f.scope, f))
         for i, name, text, check, exact in tool.param_checks:
             if type(args[i]) is not exact and not check(args[i]):
                 raise V.param_error(name, tool.name, text, args[i])
