@@ -62,6 +62,13 @@ SPECS: dict = {
     "fs_make_dir": (REVERSIBLE, "fs.write"),        # -> whether it made the directory
     "fs_unmake_dir": (REVERSIBLE, "fs.write"),      # (path, made)
     "fs_remove": (IRREVERSIBLE, "fs.delete"),
+    # std.http, std.email, std.shell (the functions: sensevm/world/std_net.py)
+    "http_get": (TOOL, "net.fetch"),
+    "http_get_json": (TOOL, "net.fetch"),
+    "http_post": (IRREVERSIBLE, "http.post"),
+    "http_post_json": (IRREVERSIBLE, "http.post"),
+    "email_send": (IRREVERSIBLE, "email.send"),
+    "shell_run": (IRREVERSIBLE, "shell.exec"),
 }
 
 

@@ -31,6 +31,7 @@ from sensevm.base.errors import SenseRuntimeError, SenseTypeError
 from sensevm.base.files import atomic_write
 from sensevm.bytecode import natives as spec
 from sensevm.guard import provenance as PV
+from sensevm.world import std_net
 
 _FILE = PV.only(PV.untrusted("file"))
 
@@ -299,6 +300,7 @@ _FUNCTIONS = {
     "fs_unmake_dir": n_fs_unmake_dir,
     "fs_remove": n_fs_remove,
 }
+_FUNCTIONS.update(std_net.FUNCTIONS)     # std.http, std.email, std.shell
 
 # name -> (kind, capability, function): the contract's rows with their functions.
 REGISTRY = {name: (kind, cap, _FUNCTIONS[name]) for name, (kind, cap) in spec.SPECS.items()}
