@@ -52,10 +52,7 @@ def allowed(capability: str, scope, frame) -> bool:
     """Is ``capability`` allowed for code running in ``scope`` in ``frame`` (and its callers)?
 
     The first walk is lexical_decision written out: every action step and tool call makes this
-    check, most of them through two or three scopes with no table. (The VM makes it for a
-    capability of HOST_CAPABILITIES even when no deny rule exists yet.)"""
-    if capability in HOST_CAPABILITIES:
-        return granted(capability, scope, frame) is None
+    check, most of them through two or three scopes with no table."""
     s = scope
     while s is not None:
         table = s.policy
@@ -125,6 +122,15 @@ def refusal_text(capability: str, why: str) -> str:
                 f"allows it (--dry-run-allow {capability})")
     return (f"requires capability '{capability}', which is not allowed by any policy (add "
             f"'policy: allow {capability}')")
+
+
+def permitted(capability: str, scope, frame) -> bool:
+    """The VM's capability check for a declaration's step or call: ``allowed``, except that a
+    capability of HOST_CAPABILITIES must be explicitly granted (the VM asks even when no deny
+    rule exists yet)."""
+    if capability in HOST_CAPABILITIES:
+        return granted(capability, scope, frame) is None
+    return allowed(capability, scope, frame)
 
 
 def denial_text(capability: str, scope, frame) -> str:

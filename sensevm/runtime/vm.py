@@ -1290,7 +1290,7 @@ class VM:
             L.check_verify(action)
         cap = action.definition.decl.capability
         if cap is not None and (self.denials.seen or cap in P.HOST_CAPABILITIES) \
-                and not P.allowed(cap, scope, f):
+                and not P.permitted(cap, scope, f):
             self.step(action, "verify_denied", "denied", f, pos.line,
                       f"capability '{cap}' denied by policy")
             raise SensePolicyError(f"action '{action.name}' " + P.denial_text(cap, scope, f))
@@ -1394,7 +1394,7 @@ class VM:
         # check_commit_policy and check_second_look, written out (a session calls those).
         cap = decl.capability
         if cap is not None and (self.denials.seen or cap in P.HOST_CAPABILITIES) \
-                and not P.allowed(cap, scope, f):
+                and not P.permitted(cap, scope, f):
             self._commit_denied(f, action, cap, scope)
         if decl.approval and not action.approved and not confirmed:
             self.step(action, "commit_unapproved", "denied", f, None, "requires approval")
@@ -1446,7 +1446,7 @@ class VM:
     def check_commit_policy(self, f, action: PreparedAction, scope: Scope) -> None:
         cap = action.definition.decl.capability
         if cap is not None and (self.denials.seen or cap in P.HOST_CAPABILITIES) \
-                and not P.allowed(cap, scope, f):
+                and not P.permitted(cap, scope, f):
             self._commit_denied(f, action, cap, scope)
 
     def _commit_denied(self, f, action: PreparedAction, cap: str, scope=None):
@@ -1461,7 +1461,7 @@ class VM:
         cap = decl.capability
         line = pos.line
         if cap is not None and (self.denials.seen or cap in P.HOST_CAPABILITIES) \
-                and not P.allowed(cap, scope, f):
+                and not P.permitted(cap, scope, f):
             self.step(action, "rollback_denied", "denied", f, line,
                       f"capability '{cap}' denied by policy (rollback)")
             raise SensePolicyError(f"action '{action.name}' requires capability '{cap}', "
@@ -1607,7 +1607,7 @@ class VM:
             line = f.pos.line
         cap = tool.capability
         if cap is not None and (self.denials.seen or cap in P.HOST_CAPABILITIES) \
-                and not P.allowed(cap, f.scope, f):
+                and not P.permitted(cap, f.scope, f):
             self.record_tool(tool, "denied", f, line, f"capability '{cap}' denied by policy")
             raise SensePolicyError(f"tool '{tool.name}' " + P.denial_text(cap, f.scope, f))
         for i, name, text, check, exact in tool.param_checks:
