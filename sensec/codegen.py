@@ -566,6 +566,11 @@ class FunctionCompiler(n.NodeVisitor):
         else:
             self.emit(Op.CALL, len(e.args), pos=e.pos)
 
+    def visit_NativeCall(self, e: n.NativeCall):
+        for arg in e.args:
+            self.visit(arg)
+        self.emit(Op.NATIVE, self.b.constant(e.name), len(e.args), pos=e.pos)
+
     def visit_Member(self, e: n.Member):
         self.visit(e.obj)
         self.emit(Op.GET_MEMBER, self.b.string(e.name), pos=e.pos)

@@ -101,7 +101,7 @@ class _Build:
     def module(self, source: str, path: str) -> int:
         """Compile one file's top level (and its imports, depth first); return its code index."""
         tree = parse_source(source, path)
-        errors = check(tree, path)
+        errors = (_native_errors(tree, path) if "::" in source else []) or check(tree, path)
         if errors:
             raise CompileErrors(errors)
         b = self.builder
@@ -127,6 +127,8 @@ class _Build:
         return code_index
 
     def import_slot(self, ref: n.ModRef, directory: str, pos: Pos, importer: str) -> int:
+        if not ref.is_string and ref.text.split(".", 1)[0] == "std":
+            return self.std_slot(ref, pos, importer)
         rel = module_relative_path(ref)
         path = os.path.normpath(os.path.join(directory, rel))
         real = os.path.realpath(path)
@@ -163,6 +165,48 @@ class _Build:
             else:
                 b.modules[slot] = ModuleEntry(module_binding_name(ref), rel, path, code)
         return slot
+
+
+    def std_slot(self, ref: n.ModRef, pos: Pos, importer: str) -> int:
+        """``import std.X``: the installed library's X.sns (sensevm.base.stdlib_dir), never a
+        file beside the program, and allowed whatever the import root."""
+        from sensevm.base.errors import SenseImportError
+        from sensevm.base.stdlib_dir import modules, stdlib_dir
+        name = ref.text[4:]
+        known = modules()
+        if name not in known:
+            listing = ", ".join("std." + m for m in known) or "none"
+            raise SenseImportError(f"no standard library module '{ref.text}' (there are: "
+                                   f"{listing})", pos, path=importer)
+        path = os.path.join(stdlib_dir(), name + ".sns")
+        key = ("std", name)
+        slot = self.slots.get(key)
+        if slot is not None:
+            return slot
+        b = self.builder
+        slot = len(b.modules)
+        self.slots[key] = slot
+        rel = name + ".sns"
+        b.modules.append(ModuleEntry(module_binding_name(ref), rel, path, -1))
+        code = self.module(read_source(path), path)
+        b.modules[slot] = ModuleEntry(module_binding_name(ref), rel, path, code)
+        return slot
+
+
+def _native_errors(tree: n.Module, path: str) -> list:
+    """Native calls (``native::name(...)``) belong to the standard library's files alone, and
+    name natives of the registry (sensevm/bytecode/natives.py)."""
+    calls = [x for x in _walk(tree) if isinstance(x, n.NativeCall)]
+    if not calls:
+        return []
+    from sensevm.base.stdlib_dir import in_stdlib
+    from sensevm.bytecode.natives import SPECS
+    if not in_stdlib(path):
+        return [SenseSyntaxError("native calls (native::...) are for the standard library's "
+                                 "own files; import a std module instead", calls[0].pos,
+                                 path=path)]
+    return [SenseSyntaxError(f"unknown native '{c.name}'", c.pos, path=path)
+            for c in calls if c.name not in SPECS]
 
 
 def compile_source(source: str, path: str = "<input>", *,

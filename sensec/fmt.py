@@ -135,6 +135,8 @@ def _expr(e: n.Expr) -> str:
         args = [format_expr(a) for a in e.args]
         args += [f"{label.name}: {format_expr(label.value)}" for label in e.labels]
         return f"{format_expr(e.callee, PREC_POSTFIX)}({', '.join(args)})"
+    if isinstance(e, n.NativeCall):
+        return f"native::{e.name}({', '.join(format_expr(a) for a in e.args)})"
     if isinstance(e, n.Member):
         return f"{format_expr(e.obj, PREC_POSTFIX)}.{e.name}"
     if isinstance(e, n.Index):

@@ -1712,6 +1712,20 @@ class Parser:
         "primary : IDENT"
         p[0] = N.Name(self._pos(p, 1), p[1])
 
+    def p_primary_native(self, p):
+        """primary : IDENT COLONCOLON IDENT LPAREN RPAREN
+                   | IDENT COLONCOLON IDENT LPAREN args RPAREN"""
+        # A native call (docs/stdlib.md): only files of the standard library may write one,
+        # which the driver checks (it knows where the file is).
+        if p[1] != "native":
+            raise SenseSyntaxError(f"expected 'native' before '::', got {p[1]!r}",
+                                   self._pos(p, 1), path=self._src.path)
+        positional, labels = p[5] if len(p) == 7 else ((), ())
+        if labels:
+            raise SenseSyntaxError("a native call takes positional arguments only",
+                                   labels[0].pos, path=self._src.path)
+        p[0] = N.NativeCall(self._pos(p, 1), p[3], tuple(positional))
+
     def p_primary_group(self, p):
         "primary : LPAREN expr RPAREN"
         p[0] = p[2]

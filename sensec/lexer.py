@@ -379,6 +379,7 @@ class Lexer:
         "PLUSEQ", "MINUSEQ", "STAREQ", "SLASHEQ", "PERCENTEQ",
         "EQ", "NE", "LT", "LE", "GT", "GE", "ASSIGN", "ARROW",
         "LPAREN", "RPAREN", "LBRACKET", "RBRACKET", "LBRACE", "RBRACE", "COMMA", "COLON", "DOT",
+        "COLONCOLON",
         "NEWLINE", "INDENT", "DEDENT", "ROLLBACK", "COMPENSATE",
         "TRY", "EXCEPT", "FINALLY", "RAISE",
     ) + tuple(keyword_map.values()) + FSTRING_PARTS
@@ -807,6 +808,7 @@ class Lexer:
     t_RBRACE = r"\}"
     t_COMMA = r","
     t_COLON = r":"
+    t_COLONCOLON = r"::"        # native::name(args), the standard library's alone (docs/stdlib.md)
     t_DOT = r"\."
 
     # Function rules match in definition order: strings before anything, floats before ints.

@@ -259,6 +259,14 @@ class Call(Expr):
 
 
 @node
+class NativeCall(Expr):
+    """``native::name(args)``: a call of a standard-library native (stdlib files only)."""
+    pos: Pos            # the word 'native'
+    name: str
+    args: tuple[Expr, ...]
+
+
+@node
 class Member(Expr):
     pos: Pos            # the member name after '.'
     obj: Expr

@@ -49,12 +49,13 @@ except ImportError:     # pragma: no cover - a Python without it makes them the 
 from sensevm.base.digest import sha256    # not hashlib: see sensevm.base.digest (start-up time)
 
 FORMAT_MAJOR = 5          # 5: IMPORT_PYTHON
-FORMAT_MINOR = 2          # 0: the manifest's flags: action "immediate" (4), "sends" (8) with
+FORMAT_MINOR = 3          # 0: the manifest's flags: action "immediate" (4), "sends" (8) with
                           # second-look roles (16); tool "trusted" (2). 1: the role
                           # "credential" (5), which a 5.0 reader refuses as unknown. 2: maps
                           # (BUILD_MAP, 180); errors a program handles (TRY_BEGIN, TRY_END,
                           # EXCEPT_JUMP, RAISE, 200-203); slices, `in`, f-strings and compound
-                          # assignment (SLICE .. DUP2, 220-224)
+                          # assignment (SLICE .. DUP2, 220-224). 3: the standard library's
+                          # native bridge (NATIVE, 230; sensevm/bytecode/natives.py)
 
 
 _PLAIN: dict = {}
@@ -289,6 +290,15 @@ class Op:
     DUP2           = (0xE0, (),      2,    4,     F.NONE,              None,
                       "push the top two again, in order (the container and index of `c[i] += e`)")
 
+    # The standard library's native bridge (EXTENSIONS.md E5, docs/stdlib.md; format 5.3).
+    # constants[a] names a native of the registry (sensevm/bytecode/natives.py). The handler
+    # checks, in the one handler both tiers run, that the frame executing it is the body of a
+    # declaration of the registry's kind requiring exactly the registry's capability (a pure
+    # native: anywhere), so a hand-made file reaches a host effect only through a tool's call
+    # check or an action's verify and commit.
+    NATIVE         = (0xE6, (C, U),  "b",  1,     F.NONE,              None,
+                      "pop b arguments, call native constants[a] on them, push its result")
+
 
 # ----------------------------------------------------------------------------- derived tables
 
@@ -309,6 +319,7 @@ _FORMULAS = {
     "a+1": lambda a=0, b=0: a + 1,
     "a+2*b+1": lambda a=0, b=0: a + 2 * b + 1,
     "2*a": lambda a=0, b=0: 2 * a,
+    "b": lambda a=0, b=0: b,
 }
 
 
@@ -366,10 +377,12 @@ def _fingerprint(end: int = 256) -> bytes:
 
 # _fingerprint() of this table, written out: hashing the table cost every start. The test suite
 # recomputes it (tests/test_opcodes.py), so a changed row cannot keep the old fingerprint.
-FINGERPRINT: bytes = bytes.fromhex("41dea3c87fc1276b")
+FINGERPRINT: bytes = bytes.fromhex("552f453e87ceee40")
 _FINGERPRINT_5_0: bytes = bytes.fromhex("348da0f093235426")
 
 # For each minor of FORMAT_MAJOR: one past the highest opcode it defines, and the fingerprint of
 # the table up to there, which files of that minor carry (snb.load accepts each for its minor).
-TABLE_ENDS: dict = {0: 177, 1: 177, 2: 225}
-FINGERPRINTS: dict = {0: _FINGERPRINT_5_0, 1: _FINGERPRINT_5_0, 2: FINGERPRINT}
+TABLE_ENDS: dict = {0: 177, 1: 177, 2: 225, 3: 231}
+_FINGERPRINT_5_2: bytes = bytes.fromhex("41dea3c87fc1276b")
+FINGERPRINTS: dict = {0: _FINGERPRINT_5_0, 1: _FINGERPRINT_5_0, 2: _FINGERPRINT_5_2,
+                      3: FINGERPRINT}

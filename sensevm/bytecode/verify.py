@@ -317,6 +317,36 @@ _CAPABILITY = r"[^\W\d]\w*(\.[^\W\d]\w*)*"
 
 # ----------------------------------------------------------------------------- code objects
 
+
+def native_problem(program: Program, code: CodeObject, name):
+    """Why a NATIVE naming ``name`` may not stand in ``code``, or None: it names a native of
+    the registry, and a non-pure one stands in the body of a declaration of its kind that
+    requires exactly its capability (natives.py; the VM checks the same at run time, which is
+    the check that matters)."""
+    from sensevm.bytecode import natives
+    spec = natives.SPECS.get(name) if type(name) is str else None
+    if spec is None:
+        return f"{name!r} is not a native of the standard library"
+    kind, cap = spec
+    if kind == natives.PURE:
+        return None
+    codes = program.codes
+    if kind == natives.TOOL:
+        owner = next((t for t in program.tools
+                      if 0 <= t.body < len(codes) and codes[t.body] is code), None)
+        what = "a tool's body"
+    else:
+        reversible = kind == natives.REVERSIBLE
+        owner = next((a for a in program.actions if a.reversible == reversible and any(
+            0 <= i < len(codes) and codes[i] is code for i in (a.body, a.rollback))), None)
+        what = f"the body of an {kind} action"
+    if owner is None:
+        return f"{natives.describe(name)} outside {what}"
+    if owner.capability != cap:
+        return (f"{natives.describe(name)} in '{owner.name}', which requires "
+                f"{owner.capability or 'no capability'}")
+    return None
+
 class _CodeVerifier:
     """Verifies one code object; ``fail`` reports at an instruction, like wasm's error_if."""
 
@@ -402,6 +432,8 @@ class _CodeVerifier:
                                           f"({len(program.constants)} constants)")
                     if ins.op is Op.TEST_BEGIN and not isinstance(program.constants[value], str):
                         self.fail_at(ins, f"test name constant {value} is not a string")
+                    if ins.op is Op.NATIVE:
+                        self.check_native(ins, program.constants[value])
                 elif kind is Operand.NAME:
                     if value >= n_strings:
                         self.fail_at(ins, f"name index {value} out of range ({n_strings} strings)")
@@ -447,6 +479,11 @@ class _CodeVerifier:
                     if ins.op is Op.SLICE and value > SLICE_BOUNDS:
                         self.fail_at(ins, f"SLICE operand {value} is not a set of bounds "
                                           f"(0 to {SLICE_BOUNDS}: 1 lower, 2 upper)")
+
+    def check_native(self, ins: Instruction, name) -> None:
+        problem = native_problem(self.program, self.code, name)
+        if problem is not None:
+            self.fail_at(ins, problem)
 
     def check_positions(self) -> None:
         prev = None
@@ -637,12 +674,14 @@ class _FastVerifier:
                        Operand.TOOL: len(program.tools), Operand.AGENT: len(program.agents),
                        Operand.COUNT: unbounded, Operand.TARGET: unbounded}
         self.annotations: dict[int, bool] = {}
+        self.code = None
         # opcode byte -> (op, shape (opcodes.SHAPES), bound of a lone varint operand, operand
         # kinds, whether extra checks apply: a test name, an annotation, a function's code)
         self.rows = [None] * 256
         for op in Op:
             kinds, shape = op.operands, SHAPES[op._value_]
-            extra = op is Op.TEST_BEGIN or op is Op.SLICE or op is Op.EXCEPT_JUMP or any(
+            extra = op is Op.TEST_BEGIN or op is Op.SLICE or op is Op.EXCEPT_JUMP or \
+                op is Op.NATIVE or any(
                 k is Operand.TYPE or k is Operand.CODE for k in kinds)
             self.rows[op._value_] = (op, shape, self.limits[kinds[0]] if shape == 1 else 0,
                                      kinds, extra)
@@ -651,6 +690,7 @@ class _FastVerifier:
         """The VerifiedCode, or None when the code object has a problem (or a header problem's
         VerifyError, raised by the same check the general verifier starts with)."""
         _CodeVerifier(self.program, code).check_header()
+        self.code = code            # (for the check of a NATIVE, which depends on its body)
         try:
             instructions, index_of = self.decode(code.code)
             self.check_positions(code.positions, index_of)
@@ -703,6 +743,9 @@ class _FastVerifier:
     def extra_check(self, op: Op, kinds, args) -> None:
         program = self.program
         if op is Op.SLICE and args[0] > SLICE_BOUNDS:
+            raise _Refused
+        if op is Op.NATIVE and native_problem(program, self.code,
+                                              program.constants[args[0]]) is not None:
             raise _Refused
         for kind, value in zip(kinds, args):
             if kind is Operand.CONST:

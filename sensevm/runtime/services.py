@@ -14,6 +14,18 @@ from sensevm.base.errors import SenseImportError, SenseRuntimeError
 
 # The Builtin rows the world adds to every VM's outermost scope (agents, models, memory, MCP).
 PROVIDED: list = []
+# The standard library's natives, name -> (kind, capability, function(vm, args)), installed by
+# the world (sensevm/world/stdlib_native.py; the contract: sensevm/bytecode/natives.py).
+# Filled at the first NATIVE a run executes (a program that uses no std module never loads them).
+NATIVES: dict = {}
+_load_natives = None
+
+
+def native(name: str):
+    """The registry's row (kind, capability, function) for ``name``, or None."""
+    if not NATIVES and _load_natives is not None:
+        NATIVES.update(_load_natives())
+    return NATIVES.get(name)
 installed = False
 
 
@@ -39,10 +51,15 @@ def close_servers(servers) -> None:
     """Close the MCP servers a run connected (world.mcp); without the world there are none."""
 
 
-def install(*, builtins, import_python, save_agent, await_agent, close_servers) -> None:
+def install(*, builtins, import_python, save_agent, await_agent, close_servers,
+            natives=None) -> None:
+    # natives: a function returning the registry of natives (called at the first NATIVE).
     """Called once by the world layer; a second call replaces the first."""
     global installed
     PROVIDED[:] = builtins
+    global _load_natives
+    NATIVES.clear()
+    _load_natives = natives
     names = globals()
     names.update(import_python=import_python, save_agent=save_agent, await_agent=await_agent,
                  close_servers=close_servers)

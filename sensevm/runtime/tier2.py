@@ -69,8 +69,10 @@ MAX_INDENT = 40             # deeper inlining turns the block into a dispatch ta
 MAX_SPILLED = 2000
 # Test and try handlers (TEST_*, TRY_*, EXCEPT_JUMP) resume a frame at a target the generator
 # has no entry for; such code objects stay in tier 1 (the code they call does not).
+# NATIVE too: its check reads the frame (the body it stands in), so such code has a frame
+# always, the dispatch loop's (sensevm/bytecode/natives.py).
 DECLINED_OPS = frozenset({Op.TEST_BEGIN, Op.TEST_END, Op.TEST_ABANDON, Op.TRY_BEGIN,
-                          Op.TRY_END, Op.EXCEPT_JUMP, Op.RAISE})
+                          Op.TRY_END, Op.EXCEPT_JUMP, Op.RAISE, Op.NATIVE})
 # Ops that let other code hold on to this frame's scopes (a closure, an action, a tool or an
 # agent declared here) or that write into the current scope's policy table.
 CAPTURING_OPS = frozenset({Op.MAKE_FUNCTION, Op.MAKE_ACTION, Op.MAKE_TOOL, Op.MAKE_AGENT})
@@ -419,7 +421,7 @@ class _Gen:
             raise _Declined("too large")
         for op, _, _ in instrs:
             if op in DECLINED_OPS:
-                raise _Declined("test or try handlers")
+                raise _Declined("test or try handlers, or a native")
         self.state, self.succ = _flow(instrs)
         spilled = 0
         for (op, _, _), st in zip(instrs, self.state):

@@ -1131,6 +1131,33 @@ class VM:
         # hand cannot import without it (interop.py; docs/interop.md).
         f.stack.append(services.import_python(self, f, a))
 
+    def op_NATIVE(self, f, a, b):
+        # The native bridge's one guarantee (sensevm/bytecode/natives.py): a non-pure native
+        # runs only in the body of a declaration of its kind requiring exactly its capability,
+        # checked here, in the handler both tiers run (tier 2 leaves such code to tier 1).
+        name = a                    # (the prepared instruction holds the constant itself)
+        entry = services.native(name) if type(name) is str else None
+        if entry is None:
+            raise SenseRuntimeError(f"unknown native {name!r}")
+        kind, cap, fn = entry
+        if kind != "pure":
+            problem = _native_refusal(f, kind, cap)
+            if problem is not None:
+                raise SensePolicyError(f"native '{name}' refused: {problem}")
+        if b:
+            args = f.stack[-b:]
+            del f.stack[-b:]
+        else:
+            args = []
+        try:
+            value = fn(self, args)
+        except SenseError as err:
+            # Reported where the program called the library (the first frame outside it).
+            caller = _library_caller(f)
+            raise err.with_pos(caller.pos, caller.prepared.path)
+        f.stack.append(value)
+        return False
+
     # ------------------------------------------------------------------ policy
 
     def op_POLICY_ALLOW(self, f, a, b):
@@ -1283,11 +1310,11 @@ class VM:
         if action.state not in L.VERIFY_FROM:
             L.check_verify(action)
         cap = action.definition.decl.capability
-        if cap is not None and self.denials.seen and not P.allowed(cap, scope, f):
+        if cap is not None and (self.denials.seen or cap in P.HOST_CAPABILITIES) \
+                and not P.permitted(cap, scope, f):
             self.step(action, "verify_denied", "denied", f, pos.line,
                       f"capability '{cap}' denied by policy")
-            raise SensePolicyError(f"action '{action.name}' requires capability '{cap}', "
-                                   "which is denied by policy")
+            raise SensePolicyError(f"action '{action.name}' " + P.denial_text(cap, scope, f))
         if L.threaded:
             self.step(action, "verify_allowed", "verified", f, pos.line)
         else:
@@ -1387,8 +1414,9 @@ class VM:
         decl = definition.decl
         # check_commit_policy and check_second_look, written out (a session calls those).
         cap = decl.capability
-        if cap is not None and self.denials.seen and not P.allowed(cap, scope, f):
-            self._commit_denied(f, action, cap)
+        if cap is not None and (self.denials.seen or cap in P.HOST_CAPABILITIES) \
+                and not P.permitted(cap, scope, f):
+            self._commit_denied(f, action, cap, scope)
         if decl.approval and not action.approved and not confirmed:
             self.step(action, "commit_unapproved", "denied", f, None, "requires approval")
             raise SenseApprovalError(f"action '{action.name}' requires approval before "
@@ -1438,21 +1466,23 @@ class VM:
 
     def check_commit_policy(self, f, action: PreparedAction, scope: Scope) -> None:
         cap = action.definition.decl.capability
-        if cap is not None and self.denials.seen and not P.allowed(cap, scope, f):
-            self._commit_denied(f, action, cap)
+        if cap is not None and (self.denials.seen or cap in P.HOST_CAPABILITIES) \
+                and not P.permitted(cap, scope, f):
+            self._commit_denied(f, action, cap, scope)
 
-    def _commit_denied(self, f, action: PreparedAction, cap: str):
+    def _commit_denied(self, f, action: PreparedAction, cap: str, scope=None):
         self.step(action, "commit_denied", "denied", f, None,
                   f"capability '{cap}' denied by policy")
-        raise SensePolicyError(f"action '{action.name}' requires capability '{cap}', "
-                               "which is denied by policy", located=False)
+        raise SensePolicyError(f"action '{action.name}' " + P.denial_text(cap, scope, f),
+                               located=False)
 
     def rollback(self, f, action: PreparedAction, scope: Scope, pos: Pos) -> bool:
         L.check_rollback(action)
         decl = action.definition.decl
         cap = decl.capability
         line = pos.line
-        if cap is not None and self.denials.seen and not P.allowed(cap, scope, f):
+        if cap is not None and (self.denials.seen or cap in P.HOST_CAPABILITIES) \
+                and not P.permitted(cap, scope, f):
             self.step(action, "rollback_denied", "denied", f, line,
                       f"capability '{cap}' denied by policy (rollback)")
             raise SensePolicyError(f"action '{action.name}' requires capability '{cap}', "
@@ -1597,10 +1627,10 @@ class VM:
         if line is None:
             line = f.pos.line
         cap = tool.capability
-        if cap is not None and self.denials.seen and not P.allowed(cap, f.scope, f):
+        if cap is not None and (self.denials.seen or cap in P.HOST_CAPABILITIES) \
+                and not P.permitted(cap, f.scope, f):
             self.record_tool(tool, "denied", f, line, f"capability '{cap}' denied by policy")
-            raise SensePolicyError(f"tool '{tool.name}' requires capability '{cap}', which is "
-                                   "denied by policy")
+            raise SensePolicyError(f"tool '{tool.name}' " + P.denial_text(cap, f.scope, f))
         for i, name, text, check, exact in tool.param_checks:
             if type(args[i]) is not exact and not check(args[i]):
                 raise V.param_error(name, tool.name, text, args[i])
@@ -1793,6 +1823,44 @@ class VM:
 
 _methods = None      # methods.py, loaded at the first method a program reads (not at start-up)
 
+
+
+def _native_refusal(f, kind: str, cap: str):
+    """Why frame ``f`` may not run a native of ``kind`` requiring ``cap``, or None when it
+    may: it must be the body of a tool (kind "tool") or the commit body or rollback block of
+    an action of that kind, whose declared capability is exactly ``cap``."""
+    role, owner = f.role, f.action
+    if kind == "tool":
+        if role not in ("tool", "async_tool") or type(owner) is not ToolDefinition \
+                or owner.body is not f.prepared:
+            return "it runs only in the body of a tool"
+        declared = owner.decl.capability
+        what = f"tool '{owner.decl.name}'"
+    else:
+        if role not in ("commit", "rollback") or type(owner) is not PreparedAction:
+            return f"it runs only in the body of a {kind} action"
+        definition = owner.definition
+        body = definition.body if role == "commit" else definition.rollback
+        if body is not f.prepared or definition.decl.reversible != (kind == "reversible"):
+            return f"it runs only in the body of a {kind} action"
+        declared = definition.decl.capability
+        what = f"action '{definition.decl.name}'"
+    if declared != cap:
+        return f"it requires capability '{cap}', and {what} declares " + \
+            (f"'{declared}'" if declared else "none")
+    return None
+
+
+def _library_caller(f):
+    """The innermost frame at or above ``f`` whose code is not the standard library's (the
+    program's call into it), else ``f``."""
+    from sensevm.base.stdlib_dir import in_stdlib
+    frame = f
+    while frame is not None:
+        if not in_stdlib(frame.prepared.path):
+            return frame
+        frame = frame.caller
+    return f
 
 def _load_methods():
     global _methods

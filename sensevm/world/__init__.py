@@ -83,9 +83,14 @@ def _close_servers(servers):
     _mcp().close_all(servers)
 
 
+def _natives():
+    from sensevm.world.stdlib_native import REGISTRY
+    return REGISTRY
+
+
 def install() -> None:
     """Give every VM made from now on the world's builtins and services (idempotent)."""
     if not services.installed:
         services.install(builtins=BUILTINS, import_python=_import_python,
                          save_agent=_save_agent, await_agent=_await_agent,
-                         close_servers=_close_servers)
+                         close_servers=_close_servers, natives=_natives)

@@ -1,6 +1,7 @@
 """HTTP requests with one overall deadline on every read and write, and a bound on the reply.
 
-The model providers' requests go through here (providers.post_json). urllib's own ``timeout``
+The model providers' requests go through here (providers.post_json), and std.http's
+(world/std_net.py). urllib's own ``timeout``
 is a limit per socket operation: a server that sends a byte every second never trips it and
 keeps the request open for as long as it likes. Here every connection's socket is wrapped so
 that each read and write may wait only for what is left of one ``deadline.Deadline``; when
@@ -113,10 +114,12 @@ if hasattr(http.client, "HTTPSConnection"):        # Python built with ssl
     _handlers.append(_HTTPSHandler)
 
 
-def urlopen(request, deadline):
+def urlopen(request, deadline, handlers=()):
     """``urllib.request.urlopen(request)`` whose every socket operation ends by ``deadline``
-    (a deadline.Deadline); a connection is also given only what is left of it."""
-    opener = urllib.request.build_opener(*(handler(deadline) for handler in _handlers))
+    (a deadline.Deadline); a connection is also given only what is left of it. ``handlers``:
+    more urllib handler instances (std.http's, which follows no redirect itself)."""
+    opener = urllib.request.build_opener(*(handler(deadline) for handler in _handlers),
+                                         *handlers)
     return opener.open(request, timeout=max(deadline.left(), 0.001))
 
 
