@@ -33,6 +33,7 @@ $(REFVENV)/.installed:
 test: install ref
 	$(VENV)/bin/lint-imports
 	$(PY) -m sensec fmt --check examples/
+	$(PY) -m sensec fmt --check stdlib/
 	SENSE_REF=$(abspath $(REFVENV))/bin/sense $(PY) -m pytest
 
 # The whole suite once more with each tier forced (SENSE_TIER), for CI.

@@ -25,8 +25,9 @@ def test_example_output(path):
     assert outcome.stdout == expected
 
 
-def test_examples_are_in_canonical_form(capsys):
-    """`sensec fmt --check examples/` (run by `make test` too): the examples are what fmt
+@pytest.mark.parametrize("tree", ["examples", "stdlib"])
+def test_examples_and_the_library_are_in_canonical_form(capsys, tree):
+    """`sensec fmt --check examples/` and `stdlib/` (run by `make test` too): they are what fmt
     prints, so a reader copies the canonical layout."""
     from sensec.fmt import run
-    assert run(os.path.join(ROOT, "examples"), check=True) == 0, capsys.readouterr().out
+    assert run(os.path.join(ROOT, tree), check=True) == 0, capsys.readouterr().out
