@@ -120,7 +120,9 @@ def test_a_failed_fire_is_residue_and_only_its_dependents_are_blocked():
                                               "blocked: #1 did not run", "fired"]
     assert w.events == [("fired", 3, "notify")]
     assert s.counters["residue"] == 2
-    assert s.manifest is not None and s.state == "committed"
+    assert s.manifest is not None and s.state == "incomplete"
+    report = s.flush_report()
+    assert "2 of 3 queued actions did not run" in report and "fired: #3 notify" in report
 
 
 def test_the_wal_order_of_a_committed_session(tmp_path):

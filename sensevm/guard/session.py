@@ -28,6 +28,9 @@ from sensevm.guard.wal import crash_point
 DOMAIN = b"sense.manifest.v1\n"
 OPEN, ENUMERATED, APPROVED, FLUSHING, COMMITTED, ABORTING, ABORTED = (
     "open", "enumerated", "approved", "flushing", "committed", "aborting", "aborted")
+# Committed, but an entry of the queue failed (or was blocked by one that did) when it fired:
+# what fired stands, what failed is residue; never reported as plain "committed".
+INCOMPLETE = "incomplete"
 
 
 def canonical(value, show):
@@ -307,9 +310,22 @@ class Session:
             crash_point("after-flushed", e.n)
         crash_point("before-discharge")
         self._write("discharge")
-        self.state = COMMITTED
+        self.state = INCOMPLETE if failed else COMMITTED
         self._write("complete")
         return deferred
+
+    def flush_report(self) -> str:
+        """What the queue's flush did, for the error of an incomplete commit: what fired, what
+        failed (and why), and that nothing was rolled back."""
+        fired = [f"#{e.n} {e.action}" for e in self.of("deferred") if e.outcome == "fired"]
+        failed = [f"#{e.n} {e.action} ({e.outcome})" for e in self.of("deferred")
+                  if e.outcome and e.outcome != "fired"]
+        return (f"session '{self.name}' committed, but not all of it: "
+                f"{len(failed)} of {len(fired) + len(failed)} queued actions did not run — "
+                + "; ".join(failed)
+                + (f"; fired: {', '.join(fired)}" if fired else "; none fired")
+                + "; nothing was rolled back (what fired cannot be undone, the reversible "
+                  "actions stand): `sensevm recover` reports the same")
 
     def abort(self) -> list:
         """Drop the queue and undo what ran reversibly, newest first; immediates stand."""

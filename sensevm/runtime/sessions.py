@@ -185,6 +185,11 @@ def confirm(vm, frame, handle, digest, approver: str) -> None:
         session.confirm(digest, approver, checkpoint)
     finally:
         handle.acting = None
+    from sensevm.guard.session import INCOMPLETE
+    if session.state == INCOMPLETE:
+        # Never a quiet "committed": the run fails here unless the program handles it.
+        _audit(vm, frame, handle, "incomplete", _counters(session))
+        raise SenseSessionError(session.flush_report())
     _audit(vm, frame, handle, "committed", _counters(session))
 
 
