@@ -81,11 +81,20 @@ def describe(origin: tuple) -> str:
         return "you"
     if kind == "literal":
         return "the program's own text"
+    source = _SOURCES.get(origin)
+    if source is not None:
+        return source
     if kind == "trusted":
         return f"the trusted tool {origin[1]}"
     if kind == "untrusted":
-        return "Python code" if origin[1] == "python" else f"the tool {origin[1]}"
+        return f"the tool {origin[1]}"
     return f"model {origin[1]}"
+
+
+# The standard library's labels for what it reads from outside (docs/stdlib.md), in words.
+_SOURCES = {("untrusted", "python"): "Python code", ("untrusted", "file"): "a file",
+            ("untrusted", "web"): "the web", ("untrusted", "shell"): "a command's output",
+            ("trusted", "env"): "the environment"}
 
 
 def origin_text(origin: tuple) -> str:
