@@ -98,6 +98,11 @@ def granted(capability: str, scope, frame) -> Optional[str]:
 # needs an explicit allow (granted), and in a dry run also the command line's leave
 # (``--dry-run-allow``), since a dry run must not start host code nobody asked it to.
 HOST_CAPABILITIES = ("python.import", "mcp.connect")
+# The capabilities a tool or action requiring them may use only with an explicit allow on its
+# lexical or call chain (``granted``), whatever the defaults (EXTENSIONS.md E5).
+EXPLICIT = frozenset(HOST_CAPABILITIES + (
+    "env.read",
+))
 DRY_RUN = "dry run"
 
 

@@ -124,6 +124,7 @@ class VM:
         self._session_log = None
         self.tests: list[TestResult] = []
         self.request = None             # user_request(): the run's --request, labelled user
+        self.args = []                  # std.env.args(): the words after `--`, labelled user
         self.builtins = builtin_scope()
         self.denials = P.Denials()      # (shared with the workers, as copy.copy shares it)
         # The second look (secondlook.py): None when switched off for a comparison run.
@@ -1314,6 +1315,12 @@ class VM:
         else:
             self.request = None if text is None else self.look.user_text(text)
 
+    def set_args(self, words) -> None:
+        """The program's arguments (``sensevm run FILE -- ARG...``), the user's own words as
+        ``--request`` is (labelled user and evidence for the second look, when it is on)."""
+        look = self.look
+        self.args = [w if look is None else look.user_text(w) for w in words]
+
     def check_second_look(self, f, action: PreparedAction) -> None:
         """The second look at a commit (or a session queueing one): raises if it must ask."""
         look = self.look
@@ -1603,10 +1610,15 @@ class VM:
         if line is None:
             line = f.pos.line
         cap = tool.capability
-        if cap is not None and self.denials.seen and not P.allowed(cap, f.scope, f):
-            self.record_tool(tool, "denied", f, line, f"capability '{cap}' denied by policy")
-            raise SensePolicyError(f"tool '{tool.name}' requires capability '{cap}', which is "
-                                   "denied by policy")
+        if cap is not None and (self.denials.seen or cap in P.EXPLICIT):
+            if cap in P.EXPLICIT:           # (env.read): only with an explicit allow
+                why = P.granted(cap, f.scope, f)
+            else:
+                why = None if P.allowed(cap, f.scope, f) else P.DENY
+            if why is not None:
+                self.record_tool(tool, "denied", f, line, f"capability '{cap}' denied by policy"
+                                 if why == P.DENY else f"capability '{cap}' not allowed")
+                raise SensePolicyError(f"tool '{tool.name}' " + P.refusal_text(cap, why))
         for i, name, text, check, exact in tool.param_checks:
             if type(args[i]) is not exact and not check(args[i]):
                 raise V.param_error(name, tool.name, text, args[i])
