@@ -149,7 +149,7 @@ class _Parser:
     def hex4(self, i: int) -> int:
         digits = self.s[i + 2:i + 6]
         if len(digits) < 4 or any(c not in "0123456789abcdefABCDEF" for c in digits):
-            raise _JsonError("invalid \\u escape", i)
+            raise _JsonError("invalid \\u escape", i + 1)
         return int(digits, 16)
 
     def number(self, i: int):
@@ -163,21 +163,22 @@ class _Parser:
             while i < n and "0" <= s[i] <= "9":
                 i += 1
         else:
-            raise _JsonError("expected a digit", i)
+            raise _JsonError("expected a value", start)     # a lone '-' (as Python says)
         is_float = False
         if i < n and s[i] == ".":
             i += 1
             if not (i < n and "0" <= s[i] <= "9"):
-                raise _JsonError("expected a digit after '.'", i)
+                raise _JsonError("expected a digit after '.'", i - 1)
             while i < n and "0" <= s[i] <= "9":
                 i += 1
             is_float = True
         if i < n and s[i] in "eE":
+            e = i
             i += 1
             if i < n and s[i] in "+-":
                 i += 1
             if not (i < n and "0" <= s[i] <= "9"):
-                raise _JsonError("expected a digit in the exponent", i)
+                raise _JsonError("expected a digit in the exponent", e)
             while i < n and "0" <= s[i] <= "9":
                 i += 1
             is_float = True
@@ -283,8 +284,9 @@ def n_json_parse(vm, args):
     except _JsonError as exc:
         line = text.count("\n", 0, exc.at) + 1
         column = exc.at - (text.rfind("\n", 0, exc.at) + 1) + 1
-        where = "the end of the text" if exc.at >= len(text) else f"line {line}, column {column}"
-        raise SenseRuntimeError(f"json.parse: {exc.what} at {where}") from None
+        end = " (the end of the text)" if exc.at >= len(text) else ""
+        raise SenseRuntimeError(f"json.parse: {exc.what} at line {line}, column {column}{end}") \
+            from None
 
 
 def _jsonable(fn: str, v, seen: set):
@@ -308,7 +310,7 @@ def _jsonable(fn: str, v, seen: set):
             out = {PV.plain(k): _jsonable(fn, x, seen) for k, x in v.items()}
         seen.discard(id(v))
         return out
-    raise SenseRuntimeError(f"{fn}: a {_type_name(v)} is not a JSON value")
+    raise SenseRuntimeError(f"{fn}: a value of type {_type_name(v)} is not JSON")
 
 
 def _dump(fn: str, value, indent):
