@@ -346,7 +346,7 @@ def _regex_call(fn: str, pattern, subject, work):
     a run's clock running out are each a clean error."""
     import regex
     p = _string(fn, "a pattern", pattern)
-    s = _string(fn, "a String", subject)
+    s = _string(fn, "the text to search", subject)
     try:
         compiled = regex.compile(p)
     except regex.error as exc:
