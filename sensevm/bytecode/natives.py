@@ -69,6 +69,22 @@ SPECS: dict = {
     "http_post_json": (IRREVERSIBLE, "http.post"),
     "email_send": (IRREVERSIBLE, "email.send"),
     "shell_run": (IRREVERSIBLE, "shell.exec"),
+    # std.json, std.re, std.time, std.env
+    "json_parse": (PURE, None),
+    "json_format": (PURE, None),
+    "json_pretty": (PURE, None),
+    "re_matches": (PURE, None),
+    "re_find": (PURE, None),
+    "re_find_all": (PURE, None),
+    "re_replace": (PURE, None),
+    "re_split": (PURE, None),
+    "time_now": (PURE, None),
+    "time_monotonic": (PURE, None),
+    "time_sleep": (PURE, None),
+    "time_iso": (PURE, None),
+    "time_today": (PURE, None),
+    "env_args": (PURE, None),
+    "env_get": (TOOL, "env.read"),
 }
 
 

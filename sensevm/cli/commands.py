@@ -59,7 +59,21 @@ def main():
     """Run Sense programs: .snb bytecode built by sensec, or .sns source compiled in memory."""
 
 
-@main.command()
+class _RunCommand(click.Command):
+    """``run FILE [OPTIONS] -- ARG...``: what follows the first ``--`` is the program's own
+    arguments (std.env.args()), never options or FILE (launch.py's fast path splits the same)."""
+
+    def parse_args(self, ctx, args):
+        if "--" in args:
+            cut = args.index("--")
+            args, ctx.meta["sense.program_args"] = args[:cut], tuple(args[cut + 1:])
+        return super().parse_args(ctx, args)
+
+    def collect_usage_pieces(self, ctx):
+        return super().collect_usage_pieces(ctx) + ["[-- ARG...]"]
+
+
+@main.command(cls=_RunCommand)
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--dry-run", is_flag=True, help="Skip action bodies and rollbacks; print a summary.")
 @click.option("--audit-log", "audit_log", type=click.Path(), default=None,
@@ -92,6 +106,9 @@ def run(file, dry_run, audit_log, state_dir, approve, session_log, tier, request
         dry_run_allow, import_root, **limits):
     """Verify and run FILE (.snb, or .sns compiled in memory).
 
+    The arguments after `--` are the program's: std.env's args() returns them (as the user's
+    words, origin user).
+
     A program that imports Python (`allow python.import`) or starts an MCP server (`allow
     mcp.connect`) is given the whole host through it: those capabilities are never granted by
     default, and a dry run refuses them unless --dry-run-allow names them (docs/interop.md).
@@ -104,7 +121,9 @@ def run(file, dry_run, audit_log, state_dir, approve, session_log, tier, request
     sys.exit(run_file(file, dry_run=dry_run, audit_log=audit_log, state_dir=state_dir,
                       approve=approve, session_log=session_log, request=request,
                       second_look=second_look == "on", limits=_given(**limits),
-                      dry_run_allow=dry_run_allow, import_root=import_root))
+                      dry_run_allow=dry_run_allow, import_root=import_root,
+                      program_args=click.get_current_context().meta.get("sense.program_args",
+                                                                        ())))
 
 
 @main.command()

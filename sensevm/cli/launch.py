@@ -22,17 +22,25 @@ from sensevm.cli.running import run_file
 
 
 def _fast_run_args(args: list[str]):
-    """(FILE, limits, second_look, dry_run) if ``args`` is ``run FILE`` with at most the limit
-    options (``--max-steps N`` or ``--max-steps=N`` ..., before or after FILE), ``--second-look
-    on|off`` and the ``--dry-run`` flag, exactly as click would accept them, else None.
+    """(FILE, limits, second_look, dry_run, program_args) if ``args`` is ``run FILE`` with at
+    most the limit options (``--max-steps N`` or ``--max-steps=N`` ..., before or after FILE),
+    ``--second-look on|off`` and the ``--dry-run`` flag, exactly as click would accept them,
+    then optionally ``-- ARG...``; else None.
 
     Mirrors ``click.Path(dir_okay=False)`` (readable by default, need not exist): a directory or
     an existing unreadable file is left to click, which refuses it with its usage message.
-    Any other argument starting with '-' ('--help', '--dry-run=yes', '--'), a value that is not
-    a valid limit, or a second argument goes to click, which says what is wrong.
+    Any other argument starting with '-' ('--help', '--dry-run=yes'), a value that is not
+    a valid limit, or a second argument goes to click, which says what is wrong. What follows
+    the first ``--`` is the program's arguments (std.env.args()), as the click command splits.
     """
     if len(args) < 2 or args[0] != "run":
         return None
+    program_args = ()
+    if "--" in args:
+        cut = args.index("--")
+        args, program_args = args[:cut], tuple(args[cut + 1:])
+        if len(args) < 2:
+            return None
     # click answers shell-completion requests before parsing anything.
     if os.environ.get("_SENSEVM_COMPLETE"):
         return None
@@ -81,20 +89,21 @@ def _fast_run_args(args: list[str]):
     try:
         st = os.stat(path)
     except OSError:
-        return path, limits, second_look, dry_run   # click passes a missing path on
+        return path, limits, second_look, dry_run, program_args   # click passes it on
     except ValueError:
         return None            # e.g. an embedded NUL: let click have its say
     if (st.st_mode & 0o170000) == 0o040000 or not os.access(path, os.R_OK):
         return None
-    return path, limits, second_look, dry_run
+    return path, limits, second_look, dry_run, program_args
 
 
 def _run_as_click_would(path: str, limits: dict, second_look: bool = True,
-                        dry_run: bool = False) -> None:
+                        dry_run: bool = False, program_args=()) -> None:
     """``run_file(path)`` with the exit handling of click's standalone mode."""
     import errno
     try:
-        code = run_file(path, limits=limits, second_look=second_look, dry_run=dry_run)
+        code = run_file(path, limits=limits, second_look=second_look, dry_run=dry_run,
+                        program_args=program_args)
     except (EOFError, KeyboardInterrupt):
         # click: echo() a newline, raise Abort, which prints "Aborted!" and exits 1.
         sys.stderr.write("\n")

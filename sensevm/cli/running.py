@@ -70,13 +70,14 @@ def run_file(path: str, *, dry_run: bool = False, stdout=None, stderr=None,
              approve: str | None = None, session_log: str | None = None, stdin=None,
              request: str | None = None, second_look: bool = True,
              limits: dict | None = None, dry_run_allow=(),
-             import_root: str | None = None) -> int:
+             import_root: str | None = None, program_args=()) -> int:
     """Run ``path`` as ``sensevm run`` does; return the exit status.
 
     With ``audit_log``, every audit record is also appended durably to that file (see
     sensevm.guard.audit.AuditFile); a log that cannot be opened stops the run before it starts.
     ``limits`` are VM keywords (max_steps, max_depth, max_string, max_array, timeout) over
-    the environment's; a program stopped by one exits with status 4.
+    the environment's; a program stopped by one exits with status 4. ``program_args`` are
+    what std.env's args() returns (the command line's words after ``--``).
     """
     from sensevm.base.diagnostics import report
     from sensevm.runtime.vm import VM
@@ -106,6 +107,7 @@ def run_file(path: str, *, dry_run: bool = False, stdout=None, stderr=None,
     vm = VM(verified, stdout=stdout, dry_run=dry_run, audit=audit, state_dir=state_dir,
             second_look=second_look, dry_run_allow=dry_run_allow, **limits)
     vm.set_request(request)
+    vm.set_args(program_args)
     session_host(vm, path, approve, session_log, stdin, stderr)
     return run_guarded(vm.run, audit, sources, stdout, stderr)
 

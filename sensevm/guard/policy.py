@@ -94,12 +94,17 @@ def granted(capability: str, scope, frame) -> Optional[str]:
     return None if seen_allow else "unmentioned"
 
 
-# The capabilities that hand a program the host itself (docs/interop.md, docs/mcp.md,
-# docs/stdlib.md): each needs an explicit allow (granted), and for python.import and
-# mcp.connect in a dry run also the command line's leave (``--dry-run-allow``), since a dry run
-# must not start host code nobody asked it to (an action body, std.shell's, never runs in one).
-HOST_CAPABILITIES = ("python.import", "mcp.connect",
-                     "shell.exec")
+# The capabilities that hand a program the host itself (docs/interop.md, docs/mcp.md): each
+# needs an explicit allow (granted), and in a dry run also the command line's leave
+# (``--dry-run-allow``), since a dry run must not start host code nobody asked it to.
+HOST_CAPABILITIES = ("python.import", "mcp.connect")
+# The capabilities a tool or action requiring them may use only with an explicit allow on its
+# lexical or call chain (``granted``), whatever the defaults (EXTENSIONS.md E5): the host ones,
+# std.shell's (an action body, which never runs in a dry run) and std.env's.
+EXPLICIT = frozenset(HOST_CAPABILITIES + (
+    "shell.exec",
+    "env.read",
+))
 DRY_RUN = "dry run"
 
 
@@ -126,16 +131,16 @@ def refusal_text(capability: str, why: str) -> str:
 
 def permitted(capability: str, scope, frame) -> bool:
     """The VM's capability check for a declaration's step or call: ``allowed``, except that a
-    capability of HOST_CAPABILITIES must be explicitly granted (the VM asks even when no deny
-    rule exists yet)."""
-    if capability in HOST_CAPABILITIES:
+    capability of EXPLICIT must be explicitly granted (the VM asks even when no deny rule
+    exists yet)."""
+    if capability in EXPLICIT:
         return granted(capability, scope, frame) is None
     return allowed(capability, scope, frame)
 
 
 def denial_text(capability: str, scope, frame) -> str:
     """The end of a capability check's refusal: why ``allowed`` said no."""
-    if capability in HOST_CAPABILITIES:
+    if capability in EXPLICIT:
         return refusal_text(capability, granted(capability, scope, frame) or DENY)
     return f"requires capability '{capability}', which is denied by policy"
 

@@ -125,6 +125,7 @@ class VM:
         self._session_log = None
         self.tests: list[TestResult] = []
         self.request = None             # user_request(): the run's --request, labelled user
+        self.args = []                  # std.env.args(): the words after `--`, labelled user
         self.builtins = builtin_scope()
         self.denials = P.Denials()      # (shared with the workers, as copy.copy shares it)
         # The second look (secondlook.py): None when switched off for a comparison run.
@@ -1310,7 +1311,7 @@ class VM:
         if action.state not in L.VERIFY_FROM:
             L.check_verify(action)
         cap = action.definition.decl.capability
-        if cap is not None and (self.denials.seen or cap in P.HOST_CAPABILITIES) \
+        if cap is not None and (self.denials.seen or cap in P.EXPLICIT) \
                 and not P.permitted(cap, scope, f):
             self.step(action, "verify_denied", "denied", f, pos.line,
                       f"capability '{cap}' denied by policy")
@@ -1334,6 +1335,12 @@ class VM:
             self.request = text
         else:
             self.request = None if text is None else self.look.user_text(text)
+
+    def set_args(self, words) -> None:
+        """The program's arguments (``sensevm run FILE -- ARG...``), the user's own words as
+        ``--request`` is (labelled user and evidence for the second look, when it is on)."""
+        look = self.look
+        self.args = [w if look is None else look.user_text(w) for w in words]
 
     def check_second_look(self, f, action: PreparedAction) -> None:
         """The second look at a commit (or a session queueing one): raises if it must ask."""
@@ -1414,7 +1421,7 @@ class VM:
         decl = definition.decl
         # check_commit_policy and check_second_look, written out (a session calls those).
         cap = decl.capability
-        if cap is not None and (self.denials.seen or cap in P.HOST_CAPABILITIES) \
+        if cap is not None and (self.denials.seen or cap in P.EXPLICIT) \
                 and not P.permitted(cap, scope, f):
             self._commit_denied(f, action, cap, scope)
         if decl.approval and not action.approved and not confirmed:
@@ -1466,7 +1473,7 @@ class VM:
 
     def check_commit_policy(self, f, action: PreparedAction, scope: Scope) -> None:
         cap = action.definition.decl.capability
-        if cap is not None and (self.denials.seen or cap in P.HOST_CAPABILITIES) \
+        if cap is not None and (self.denials.seen or cap in P.EXPLICIT) \
                 and not P.permitted(cap, scope, f):
             self._commit_denied(f, action, cap, scope)
 
@@ -1481,7 +1488,7 @@ class VM:
         decl = action.definition.decl
         cap = decl.capability
         line = pos.line
-        if cap is not None and (self.denials.seen or cap in P.HOST_CAPABILITIES) \
+        if cap is not None and (self.denials.seen or cap in P.EXPLICIT) \
                 and not P.permitted(cap, scope, f):
             self.step(action, "rollback_denied", "denied", f, line,
                       f"capability '{cap}' denied by policy (rollback)")
@@ -1627,7 +1634,7 @@ class VM:
         if line is None:
             line = f.pos.line
         cap = tool.capability
-        if cap is not None and (self.denials.seen or cap in P.HOST_CAPABILITIES) \
+        if cap is not None and (self.denials.seen or cap in P.EXPLICIT) \
                 and not P.permitted(cap, f.scope, f):
             self.record_tool(tool, "denied", f, line, f"capability '{cap}' denied by policy")
             raise SensePolicyError(f"tool '{tool.name}' " + P.denial_text(cap, f.scope, f))

@@ -302,5 +302,8 @@ _FUNCTIONS = {
 }
 _FUNCTIONS.update(std_net.FUNCTIONS)     # std.http, std.email, std.shell
 
+from sensevm.world.std_data import FUNCTIONS as _STD_DATA  # noqa: E402  std.json, re, time, env
+_FUNCTIONS.update(_STD_DATA)
+
 # name -> (kind, capability, function): the contract's rows with their functions.
 REGISTRY = {name: (kind, cap, _FUNCTIONS[name]) for name, (kind, cap) in spec.SPECS.items()}
