@@ -71,8 +71,43 @@ def render(err: SenseError, source: Optional[str] = None, *, color: bool = False
     return out
 
 
+# A run of more frames of one function than this is summarised (deep recursion).
+STACK_RUN = 6
+
+
+def render_stack(frames, *, color: bool = False) -> str:
+    """The Sense call stack under an uncaught error, outermost first and innermost last, as
+    Python prints its traceback: ``  at FILE:LINE in NAME``. Nothing for an error in the
+    program's top level alone (its position says it all). A run of frames of one function
+    longer than STACK_RUN keeps its first and last three, the rest said in one line."""
+    if len(frames) < 2:
+        return ""
+    dim, reset = ("\x1b[2m", "\x1b[0m") if color else ("", "")
+    lines = [f"{dim}Sense call stack (innermost last):{reset}\n"]
+    outermost_first = list(reversed(frames))
+    i = 0
+    while i < len(outermost_first):
+        j = i
+        while j < len(outermost_first) and outermost_first[j][2] == outermost_first[i][2]:
+            j += 1
+        run = outermost_first[i:j]
+        if len(run) > STACK_RUN:
+            shown = run[:3] + [None] + run[-3:]
+        else:
+            shown = run
+        for frame in shown:
+            if frame is None:
+                lines.append(f"  ... {len(run) - 6:,} more frames of {run[0][2]}\n")
+            else:
+                path, line, name = frame
+                lines.append(f"  at {printable(path or '<input>')}:{line} in {printable(name)}\n")
+        i = j
+    return "".join(lines)
+
+
 def report(err: SenseError, sources: dict[str, str], stream=None) -> None:
-    """Write the rendering of ``err`` (and of every error it bundles) to ``stream``."""
+    """Write the rendering of ``err`` (and of every error it bundles), and the call stack of
+    an uncaught runtime error, to ``stream``."""
     stream = stream if stream is not None else sys.stderr
     color = use_color(stream)
     for e in getattr(err, "errors", None) or [err]:
@@ -84,6 +119,7 @@ def report(err: SenseError, sources: dict[str, str], stream=None) -> None:
             except OSError:
                 pass
         stream.write(render(e, source, color=color))
+        stream.write(render_stack(e.frames, color=color))
     stream.flush()
 
 

@@ -64,6 +64,16 @@ class SenseError(Exception):
     # gives it these labels, so that no label is washed off through an error.
     origins: frozenset = frozenset()
 
+    # The Sense frames an uncaught error left, innermost first: (path, line, what ran there),
+    # for the call stack printed under it (diagnostics.render_stack). Filled in as it unwinds.
+    frames: tuple = ()
+
+    def left(self, path, line: int, name: str) -> None:
+        """Record that the error left a frame running ``name`` at ``path``:``line``."""
+        if type(self.frames) is tuple:
+            self.frames = list(self.frames)
+        self.frames.append((path, line, name))
+
     def quoting(self, origins) -> "SenseError":
         """This error, its message now known to quote values of ``origins``."""
         if origins:

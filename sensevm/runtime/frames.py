@@ -150,3 +150,18 @@ class Frame:
     def pos(self) -> Pos:
         """The position of the instruction being executed."""
         return self.prepared.positions[max(self.ip - 1, 0)]
+
+
+_CODE_LABELS = {0: "<module>", 2: "action {}", 3: "rollback of {}", 4: "tool {}", 5: "agent {}"}
+
+
+def code_label(code) -> str:
+    """What a call stack calls a frame of ``code``: ``f()``, ``tool t``, ``action a``,
+    ``rollback of a``, ``agent x``, ``<module>`` (the same in both tiers)."""
+    shape = _CODE_LABELS.get(code.kind)
+    if shape is None:
+        return f"{code.name}()"
+    name = code.name
+    if code.kind == 3 and name.endswith(".rollback"):      # (the compiler names it so)
+        name = name[:-len(".rollback")]
+    return shape.format(name)

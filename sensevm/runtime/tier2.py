@@ -50,7 +50,7 @@ from sensevm.bytecode.program import CodeKind
 from sensevm.guard import provenance as PV
 from sensevm.runtime import values as V
 from sensevm.runtime.builtins import CORE
-from sensevm.runtime.frames import DIRECT_ARITIES, DIRECT_LIMIT, Deoptimize, Frame
+from sensevm.runtime.frames import DIRECT_ARITIES, DIRECT_LIMIT, Deoptimize, Frame, code_label
 from sensevm.runtime.values import (ActionDefinition, ArrayIterator, Builtin, Closure,
                                     PreparedAction, Scope, ToolDefinition, index_get, index_set,
                                     load_name, store_name, store_outer)
@@ -185,15 +185,19 @@ def materialize(prepared, scope, owner, stack, ip):
     return frame
 
 
-def direct_error(exc, pos, path):
-    """The error a direct form's exception becomes, placed at ``pos`` as the loop would have."""
+def direct_error(exc, pos, path, label):
+    """The error a direct form's exception becomes, placed at ``pos`` as the loop would have,
+    with the frame the direct form stood for on its call stack (as vm._unwind records one)."""
     if isinstance(exc, SenseError):
-        return exc.with_pos(pos, path)
-    if isinstance(exc, RecursionError):
-        return SenseRecursionError().with_pos(pos, path)
-    if isinstance(exc, MemoryError):
-        return SenseRuntimeError("out of memory", located=False).with_pos(pos, path)
-    return exc
+        err = exc.with_pos(pos, path)
+    elif isinstance(exc, RecursionError):
+        err = SenseRecursionError().with_pos(pos, path)
+    elif isinstance(exc, MemoryError):
+        err = SenseRuntimeError("out of memory", located=False).with_pos(pos, path)
+    else:
+        return exc
+    err.left(path, pos.line, label)
+    return err
 
 
 def add_slow(a, b):
@@ -825,6 +829,7 @@ class _Gen:
         params = self.params
         self.ns["POSITIONS"] = prepared.positions
         self.ns["PATH"] = prepared.path
+        self.ns["LABEL"] = code_label(prepared.code)
         self.ns["PREP"] = prepared
         if self.kind in _GIVEN_SCOPE:
             # A commit body: vm.commit made its scope (the scope a rollback will see) and bound
@@ -871,7 +876,7 @@ class _Gen:
         e(1, "except Exception as exc:", 0)
         e(2, "tb = exc.__traceback__", 0)
         e(2, "ip = LINEMAP.get(tb.tb_lineno, 1) if tb is not None else 1", 0)
-        e(2, "raise direct_error(exc, POSITIONS[ip - 1], PATH) from None", 0)
+        e(2, "raise direct_error(exc, POSITIONS[ip - 1], PATH, LABEL) from None", 0)
         check = self.direct_return_check()
         if check is not None:
             e(1, f"if {self.exact_test(check[2], '_v')}not {self.const(check[1])}(_v): "

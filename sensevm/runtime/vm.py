@@ -35,7 +35,7 @@ from sensevm.runtime import values as V
 from sensevm.runtime.builtins import builtin_scope
 from sensevm.runtime.frames import (CALLBACK_OP, DIRECT_ARITIES, INLINE_LIMIT, _NO_TESTS,
                                     Deoptimize, Frame, PreparedCode, TestHandler, TestResult,
-                                    TryHandler)
+                                    TryHandler, code_label)
 from sensevm.runtime.limits import (DEFAULT_MAX_ARRAY, DEFAULT_MAX_DEPTH, DEFAULT_MAX_STRING,
                                     DEFAULT_MAX_WORKERS, Budget)
 from sensevm.runtime.values import (ActionDefinition, AgentValue, Builtin, Closure, ErrorValue, Future,
@@ -390,6 +390,9 @@ class VM:
                     self.tests.append(TestResult(handler.name, False, err, frame.prepared.path,
                                                  handler.pos))
                 return
+            code = frame.prepared.code
+            if code.kind is not None:   # (a method's callback frame is the method's call)
+                err.left(frame.prepared.path, frame.pos.line, code_label(code))
             if frame.module is not None:
                 # A module that failed half-way may be imported again later (a test block
                 # caught the error): it is no longer "loading".
