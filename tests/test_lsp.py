@@ -323,6 +323,27 @@ async def test_completion_of_members_after_a_dot(client):
     close_doc(client, path)
 
 
+async def test_the_standard_library_in_hover_completion_and_definition(client, tmp_path):
+    """std. modules are described from the library's own source: members with signatures
+    and the comment above each, the import's file for go-to-definition."""
+    from sensevm.base.stdlib_dir import modules, stdlib_dir
+    path = str(tmp_path / "uses_std.sns")
+    text = "import std.fs\nimport std.json\nx = fs.read_text(\"a\")\ny = json.\n"
+    await open_doc(client, path, text, wait=False)
+    got = await labels(client, path, (3, len("y = json.")))
+    assert set(got) == {"parse", "format", "pretty"}
+    h = await hover_text(client, path, where(text, "read_text", into=2))
+    assert "read_text(path: String) -> String" in h and "requires fs.read" in h
+    assert "text" in h.lower()      # the comment above the tool in stdlib/fs.sns
+    got = await client.text_document_definition_async(
+        t.DefinitionParams(**doc_pos(path, where(text, "std.fs", into=5))))
+    assert got.uri == from_fs_path(os.path.join(stdlib_dir(), "fs.sns"))
+    # `import std.` offers every module the library has.
+    got = await labels(client, path, (0, len("import std.")))
+    assert {f"std.{m}" for m in modules()} <= set(got) and "std.fs" in got
+    close_doc(client, path)
+
+
 async def test_completion_of_capabilities_after_requires_and_in_a_policy(client, tmp_path):
     path = str(tmp_path / "caps.sns")
     text = ("irreversible action pay(n) requires billing.charge:\n    nil\n"

@@ -37,6 +37,8 @@ class Workspace:
         self._scanned: dict = {}      # path -> (mtime, capabilities) of files not open
         self._files = (0.0, [])       # when the folders were walked, and the files found
         self._lock = threading.RLock()
+        from .std_docs import fill
+        fill()          # the std. modules' members, read from the library itself
 
     # ---- texts
     def set_text(self, path: str, text: str) -> None:

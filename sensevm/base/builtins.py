@@ -6,9 +6,9 @@ language server's hover and completion): the runtime's and the world's tables
 ``tests/test_builtin_table.py`` checks that this table names exactly the builtins they define,
 so neither can drift from the other. Nothing here is imported at a VM's start-up.
 
-``MEMBERS`` (methods and fields by type name) and ``STD_MODULES`` are data too: when the
-methods and the ``std.`` modules of another issue land, adding their rows here is all the
-language server needs to show them in hover, completion and go-to-definition.
+``MEMBERS`` (methods and fields by type name) is data too. ``STD_MODULES`` is the same shape of
+row for the ``std.`` modules, read from the library's source by the language server
+(sensec/lsp/std_docs.py) rather than written here twice.
 """
 
 from __future__ import annotations
@@ -233,5 +233,6 @@ MEMBERS: dict = {
     ),
 }
 
-# The std. modules, by dotted name ("std.text"). None exist yet; each lands as a row here.
+# The std. modules, by dotted name ("std.fs"): filled by the language server from the
+# library's own source (sensec/lsp/std_docs.py), so it describes exactly what the VM runs.
 STD_MODULES: dict = {}
