@@ -173,3 +173,19 @@ def test_map_literals_and_methods():
     assert (Keyword.Type, "Map") in toks
     assert (Name.Attribute, "keys") in toks and (Name.Attribute, "upper") in toks
     assert not [v for t, v in toks if t in Error]
+
+
+def test_a_native_call_of_the_library_is_highlighted_as_one():
+    """`native::name(...)` (only the standard library writes it: docs/stdlib.md)."""
+    from pygments.token import Keyword, Name, Operator
+    toks = [(t, v) for t, v in SenseLexer().get_tokens("x = native::fs_read_text(p)\n")
+            if v.strip()]
+    assert toks[2:5] == [(Keyword.Pseudo, "native"), (Operator, "::"),
+                         (Name.Builtin, "fs_read_text")]
+    # Every file of the library highlights without an error token.
+    import glob
+    from pygments.token import Error
+    from conftest import ROOT
+    for path in glob.glob(os.path.join(ROOT, "stdlib", "*.sns")):
+        with open(path, encoding="utf-8") as fh:
+            assert not [v for t, v in SenseLexer().get_tokens(fh.read()) if t in Error], path

@@ -42,7 +42,8 @@ def grammar() -> dict:
         "fileTypes": ["sns"],
         "patterns": [
             {"include": "#comment"}, {"include": "#string"}, {"include": "#declaration"},
-            {"include": "#rollback"}, {"include": "#capability"}, {"include": "#number"},
+            {"include": "#rollback"}, {"include": "#native"}, {"include": "#capability"},
+            {"include": "#number"},
             {"include": "#keyword"}, {"include": "#builtin"}, {"include": "#type"},
         ],
         "repository": {
@@ -58,6 +59,10 @@ def grammar() -> dict:
                 "match": r"\b(def|action|tool|agent|model|memory)\s+([^\W\d]\w*)",
                 "captures": {"1": {"name": "storage.type.sense"},
                              "2": {"name": "entity.name.function.sense"}}},
+            "native": {"match": r"\b(native)(::)([^\W\d]\w*)",
+                       "captures": {"1": {"name": "keyword.other.native.sense"},
+                                    "2": {"name": "keyword.operator.sense"},
+                                    "3": {"name": "support.function.native.sense"}}},
             "rollback": {"match": r"^\s*(rollback)(?=\s*:)",
                          "captures": {"1": {"name": "keyword.control.sense"}}},
             "capability": {

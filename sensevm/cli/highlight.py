@@ -73,6 +73,8 @@ class SenseLexer(RegexLexer):
             (r"(agent)(\b[ \t]*)(" + _IDENT + ")",
              bygroups(Keyword.Declaration, Whitespace, Name.Class)),
             (r"(session)(\b[ \t]*)(" + _IDENT + ")", bygroups(Keyword, Whitespace, Name.Label)),
+            # A native call of the standard library's own files (docs/stdlib.md).
+            (r"(native)(::)(" + _IDENT + ")", bygroups(Keyword.Pseudo, Operator, Name.Builtin)),
             (words(("def", "action", "tool", "agent"), suffix=r"\b"), Keyword.Declaration),
             (words(_DECLARATION_PREFIXES, suffix=r"\b"), Keyword.Declaration),
             # Capability paths: reserved words are legal segments there (spec 2.4).
