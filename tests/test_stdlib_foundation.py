@@ -119,11 +119,16 @@ def test_a_forged_native_is_refused_by_the_verifier(tmp_path, case):
 @pytest.mark.parametrize("case", sorted(FORGED))
 def test_a_forged_native_is_refused_at_run_time(tmp_path, case, tier):
     (tmp_path / "forged.snb").write_bytes(_stdlib_compile(FORGED[case]))
-    done = run_file(tmp_path, "forged.snb", tier=tier, script=NO_STATIC_CHECK)
+    done = run_file(tmp_path, "forged.snb", "--audit-log", "audit.jsonl", tier=tier,
+                    script=NO_STATIC_CHECK)
     clean_failure(done)
     assert "SensePolicyError" in done.stderr and "refused" in done.stderr, done.stderr
     assert not (tmp_path / "victim.txt").exists()
     assert "owned" not in done.stdout
+    # The refusal is on the durable record, naming the native.
+    import json
+    records = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    assert [r for r in records if r.get("event") == "refused" and "native" in str(r)], records
 
 
 @pytest.mark.parametrize("tier", TIERS)

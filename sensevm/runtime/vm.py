@@ -1147,6 +1147,13 @@ class VM:
         if kind != "pure":
             problem = _native_refusal(f, kind, cap)
             if problem is not None:
+                # Only a forged file gets here (the verifier refuses what it can see): on the
+                # record, host-side, like any other refusal.
+                from sensevm.guard.audit import AuditRecord
+                self.audit.append(AuditRecord(subject=f"native '{name}'", name=name,
+                                              kind="native", event="refused", detail=problem,
+                                              line=f.pos.line, lineage=self.lineage(f),
+                                              host_only=True))
                 raise SensePolicyError(f"native '{name}' refused: {problem}")
         if b:
             args = f.stack[-b:]
