@@ -4,14 +4,23 @@ VENV   ?= .venv
 REFVENV ?= .venv-ref
 PY      = $(VENV)/bin/python
 
-.PHONY: install run test test-tiers ref bench fuzz fuzz-atheris golden vsix clean
+.PHONY: install install-test run test test-tiers ref bench fuzz fuzz-atheris golden vsix clean
 
+# The package alone (what `make run` needs); `install-test` adds the test extra (`make test`).
+# -qq: pip and the build backend print only errors (an editable install otherwise always
+# prints setuptools' note about editable installs).
 install: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -qq --upgrade pip
+	$(PY) -m pip install -qq -e .
+	touch $@
+
+install-test: $(VENV)/.installed-test
+
+$(VENV)/.installed-test: $(VENV)/.installed
+	$(PY) -m pip install -qq -e '.[test]'
 	touch $@
 
 # Installs, then compiles and runs the main example.
@@ -30,14 +39,14 @@ $(REFVENV)/.installed:
 
 # The layer contracts (pyproject.toml), then the suite on the default tier (auto); tests/test_tiers.py and the lifecycle properties also run every
 # corpus program, example and property on tier 1 and on tier 2 and compare them.
-test: install ref
+test: install-test ref
 	$(VENV)/bin/lint-imports
 	$(PY) -m sensec fmt --check examples/
 	$(PY) -m sensec fmt --check stdlib/
 	SENSE_REF=$(abspath $(REFVENV))/bin/sense $(PY) -m pytest
 
 # The whole suite once more with each tier forced (SENSE_TIER), for CI.
-test-tiers: install ref
+test-tiers: install-test ref
 	SENSE_TIER=1 SENSE_REF=$(abspath $(REFVENV))/bin/sense $(PY) -m pytest -q
 	SENSE_TIER=2 SENSE_REF=$(abspath $(REFVENV))/bin/sense $(PY) -m pytest -q
 
@@ -47,7 +56,7 @@ bench: install ref
 
 # The generated-program, compiler, .snb loader/verifier and taint-oracle properties with a long,
 # freshly random budget (the normal suite runs a short one, the oracle's derandomized).
-fuzz: install ref
+fuzz: install-test ref
 	FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-1000} SENSE_REF=$(abspath $(REFVENV))/bin/sense \
 		$(PY) -m pytest tests/test_generated_programs.py tests/test_compile_fuzz.py tests/test_snb_fuzz.py \
 		tests/test_taint_oracle.py
@@ -66,7 +75,7 @@ vsix: install
 	$(PY) editors/vscode/make_grammar.py
 	cd editors/vscode && npm install --no-audit --no-fund && npm run package
 
-golden: install
+golden: install-test
 	$(PY) tests/golden_listing.py
 
 clean:

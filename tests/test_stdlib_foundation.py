@@ -176,7 +176,9 @@ def test_pyproject_lists_every_package_and_ships_the_library():
         for directory, _, files in os.walk(os.path.join(ROOT, top)):
             if "__init__.py" in files:
                 found.add(os.path.relpath(directory, ROOT).replace(os.sep, "."))
-    assert set(config["packages"]) == found | {"sensevm.stdlib"}
+    data_only = {"sensevm.stdlib", "sensevm.cli.console_static"}     # (files, no __init__.py)
+    assert set(config["packages"]) == found | data_only
+    assert config["package-data"]["sensevm.cli.console_static"] == ["*"]
     assert config["package-dir"]["sensevm.stdlib"] == "stdlib"
     assert "*.sns" in config["package-data"]["sensevm.stdlib"]
 
