@@ -105,7 +105,8 @@ class TypedRepl:
 
 def test_multiline_def_then_call():
     with TypedRepl() as repl:
-        repl.type("def f(x):\r    return x * 2\r")
+        # Typed as a person types it: the continuation line is indented for them.
+        repl.type("def f(x):\rreturn x * 2\r")
         time.sleep(0.05)
         assert repl.out.text() == BANNER + "\n"      # the block is still open: nothing ran
         repl.type("\rprint(f(21))\r")
@@ -114,12 +115,13 @@ def test_multiline_def_then_call():
     assert repl.out.text() == BANNER + "\n42\n"
 
 
-def test_state_persists_and_expressions_print_nothing():
+def test_state_persists_and_expression_values_are_echoed():
     with TypedRepl() as repl:
-        repl.type("x = 3\rx + 1\rprint(x)\r")
-        repl.wait_for("3\n")
-        assert repl.finish() == 0
-    assert repl.out.text() == BANNER + "\n3\n"
+        repl.type('x = 3\rx + 1\rprint(x)\rx += 1\rnil\rprint("s")\r"s"\r[x, "a"]\r')
+        repl.wait_for('[4, "a"]\n')
+        assert repl.finish("exit()\r") == 0
+    # Assignments and nil values show nothing; a String is shown quoted, print's text is not.
+    assert repl.out.text() == BANNER + '\n4\n3\ns\n"s"\n[4, "a"]\n'
 
 
 def test_error_then_working_input():
@@ -335,7 +337,23 @@ def test_piped_error_goes_to_stderr_and_the_input_goes_on():
     status, out, err = piped("print(1)\nprint(nope)\nprint(2)\n")
     assert status == 1
     assert out == "1\n2\n"
-    assert err.startswith("<repl>:1:7: SenseNameError: undefined variable 'nope'\n")
+    # The line of the input it came from (the reference says [line 1] for every input).
+    assert err.startswith("<repl>:2:7: SenseNameError: undefined variable 'nope'\n"
+                          "    2 | print(nope)\n")
+
+
+def test_piped_lines_count_blank_lines_and_meta_commands_and_errors_in_functions():
+    status, out, err = piped("def f():\n    return nope\n\n:policy\n\nx = 1\nf()\n")
+    assert status == 1
+    assert err == ("<repl>:2:12: SenseNameError: undefined variable 'nope'\n"
+                   "    2 |     return nope\n"
+                   "      |            ^\n")
+
+
+def test_piped_input_does_not_echo_and_exit_call_stops():
+    # Like `python < script` (and the reference's piped REPL): values are not echoed.
+    assert piped('1 + 2\n"ada"\nprint(3)\nexit()\nprint(4)\n')[:2] == (0, "3\n")
+    assert piped("print(1)\nquit()\nprint(2)\n")[:2] == (0, "1\n")
 
 
 def test_piped_block_at_end_of_input_runs_and_exit_stops():
@@ -360,8 +378,8 @@ def test_python_m_sensevm_repl_through_a_pipe():
     assert proc.returncode == 1
     assert proc.stdout.startswith("42\nstill here\nDisassembly of f")
     assert "sense>" not in proc.stdout and BANNER not in proc.stdout
-    assert proc.stderr == ("<repl>:1:7: SenseNameError: undefined variable 'nope'\n"
-                           "    1 | print(nope)\n"
+    assert proc.stderr == ("<repl>:5:7: SenseNameError: undefined variable 'nope'\n"
+                           "    5 | print(nope)\n"
                            "      |       ^\n")
 
 
