@@ -9,7 +9,6 @@ import sys
 import threading
 import time
 
-import pytest
 from prompt_toolkit.application import create_app_session
 from prompt_toolkit.document import Document
 from prompt_toolkit.completion import CompleteEvent
@@ -387,28 +386,23 @@ def test_python_m_sensevm_repl_through_a_pipe():
 
 
 def test_in_a_pseudo_terminal(tmp_path):
-    pexpect = pytest.importorskip("pexpect")
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               XDG_DATA_HOME=str(tmp_path), TERM="xterm",
-               # No terminal answers cursor-position requests here; don't wait for one.
-               PROMPT_TOOLKIT_NO_CPR="1")
-    child = pexpect.spawn(sys.executable, ["-m", "sensevm", "repl"], env=env, cwd=ROOT,
-                          encoding="utf-8", timeout=20, dimensions=(24, 100))
+    # A real pty through pty.fork (tests/test_repl_pty.py has the rest): no pexpect needed.
+    from test_repl_pty import PtyRepl
+    child = PtyRepl(tmp_path, "repl")
     try:
-        child.expect_exact(BANNER)
-        child.expect_exact("sense> ")
-        child.send("def f(x):\r")
-        child.expect_exact("...    ")
-        child.send("    return x * 2\r\r")
-        child.send("print(f(21))\r")
-        child.expect(r"42\r\n")
-        time.sleep(0.2)
-        child.send(UP + "\r")
-        child.expect(r"42\r\n")
-        child.send("\x04")
-        child.expect(pexpect.EOF)
+        child.expect(BANNER)
+        child.prompt()
+        child.line("def f(x):")
+        child.expect("...    ")
+        child.line("return x * 2")              # indented for us
+        child.line("")
+        child.prompt().line("print(f(21))")
+        child.expect("42\n")
+        child.prompt().send(UP + "\r")
+        child.expect("42\n")
+        child.prompt().send("\x04")
+        assert child.wait() == 0
     finally:
         child.close()
-    assert child.exitstatus == 0
     with open(os.path.join(str(tmp_path), "sense", "repl_history"), encoding="utf-8") as fh:
         assert "print(f(21))" in fh.read()
