@@ -89,8 +89,10 @@ def _inside(path: str, root: str) -> bool:
 
 
 class _Build:
-    def __init__(self, defer_import_errors: bool, import_root: str | None = None):
+    def __init__(self, defer_import_errors: bool, import_root: str | None = None,
+                 echo: str | None = None):
         self.builder = ProgramBuilder()
+        self.echo = echo               # the REPL's echo binding, for the entry module only
         self.slots: dict = {}          # key -> module table index
         self.defer_import_errors = defer_import_errors
         # Imports may read files only under this directory (symlinks resolved): the main
@@ -104,6 +106,9 @@ class _Build:
         errors = (_native_errors(tree, path) if "::" in source else []) or check(tree, path)
         if errors:
             raise CompileErrors(errors)
+        if self.echo is not None:
+            tree = _echo_last_expression(tree, self.echo)
+            self.echo = None           # imported modules are compiled as they are
         b = self.builder
         source_index = len(b.sources)
         b.sources.append(Source(path, source))
@@ -209,16 +214,32 @@ def _native_errors(tree: n.Module, path: str) -> list:
             for c in calls if c.name not in SPECS]
 
 
+def _echo_last_expression(tree: n.Module, echo: str) -> n.Module:
+    """The REPL's echo: a last top-level statement that is an expression (not an assignment)
+    becomes a call of the binding ``echo`` with its value, as Python's interactive mode does."""
+    body = tree.body
+    if not body or not isinstance(body[-1], n.ExprStmt):
+        return tree
+    last = body[-1]
+    if isinstance(last.expr, (n.Assign, n.CompoundAssign)):
+        return tree
+    call = n.Call(last.expr.pos, n.Name(last.expr.pos, echo), (last.expr,))
+    return n.Module(tree.pos, body[:-1] + (n.ExprStmt(last.pos, call),))
+
+
 def compile_source(source: str, path: str = "<input>", *,
-                   defer_import_errors: bool = False, import_root: str | None = None) -> Program:
+                   defer_import_errors: bool = False, import_root: str | None = None,
+                   echo: str | None = None) -> Program:
     """Compile ``source`` and its imports into one Program.
 
     With ``defer_import_errors`` (how ``sensevm run FILE.sns`` compiles), an imported module
     that does not compile becomes an error raised when its import runs, as in the reference;
     otherwise (``sensec build``) the whole compile fails. Imports are read only from under
     ``import_root`` (default: the directory of ``path``), symlinks resolved first.
+    ``echo`` (the REPL): the name of a binding called with the value of a last top-level
+    expression statement that is not an assignment.
     """
-    build = _Build(defer_import_errors, import_root)
+    build = _Build(defer_import_errors, import_root, echo)
     with gc_paused():
         entry = on_deep_stack(build.module, source, path)
     b = build.builder

@@ -9,7 +9,6 @@ import sys
 import threading
 import time
 
-import pytest
 from prompt_toolkit.application import create_app_session
 from prompt_toolkit.document import Document
 from prompt_toolkit.completion import CompleteEvent
@@ -105,7 +104,8 @@ class TypedRepl:
 
 def test_multiline_def_then_call():
     with TypedRepl() as repl:
-        repl.type("def f(x):\r    return x * 2\r")
+        # Typed as a person types it: the continuation line is indented for them.
+        repl.type("def f(x):\rreturn x * 2\r")
         time.sleep(0.05)
         assert repl.out.text() == BANNER + "\n"      # the block is still open: nothing ran
         repl.type("\rprint(f(21))\r")
@@ -114,12 +114,13 @@ def test_multiline_def_then_call():
     assert repl.out.text() == BANNER + "\n42\n"
 
 
-def test_state_persists_and_expressions_print_nothing():
+def test_state_persists_and_expression_values_are_echoed():
     with TypedRepl() as repl:
-        repl.type("x = 3\rx + 1\rprint(x)\r")
-        repl.wait_for("3\n")
-        assert repl.finish() == 0
-    assert repl.out.text() == BANNER + "\n3\n"
+        repl.type('x = 3\rx + 1\rprint(x)\rx += 1\rnil\rprint("s")\r"s"\r[x, "a"]\r')
+        repl.wait_for('[4, "a"]\n')
+        assert repl.finish("exit()\r") == 0
+    # Assignments and nil values show nothing; a String is shown quoted, print's text is not.
+    assert repl.out.text() == BANNER + '\n4\n3\ns\n"s"\n[4, "a"]\n'
 
 
 def test_error_then_working_input():
@@ -335,7 +336,23 @@ def test_piped_error_goes_to_stderr_and_the_input_goes_on():
     status, out, err = piped("print(1)\nprint(nope)\nprint(2)\n")
     assert status == 1
     assert out == "1\n2\n"
-    assert err.startswith("<repl>:1:7: SenseNameError: undefined variable 'nope'\n")
+    # The line of the input it came from (the reference says [line 1] for every input).
+    assert err.startswith("<repl>:2:7: SenseNameError: undefined variable 'nope'\n"
+                          "    2 | print(nope)\n")
+
+
+def test_piped_lines_count_blank_lines_and_meta_commands_and_errors_in_functions():
+    status, out, err = piped("def f():\n    return nope\n\n:policy\n\nx = 1\nf()\n")
+    assert status == 1
+    assert err == ("<repl>:2:12: SenseNameError: undefined variable 'nope'\n"
+                   "    2 |     return nope\n"
+                   "      |            ^\n")
+
+
+def test_piped_input_does_not_echo_and_exit_call_stops():
+    # Like `python < script` (and the reference's piped REPL): values are not echoed.
+    assert piped('1 + 2\n"ada"\nprint(3)\nexit()\nprint(4)\n')[:2] == (0, "3\n")
+    assert piped("print(1)\nquit()\nprint(2)\n")[:2] == (0, "1\n")
 
 
 def test_piped_block_at_end_of_input_runs_and_exit_stops():
@@ -360,8 +377,8 @@ def test_python_m_sensevm_repl_through_a_pipe():
     assert proc.returncode == 1
     assert proc.stdout.startswith("42\nstill here\nDisassembly of f")
     assert "sense>" not in proc.stdout and BANNER not in proc.stdout
-    assert proc.stderr == ("<repl>:1:7: SenseNameError: undefined variable 'nope'\n"
-                           "    1 | print(nope)\n"
+    assert proc.stderr == ("<repl>:5:7: SenseNameError: undefined variable 'nope'\n"
+                           "    5 | print(nope)\n"
                            "      |       ^\n")
 
 
@@ -369,28 +386,23 @@ def test_python_m_sensevm_repl_through_a_pipe():
 
 
 def test_in_a_pseudo_terminal(tmp_path):
-    pexpect = pytest.importorskip("pexpect")
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               XDG_DATA_HOME=str(tmp_path), TERM="xterm",
-               # No terminal answers cursor-position requests here; don't wait for one.
-               PROMPT_TOOLKIT_NO_CPR="1")
-    child = pexpect.spawn(sys.executable, ["-m", "sensevm", "repl"], env=env, cwd=ROOT,
-                          encoding="utf-8", timeout=20, dimensions=(24, 100))
+    # A real pty through pty.fork (tests/test_repl_pty.py has the rest): no pexpect needed.
+    from test_repl_pty import PtyRepl
+    child = PtyRepl(tmp_path, "repl")
     try:
-        child.expect_exact(BANNER)
-        child.expect_exact("sense> ")
-        child.send("def f(x):\r")
-        child.expect_exact("...    ")
-        child.send("    return x * 2\r\r")
-        child.send("print(f(21))\r")
-        child.expect(r"42\r\n")
-        time.sleep(0.2)
-        child.send(UP + "\r")
-        child.expect(r"42\r\n")
-        child.send("\x04")
-        child.expect(pexpect.EOF)
+        child.expect(BANNER)
+        child.prompt()
+        child.line("def f(x):")
+        child.expect("...    ")
+        child.line("return x * 2")              # indented for us
+        child.line("")
+        child.prompt().line("print(f(21))")
+        child.expect("42\n")
+        child.prompt().send(UP + "\r")
+        child.expect("42\n")
+        child.prompt().send("\x04")
+        assert child.wait() == 0
     finally:
         child.close()
-    assert child.exitstatus == 0
     with open(os.path.join(str(tmp_path), "sense", "repl_history"), encoding="utf-8") as fh:
         assert "print(f(21))" in fh.read()

@@ -56,7 +56,10 @@ def _given(**limits) -> dict:
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="sense-compiled", prog_name="sensevm")
 def main():
-    """Run Sense programs: .snb bytecode built by sensec, or .sns source compiled in memory."""
+    """Run Sense programs: .snb bytecode built by sensec, or .sns source compiled in memory.
+
+    With no command in a terminal, starts the REPL (`sensevm repl`).
+    """
 
 
 class _RunCommand(click.Command):

@@ -10,8 +10,38 @@ from sensevm.base.diagnostics import render
 from sensevm.base.errors import SenseError, SnbFormatError, VerifyError
 from sensevm.guard import policy as P
 from sensevm.runtime.methods import names as method_names
-from sensevm.runtime.values import (ActionDefinition, AgentValue, Closure, ModuleValue,
-                                    PreparedAction, Scope, ToolDefinition)
+from sensevm.runtime.values import (ActionDefinition, AgentValue, Builtin, Closure,
+                                    ModuleValue, PreparedAction, Scope, ToolDefinition, to_str)
+
+# The binding the compiler calls with an input's last expression value (not a writable name).
+ECHO = "@echo"
+NOTHING = object()
+
+
+def echo_text(value, _seen: Optional[set] = None) -> str:
+    """How the REPL shows a value: as printed, but Strings quoted (inside Arrays and Maps too),
+    so ``"1"`` and ``1`` look different."""
+    from sensevm.guard.provenance import LStr
+    t = type(value)
+    if t is str or t is LStr:
+        text = str(value)
+        for a, b in (("\\", "\\\\"), ('"', '\\"'), ("\n", "\\n"), ("\t", "\\t"),
+                     ("\r", "\\r")):
+            text = text.replace(a, b)
+        return '"' + text + '"'
+    if t is list or t is dict:
+        seen = _seen if _seen is not None else set()
+        if id(value) in seen:
+            return "[...]" if t is list else "{...}"
+        seen.add(id(value))
+        try:
+            if t is list:
+                return "[" + ", ".join(echo_text(x, seen) for x in value) + "]"
+            return "{" + ", ".join(f"{echo_text(k, seen)}: {echo_text(v, seen)}"
+                                   for k, v in value.items()) + "}"
+        finally:
+            seen.discard(id(value))
+    return to_str(value)
 
 
 class Interactive:
@@ -41,17 +71,39 @@ class Interactive:
         self.scope: Optional[Scope] = None
         self.sources: dict[str, str] = {}
         self.units: list = []
+        # Every input's lines, numbered on from the previous input's (as IPython counts In[n]):
+        # an error or an audit entry names the line of the session it came from, and quotes it.
+        self.lines: list[str] = []
+        self.echo = False               # echo the value of a last expression statement
+        self.echoed = NOTHING           # ... the value of the input that just ran, if any
 
-    def execute(self, source: str) -> Optional[SenseError]:
-        """Run one input; return None, or the (positioned) error it ended with."""
+    @property
+    def next_line(self) -> int:
+        return len(self.lines) + 1
+
+    def execute(self, source: str, first_line: Optional[int] = None) -> Optional[SenseError]:
+        """Run one input; return None, or the (positioned) error it ended with.
+
+        The input's lines are numbered from ``first_line`` (default: after the session's lines
+        so far; a larger number leaves the lines between empty, as piped mode's skipped blank
+        lines and ':' commands are).
+        """
         from sensec.driver import compile_source
         from sensevm.bytecode.snb import dump
         from sensevm.bytecode.verify import load_verified
         from sensevm.runtime.vm import VM
         from sensevm.world import install
-        self.sources[self.path] = source
+        if first_line is None or first_line < self.next_line:
+            first_line = self.next_line
+        self.lines.extend([""] * (first_line - self.next_line))
+        self.lines.extend(source.rstrip("\n").split("\n"))
+        self.sources[self.path] = "\n".join(self.lines) + "\n"
+        self.echoed = NOTHING
+        # Empty lines before the input put its positions at the session's line numbers.
+        padded = "\n" * (first_line - 1) + source
         try:
-            program = compile_source(source, self.path, defer_import_errors=True)
+            program = compile_source(padded, self.path, defer_import_errors=True,
+                                     echo=ECHO if self.echo else None)
             verified = load_verified(dump(program))
         except SenseError as err:
             return err
@@ -61,6 +113,7 @@ class Interactive:
             install()
             self.vm = VM(verified, stdout=self.stdout, dry_run=self.dry_run, **self.limits)
             self.scope = Scope(self.vm.builtins, tag="module")
+            self.scope.vars[ECHO] = Builtin(ECHO, self._echo, arity=1, pure=True)
             unit = self.vm.prepared
         else:
             unit = self.vm.load(verified)
@@ -79,6 +132,10 @@ class Interactive:
             flush = getattr(self.stdout, "flush", None)
             if flush:
                 flush()
+        return None
+
+    def _echo(self, vm, args):
+        self.echoed = args[0]
         return None
 
     def render_error(self, err: SenseError, color: bool = False) -> str:

@@ -127,10 +127,22 @@ def _run_as_click_would(path: str, limits: dict, second_look: bool = True,
     sys.exit(code)
 
 
+def _terminal() -> bool:
+    try:
+        return sys.stdin.isatty() and sys.stdout.isatty()
+    except (AttributeError, ValueError):    # closed or replaced streams
+        return False
+
+
 def _main() -> None:
     fast = _fast_run_args(sys.argv[1:])
     if fast is not None:
         _run_as_click_would(*fast)
+    if not sys.argv[1:] and _terminal():
+        # `sensevm` alone, typed in a terminal: the REPL (as `python` and `sense` do). Piped
+        # or redirected, it prints the usage as before.
+        from sensevm.cli.repl import main as repl_main
+        sys.exit(repl_main())
     from sensevm.cli.commands import main
     main(prog_name="sensevm")
 

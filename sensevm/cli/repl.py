@@ -11,7 +11,10 @@ BANNER = "Sense (sensevm) \u2014 interactive REPL (':help' for help, 'exit' to q
 PROMPT = "sense> "
 # As wide as PROMPT, so the lines of a block stay aligned with the first one.
 CONTINUATION = "...    "
-EXIT_WORDS = ("exit", "quit")
+EXIT_WORDS = ("exit", "quit", "exit()", "quit()")
+INDENT = "    "
+# After a line starting with one of these the block's next line is one level shallower.
+_DEDENT_AFTER = re.compile(r"\s*(return|break|continue|raise)\b")
 
 HELP = """\
 Type Sense statements; they run in one session that keeps its names, actions,
@@ -23,7 +26,7 @@ indented lines and finish the block with an empty line.
   :audit      show the audit log so far
   :policy     show the policy rules in force at top level
   :help       show this help
-  exit, quit  leave the REPL (so do Ctrl-D on an empty line)
+  exit()      leave the REPL (so do 'exit', 'quit', 'quit()' and Ctrl-D on an empty line)
 
 Keys: Tab completes keywords, names and (after 'NAME.') members, or indents at the
 start of a line; Up/Down recall earlier inputs (kept across sessions); Ctrl-C
@@ -43,13 +46,14 @@ class _Runner:
     """What both modes share: the session, the meta-commands, and how results are shown."""
 
     def __init__(self, stdout, stderr, *, errors_to_stderr: bool, color: bool,
-                 dry_run: bool = False):
+                 dry_run: bool = False, echo: bool = False):
         from sensevm.cli.interactive import Interactive
         self.stdout = stdout
         self.stderr = stderr
         self.errors_to_stderr = errors_to_stderr
         self.color = color
         self.session = Interactive(stdout=stdout, path="<repl>", dry_run=dry_run)
+        self.session.echo = echo
         self.failures = 0
 
     # Output ------------------------------------------------------------------------------
@@ -75,13 +79,13 @@ class _Runner:
 
     # Inputs ------------------------------------------------------------------------------
 
-    def run_source(self, text: str) -> None:
+    def run_source(self, text: str, first_line: Optional[int] = None) -> None:
         if not text.endswith("\n"):
             text += "\n"
         try:
-            err = self.session.execute(text)
+            err = self.session.execute(text, first_line)
         except KeyboardInterrupt:
-            self.problem("interrupted")
+            self.problem("KeyboardInterrupt")
             return
         except Exception as exc:  # a bug in the toolchain must not end the session
             if os.environ.get("SENSE_DEBUG"):
@@ -91,6 +95,15 @@ class _Runner:
             return
         if err is not None:
             self.problem(self._render(err))
+            return
+        from sensevm.base.errors import SenseError
+        from sensevm.cli.interactive import NOTHING, echo_text
+        value = self.session.echoed
+        if value is not None and value is not NOTHING:
+            try:
+                self.out(echo_text(value))
+            except SenseError as exc:       # e.g. a non-finite Float, which has no text
+                self.problem(self._render(exc))
 
     def _render(self, err) -> str:
         if self.color:
@@ -162,6 +175,8 @@ def run_piped(stdin, stdout, stderr, *, dry_run: bool = False) -> int:
     """
     runner = _Runner(stdout, stderr, errors_to_stderr=True, color=False, dry_run=dry_run)
     pending = ""
+    lineno = 0                  # of the line just read: errors name the lines of the input
+    first = 1                   # ... and the line the pending input started on
     while True:
         # readline rather than iteration: a program calling ask_human() reads the same stream,
         # and must get the next line, not one already buffered by us.
@@ -169,7 +184,9 @@ def run_piped(stdin, stdout, stderr, *, dry_run: bool = False) -> int:
         if not line:
             break
         line = line.rstrip("\r\n")
+        lineno += 1
         if not pending:
+            first = lineno
             if not line.strip():
                 continue
             if is_exit(line):
@@ -179,10 +196,10 @@ def run_piped(stdin, stdout, stderr, *, dry_run: bool = False) -> int:
                 continue
         pending += line + "\n"
         if not _needs_more(pending):
-            runner.run_source(pending)
+            runner.run_source(pending, first)
             pending = ""
     if pending.strip():
-        runner.run_source(pending)
+        runner.run_source(pending, first)
     stdout.flush()
     return 1 if runner.failures else 0
 
@@ -292,6 +309,22 @@ def make_completer(session, keywords=None):
     return SenseCompleter()
 
 
+def next_indent(line: str) -> str:
+    """The indentation the next line of a block starts with after ``line``: one level deeper
+    after a ':', one shallower after return/break/continue/raise, else the same."""
+    indent = line[:len(line) - len(line.lstrip())]
+    code = line
+    for i in range(len(line)):
+        if line[i] == "#" and not _in_string_or_comment(line[:i]):
+            code = line[:i]                 # a comment after the ':' is not the line's end
+            break
+    if code.rstrip().endswith(":"):
+        return indent + INDENT
+    if _DEDENT_AFTER.match(line):
+        return indent[:max(len(indent) - len(INDENT), 0)]
+    return indent
+
+
 def _key_bindings(needs_more: Callable[[str], bool]):
     from prompt_toolkit.filters import Condition
     from prompt_toolkit.key_binding import KeyBindings
@@ -313,9 +346,26 @@ def _key_bindings(needs_more: Callable[[str], bool]):
             return
         # needs_more sees the lines typed so far, each ended by its newline.
         if is_meta(text) or not needs_more(text + "\n"):
+            stripped = text.rstrip()
+            if stripped != text:
+                # An auto-indented line left empty closed the block: no trailing blanks in
+                # the input (or the history).
+                buf.text = stripped
             buf.validate_and_handle()
         else:
-            buf.insert_text("\n")
+            buf.insert_text("\n" + next_indent(buf.document.current_line_before_cursor))
+
+    @Condition
+    def _in_indent():
+        from prompt_toolkit.application import get_app
+        before = get_app().current_buffer.document.current_line_before_cursor
+        return before != "" and before.isspace()
+
+    @kb.add("backspace", filter=_in_indent)
+    def _dedent(event):
+        # Backspace in the indentation goes back one level, as it went forward.
+        before = event.current_buffer.document.current_line_before_cursor
+        event.current_buffer.delete_before_cursor((len(before) - 1) % len(INDENT) + 1)
 
     @Condition
     def _at_indent():
@@ -342,7 +392,8 @@ def run_terminal(stdout, *, dry_run: bool = False, history=None, color: Optional
 
     if color is None:
         color = use_color(stdout)
-    runner = _Runner(stdout, stdout, errors_to_stderr=False, color=color, dry_run=dry_run)
+    runner = _Runner(stdout, stdout, errors_to_stderr=False, color=color, dry_run=dry_run,
+                     echo=True)
     style = Style.from_dict({"prompt": "ansigreen bold", "continuation": "ansibrightblack"})
     prompt_session = PromptSession(
         message=[("class:prompt", PROMPT)],
