@@ -808,7 +808,9 @@ class Lexer:
     t_RBRACE = r"\}"
     t_COMMA = r","
     t_COLON = r":"
-    t_COLONCOLON = r"::"        # native::name(args), the standard library's alone (docs/stdlib.md)
+    # native::name(args), the standard library's alone (docs/stdlib.md): only right after the
+    # word `native`, so that `a[1::2]` and `f(a:: 1)` stay the reference's two COLONs.
+    t_COLONCOLON = r"(?<=\bnative)::"
     t_DOT = r"\."
 
     # Function rules match in definition order: strings before anything, floats before ints.

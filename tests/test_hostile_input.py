@@ -100,7 +100,9 @@ def test_sensec_check_reports_an_int_literal_over_the_bound(tmp_path):
     lines = result.stderr.splitlines()
     assert lines[0] == (f"{path}:1:5: SenseSyntaxError: integer literal too long "
                         f"(20000 digits; the limit is {MAX_INT_DIGITS})")
-    assert any("SenseSyntaxError: unexpected token" in line for line in lines[1:])   # goes on
+    # It goes on to the next problem: the '(' that is never closed, reported where it opens.
+    assert any(f"{path}:2:6: SenseSyntaxError: '(' opened here is never closed" in line
+               for line in lines[1:]), lines
 
 
 def test_dis_lists_every_digit_of_a_long_int_constant(tmp_path):

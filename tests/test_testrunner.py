@@ -26,11 +26,24 @@ def sensevm_test(*args):
                           capture_output=True, text=True, env=env)
 
 
+# Where stderr says more than the reference's on purpose (the recordings stay the reference's):
+# an unclosed bracket is reported where it opens (issue 25; LANGUAGE.md 21).
+DELIBERATE = {
+    "suite": [("  ERROR  [line 2] expected ')' after the expression (got NEWLINE '')\n",
+               "  ERROR  [line 1] '(' opened here is never closed (the file ends at line 2, "
+               "column 1, still inside it)\n")],
+}
+
+
 @pytest.mark.parametrize("case", CASES)
 def test_report_matches_the_reference(case):
     proc = sensevm_test(case)
     assert proc.stdout == recorded(case, "stdout")
-    assert proc.stderr == recorded(case, "stderr")
+    expected = recorded(case, "stderr")
+    for theirs, ours in DELIBERATE.get(case, ()):
+        assert theirs in expected
+        expected = expected.replace(theirs, ours)
+    assert proc.stderr == expected
     assert proc.returncode == int(recorded(case, "exit"))
 
 
