@@ -320,8 +320,9 @@ def test_a_try_block_typed_in_the_repl():
     from test_repl import TypedRepl
     from sensevm.cli.repl import BANNER
     with TypedRepl() as repl:
-        repl.type("try:\r    print(1 / 0)\rexcept SenseRuntimeError as e:\r"
-                  "    print(\"caught \" + e.message)\rfinally:\r    print(\"done\")\r\r")
+        # Typed as at a terminal: the REPL indents after ':', Backspace (\x7f) dedents.
+        repl.type("try:\rprint(1 / 0)\r\x7fexcept SenseRuntimeError as e:\r"
+                  "print(\"caught \" + e.message)\r\x7ffinally:\rprint(\"done\")\r\r")
         repl.wait_for("done\n")
         assert repl.finish() == 0
     assert repl.out.text() == BANNER + "\ncaught division by zero\ndone\n"

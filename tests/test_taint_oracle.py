@@ -1045,6 +1045,29 @@ if items():
 print(asks(x), asks(not items()), asks(items() and "q"))
 ''', None, id="2-branch-on-an-array"),
     # Gap 2 as a route: the tool answers [1] (a labelled element) for the right letter.
+    # A try body that ended without an error says what it computed from (issue 23's E4 gap):
+    # here, that the page's length is a number (it is 41), then per letter that it matched.
+    pytest.param('''x = "a"
+try:
+    n = int(str(count()))
+    x = "b"
+except SenseError:
+    nil
+print(asks(x))
+''', None, id="E4-the-path-without-an-error"),
+    pytest.param('''p = page()
+out = ""
+for i in range(20):
+    for k in ''' + LETTERS + ''':
+        ok = false
+        try:
+            assert(p[i] != k)
+        except SenseError:
+            ok = true
+        if ok:
+            out = out + k
+print(out, sends(out))
+''', "mallory@evil.example", id="E4-route-an-assert-per-letter"),
     pytest.param('''tool hit(i: Int, k: String) returns Array requires web.fetch:
     if "mallory@evil.example"[i] == k:
         return [1]
@@ -1069,6 +1092,20 @@ def test_closed_routes_are_flagged(tmp_path, tier, body, spells):
     if spells is not None:
         assert spells in words      # the route still spells it: the flag is not vacuous
     assert set(words) - {spells} == {"true"}, words
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_a_try_over_the_programs_own_values_stays_clean(tmp_path, tier):
+    """Only a try body that reads an influenced value labels what the statement assigns."""
+    assert lines(tmp_path, '''c = count()
+y = "a"
+try:
+    m = int("12")
+    y = "b"
+except SenseError:
+    y = "c"
+print(y, asks(y))
+''', tier) == ["b", "false"]
 
 
 # The known gaps: each a program the oracle leaves unchecked, which the VM gets wrong today;

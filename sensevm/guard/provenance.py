@@ -611,7 +611,7 @@ class JoinPoints:
     bytecode cannot end a pc label early. A branch with no join inside its code object (one
     arm returns, or loops forever) keeps its label to the end of the frame."""
 
-    __slots__ = ("pdom", "exit", "cache", "succ", "instrs", "stored")
+    __slots__ = ("pdom", "exit", "cache", "succ", "instrs", "stored", "region")
 
     def __init__(self, instrs):
         from sensevm.bytecode.opcodes import JUMPS, TERMINATORS, Op
@@ -648,6 +648,7 @@ class JoinPoints:
         self.succ = succ
         self.instrs = instrs
         self.stored = {}
+        self.region = {}
 
     def stores(self, i: int) -> tuple:
         """The names a variable store can reach from branch ``i`` before its join: those its
@@ -675,6 +676,31 @@ class JoinPoints:
                 names.append(a)
             todo.extend(self.succ[j])
         found = self.stored[i] = tuple(names)
+        return found
+
+    def names_read(self, i: int) -> tuple:
+        """The variable names read between instruction ``i`` and its join (either way)."""
+        found = self.region.get(i)
+        if found is not None:
+            return found
+        from sensevm.bytecode.opcodes import Op
+        loads = (int(Op.LOAD_NAME),)
+        join = self.join(i)
+        end = self.exit if join is None else join
+        instrs = self.instrs
+        names = []
+        seen = {i, end}
+        todo = list(self.succ[i])
+        while todo:
+            j = todo.pop()
+            if j in seen or j >= self.exit:
+                continue
+            seen.add(j)
+            op, a, _ = instrs[j]
+            if op in loads and a not in names:
+                names.append(a)
+            todo.extend(self.succ[j])
+        found = self.region[i] = tuple(names)
         return found
 
     def join(self, i: int):

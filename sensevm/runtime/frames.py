@@ -75,13 +75,16 @@ class TryHandler:
     (where the branches of the try statement start, for its pc label). It shares the frame's
     handler stack (``Frame.tests``) with test handlers: the innermost of either kind catches."""
 
-    __slots__ = ("target", "depth", "scope", "begin")
+    __slots__ = ("target", "depth", "scope", "begin", "seen")
 
     def __init__(self, target, depth, scope, begin):
         self.target = target
         self.depth = depth
         self.scope = scope
         self.begin = begin
+        # The origins of what the body's block scopes held when they closed (vm.py
+        # op_POP_SCOPE): what an error could have come from, for _no_error_under.
+        self.seen = frozenset()
 
 
 class TestResult:

@@ -345,7 +345,7 @@ class VM:
                     elif op == _PUSH_SCOPE:
                         frame.scope = Scope(frame.scope)
                         continue
-                    elif op == _POP_SCOPE and a == 1:
+                    elif op == _POP_SCOPE and a == 1 and not frame.tests:
                         frame.scope = frame.scope.parent
                         continue
                     frame.ip = ip
@@ -700,6 +700,15 @@ class VM:
 
     def op_POP_SCOPE(self, f, a, b):
         scope = f.scope
+        tests = f.tests
+        if tests and PV.live and type(tests[-1]) is TryHandler:
+            # A block of a running try body closes: keep what its bindings came from.
+            handler = tests[-1]
+            inner = scope
+            for _ in range(a):
+                for value in inner.vars.values():
+                    handler.seen = PV.union(handler.seen, PV.deep_origins(value))
+                inner = inner.parent
         for _ in range(a):
             scope = scope.parent
         f.scope = scope
@@ -1077,7 +1086,38 @@ class VM:
         f.tests.append(TryHandler(a, len(f.stack), f.scope, f.ip - 1))
 
     def op_TRY_END(self, f, a, b):
-        f.tests.pop()
+        handler = f.tests.pop()
+        if PV.live:
+            self._no_error_under(f, handler)
+
+    def _no_error_under(self, f, handler) -> None:
+        """The try body ended without an error, which says as much about what it computed
+        from as an error would have (`x = "b"` after `int(page)` tells that the page is a
+        number): what the try statement may assign (in its body or its handlers) is labelled
+        with the influenced origins of the variables its body reads or writes, as for the
+        arm not taken of a branch (_branch)."""
+        prepared = f.prepared
+        if prepared.joins is None:
+            prepared.joins = PV.JoinPoints(prepared.instrs)
+        joins = prepared.joins
+        stored = joins.stores(handler.begin)
+        if not stored:
+            return
+        scope = f.scope
+        origins = handler.seen
+        for name in joins.names_read(handler.begin) + stored:
+            found = scope.find(name)
+            if found is not None:
+                origins = PV.union(origins, PV.deep_origins(found.vars[name]))
+        if f.pc:
+            origins = PV.union(origins, f.pc[-1][1])
+        if not PV.is_influenced(origins):
+            return
+        for name in stored:
+            found = scope.find(name)
+            if found is not None:
+                bindings = found.vars
+                bindings[name] = PV.label(bindings[name], origins)
 
     def op_EXCEPT_JUMP(self, f, a, b):
         value = f.stack[-1]
