@@ -169,3 +169,61 @@ def test_an_explicit_capability_nobody_allows_still_says_which_allow_to_add(tmp_
     r = sensevm(tmp_path, "run", write(tmp_path, "e.sns", src))
     assert r.returncode == 1
     assert "which is not allowed by any policy (add 'policy: allow env.read')" in r.stderr
+
+
+# ------------------------------------------------------------------------------ 2. sensevm test
+
+TEST_A = """\
+print("a runs")
+test "adds up":
+    assert(1 + 1 == 2)
+test "divides":
+    x = 1 / 0
+test "asserts":
+    assert(2 > 3, "two is not more than three")
+"""
+TEST_B = """\
+test "b adds":
+    assert(1 == 1)
+y = undefined_name
+"""
+
+
+def test_a_failing_test_is_located_on_stderr_and_stdout_is_the_references(tmp_path):
+    write(tmp_path, "test_a.sns", TEST_A)
+    r = sensevm(tmp_path, "test", "test_a.sns")
+    assert r.returncode == 1
+    assert r.stdout == ("test_a.sns\na runs\n  PASS  adds up\n  FAIL  divides\n"
+                        "        [line 5] division by zero\n  FAIL  asserts\n"
+                        "        two is not more than three\n\n"
+                        "1 file, 3 tests: 1 passed, 2 failed\n")
+    assert r.stderr.splitlines() == [
+        "test_a.sns:5:11: SenseRuntimeError: division by zero (in test 'divides')",
+        "test_a.sns:7:11: SenseRuntimeError: two is not more than three (in test 'asserts')"]
+    ref = os.environ.get("SENSE_REF")
+    if ref:
+        assert r.stdout == subprocess.run([ref, "test", "test_a.sns"], cwd=tmp_path,
+                                          capture_output=True, text=True).stdout
+
+
+def test_several_paths_and_k_select_tests_by_name(tmp_path):
+    (tmp_path / "d").mkdir()
+    write(tmp_path, "d/test_a.sns", TEST_A)
+    write(tmp_path, "b_test.sns", TEST_B)
+    r = sensevm(tmp_path, "test", "d", "b_test.sns", "d/test_a.sns", "-k", "ADD")
+    # test_a.sns's failing tests are not run; b_test.sns's top level still errs after its test.
+    assert r.returncode == 1
+    assert r.stdout == ("d/test_a.sns\na runs\n  PASS  adds up\n\nb_test.sns\n  PASS  b adds\n\n"
+                        "2 files, 2 tests: 2 passed, 0 failed (2 deselected by -k 'ADD')\n")
+    assert r.stderr.splitlines() == [
+        "  ERROR  [line 3] undefined variable 'undefined_name'",
+        "b_test.sns:3:5: SenseNameError: undefined variable 'undefined_name'"]
+    only = sensevm(tmp_path, "test", "d", "-k", "adds")
+    assert only.returncode == 0 and "1 passed, 0 failed (2 deselected" in only.stdout
+
+
+def test_a_missing_path_among_several_is_an_error(tmp_path):
+    write(tmp_path, "test_a.sns", TEST_A)
+    r = sensevm(tmp_path, "test", "test_a.sns", "nope.sns")
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr == "SenseError: no such file or directory: nope.sns\n"

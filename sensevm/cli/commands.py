@@ -281,15 +281,20 @@ def audit_checkpoint(file):
 
 
 @main.command("test")
-@click.argument("path", type=click.Path())
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option("-k", "pattern", default=None, metavar="PATTERN",
+              help="Run only the tests whose names contain PATTERN (ignoring case); the "
+                   "others are skipped and counted as deselected.")
 @limit_options
-def test_command(path, **limits):
-    """Run the test blocks of PATH (a file, or test_*.sns / *_test.sns under a directory).
+def test_command(paths, pattern, **limits):
+    """Run the test blocks of PATHS (files, or test_*.sns / *_test.sns under directories).
 
-    The limits apply to each file afresh; a file stopped by one is reported as an ERROR.
+    Each failure is also shown on stderr as FILE:LINE:COL: KIND: message. Exit status 1 if any
+    test failed or any file errored. The limits apply to each file afresh; a file stopped by
+    one is reported as an ERROR.
     """
     from sensevm.cli.testrunner import run_tests
-    sys.exit(run_tests(path, limits=_given(**limits)))
+    sys.exit(run_tests(list(paths), limits=_given(**limits), pattern=pattern))
 
 
 @main.command("memory-path")
