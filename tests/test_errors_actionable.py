@@ -227,3 +227,93 @@ def test_a_missing_path_among_several_is_an_error(tmp_path):
     r = sensevm(tmp_path, "test", "test_a.sns", "nope.sns")
     assert r.returncode == 1 and r.stdout == ""
     assert r.stderr == "SenseError: no such file or directory: nope.sns\n"
+
+
+# ------------------------------------------------------------------------------ 3. paused endings
+
+CLERK = """\
+agent clerk:
+    answer = ask_human("refund 120 to Ada? (yes/no)")
+    print("clerk got", answer)
+start(clerk)
+print("done")
+"""
+
+
+def test_a_run_ending_with_a_paused_agent_says_how_to_keep_and_answer_it(tmp_path):
+    r = sensevm(tmp_path, "run", write(tmp_path, "clerk.sns", CLERK))
+    assert r.returncode == 0 and r.stdout == "done\n"
+    assert r.stderr == (
+        "note: the run ended with 1 agent paused, waiting for an answer:\n"
+        "  agent 'clerk' asks: refund 120 to Ada? (yes/no)\n"
+        "  nothing was saved: to keep paused agents and answer later, run 'sensevm run "
+        "clerk.sns --state-dir DIR', then 'sensevm resume DIR clerk ANSWER'\n")
+
+
+def test_with_a_state_dir_the_note_says_where_and_the_resume_command_works(tmp_path):
+    write(tmp_path, "clerk.sns", CLERK)
+    r = sensevm(tmp_path, "run", "clerk.sns", "--state-dir", "state")
+    assert r.returncode == 0 and r.stdout == "done\n"
+    assert r.stderr.splitlines()[-1] == (
+        "  saved in state/clerk.json; answer it with: sensevm resume state clerk ANSWER")
+    again = sensevm(tmp_path, "resume", "state", "clerk", "yes")
+    assert again.returncode == 0 and again.stdout == "clerk got yes\n" and again.stderr == ""
+
+
+# ------------------------------------------------------------------------------ 4. no internal errors
+
+def _clean(r):
+    assert "internal error" not in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_literals_700_deep_are_normal_values(tmp_path, tier):
+    src = ("x = " + "[" * 700 + "]" * 700 + "\nprint(len(x))\n"
+           + "m = " + '{"a": ' * 700 + "1" + "}" * 700 + "\nprint(len(m))\n")
+    r = sensevm(tmp_path, "run", write(tmp_path, "deep.sns", src), tier=tier)
+    _clean(r)
+    assert r.returncode == 0 and r.stdout == "1\n1\n"
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_printing_a_map_700_deep_is_a_clean_error(tmp_path, tier):
+    src = "m = " + '{"a": ' * 700 + "1" + "}" * 700 + "\nprint(m)\n"
+    r = sensevm(tmp_path, "run", write(tmp_path, "deep.sns", src), tier=tier)
+    _clean(r)
+    assert r.returncode == 1 and "SenseRuntimeError: maximum recursion depth exceeded" in r.stderr
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_cyclic_values_print_with_an_ellipsis(tmp_path, tier):
+    src = 'a = [1]\na.push(a)\nprint(a)\nm = {"k": 1}\nm["self"] = m\nprint(m)\n'
+    r = sensevm(tmp_path, "run", write(tmp_path, "cyc.sns", src), tier=tier)
+    _clean(r)
+    assert r.returncode == 0 and r.stdout == "[1, [...]]\n{k: 1, self: {...}}\n"
+
+
+def test_repl_into_a_closed_pipe_ends_quietly(tmp_path):
+    inputs = "".join(f"print({i})\n" for i in range(5000))
+    env = dict(os.environ, PYTHONPATH=ROOT, NO_COLOR="1")
+    proc = subprocess.Popen([sys.executable, "-m", "sensevm", "repl"], cwd=tmp_path,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env)
+    proc.stdin.write(inputs.encode())
+    proc.stdin.close()
+    assert proc.stdout.readline() == b"0\n"
+    proc.stdout.close()                 # what `| head -1` does
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 1
+    assert err == ""
+
+
+def test_storing_a_function_in_persistent_memory_is_a_clean_error(tmp_path):
+    src = 'persistent memory notes\ndef f():\n    return 1\nnotes.remember("f", f)\n'
+    env_dir = tmp_path / "mem"
+    env = dict(os.environ, PYTHONPATH=ROOT, NO_COLOR="1", SENSE_MEMORY_DIR=str(env_dir))
+    write(tmp_path, "mem.sns", src)
+    r = subprocess.run([sys.executable, "-m", "sensevm", "run", "mem.sns"], cwd=tmp_path,
+                       capture_output=True, text=True, env=env)
+    _clean(r)
+    assert r.returncode == 1
+    assert ("mem.sns:4:7: SenseRuntimeError: persistent memory can only store JSON-serializable "
+            "values") in r.stderr and "SenseFunction" in r.stderr

@@ -190,7 +190,9 @@ def resume_agent(directory: str, name: str, answer: str, *, stdout=None, stderr=
     def body():
         vm.resume_saved(load_agent(vm, state, state_path), answer)
     try:
-        return run_guarded(body, audit, sources, stdout, stderr, error_path=state_path)
+        status = run_guarded(body, audit, sources, stdout, stderr, error_path=state_path)
+        running.paused_note(vm, stderr)
+        return status
     except StateError as exc:       # nothing of the state has run
         stderr.write(f"sensevm: cannot resume agent '{name}': {exc}\n")
         return 1
