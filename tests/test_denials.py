@@ -109,8 +109,13 @@ def test_workers_share_the_runs_denials(tmp_path):
 def vm_frame(vm):
     from sensevm.runtime.values import Scope
 
-    class F:
+    from types import SimpleNamespace
+    from sensevm.base.errors import Pos
+
+    class F:      # what a rule handler reads of its frame: the scope, and where the rule is
         scope = Scope(vm.builtins)
+        prepared = SimpleNamespace(path="p.sns")
+        pos = Pos(1, 1)
     return F()
 
 
@@ -141,5 +146,6 @@ def test_a_resumed_agents_deny_rule_still_holds_in_a_new_process(tmp_path):
     assert first.returncode == 0, first.stderr
     second = sensevm("resume", "state", "clerk", "yes")
     assert second.returncode == 1 and "state verified" not in second.stdout
+    # The rule's place is not saved: the resuming process finds it in the program.
     assert "SensePolicyError: action 'refund' requires capability 'billing.refund', which is " \
-           "denied by policy" in second.stderr
+           "denied by 'deny billing.refund' at clerk.sns:5, in agent clerk" in second.stderr

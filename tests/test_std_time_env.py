@@ -167,8 +167,9 @@ def test_get_needs_an_explicit_allow(tmp_path, tier, policy, monkeypatch):
     done = sense_run(tmp_path, policy + GET, tier=tier)
     clean_failure(done)
     assert "SensePolicyError: tool 'get' requires capability 'env.read'" in done.stderr
-    assert ("denied by policy" if "deny" in policy else "add 'policy: allow env.read'") \
-        in done.stderr, done.stderr
+    # (A deny names its rule and where it is: issue 25's denials explained.)
+    assert ("denied by 'deny env.read' at" if "deny" in policy
+            else "add 'policy: allow env.read'") in done.stderr, done.stderr
     assert done.stdout == "start\n"
 
 

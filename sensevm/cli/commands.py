@@ -193,7 +193,9 @@ def resume_agent(directory: str, name: str, answer: str, *, stdout=None, stderr=
     def body():
         vm.resume_saved(load_agent(vm, state, state_path), answer)
     try:
-        return run_guarded(body, audit, sources, stdout, stderr, error_path=state_path)
+        status = run_guarded(body, audit, sources, stdout, stderr, error_path=state_path)
+        running.paused_note(vm, stderr)
+        return status
     except StateError as exc:       # nothing of the state has run
         stderr.write(f"sensevm: cannot resume agent '{name}': {exc}\n")
         return 1
@@ -284,15 +286,20 @@ def audit_checkpoint(file):
 
 
 @main.command("test")
-@click.argument("path", type=click.Path())
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option("-k", "pattern", default=None, metavar="PATTERN",
+              help="Run only the tests whose names contain PATTERN (ignoring case); the "
+                   "others are skipped and counted as deselected.")
 @limit_options
-def test_command(path, **limits):
-    """Run the test blocks of PATH (a file, or test_*.sns / *_test.sns under a directory).
+def test_command(paths, pattern, **limits):
+    """Run the test blocks of PATHS (files, or test_*.sns / *_test.sns under directories).
 
-    The limits apply to each file afresh; a file stopped by one is reported as an ERROR.
+    Each failure is also shown on stderr as FILE:LINE:COL: KIND: message. Exit status 1 if any
+    test failed or any file errored. The limits apply to each file afresh; a file stopped by
+    one is reported as an ERROR.
     """
     from sensevm.cli.testrunner import run_tests
-    sys.exit(run_tests(path, limits=_given(**limits)))
+    sys.exit(run_tests(list(paths), limits=_given(**limits), pattern=pattern))
 
 
 @main.command("memory-path")

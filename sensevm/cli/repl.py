@@ -87,6 +87,8 @@ class _Runner:
         except KeyboardInterrupt:
             self.problem("KeyboardInterrupt")
             return
+        except BrokenPipeError:
+            raise                 # nobody reads the output any more: the session ends (main)
         except Exception as exc:  # a bug in the toolchain must not end the session
             if os.environ.get("SENSE_DEBUG"):
                 raise
@@ -453,5 +455,12 @@ def main(*, dry_run: bool = False) -> int:
     # With either end redirected there is nobody to show prompts and colour to (and
     # prompt_toolkit would write its escape codes into the file).
     interactive = sys.stdin.isatty() and sys.stdout.isatty()
-    return run_repl(sys.stdin, sys.stdout, interactive=interactive, stderr=sys.stderr,
-                    dry_run=dry_run)
+    try:
+        return run_repl(sys.stdin, sys.stdout, interactive=interactive, stderr=sys.stderr,
+                        dry_run=dry_run)
+    except BrokenPipeError:
+        # `sensevm repl < inputs | head`: the reader has gone. End quietly, as `sensevm run`
+        # does (launch.py): no message, the flush at exit silenced, status 1.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1

@@ -109,7 +109,42 @@ def run_file(path: str, *, dry_run: bool = False, stdout=None, stderr=None,
     vm.set_request(request)
     vm.set_args(program_args)
     session_host(vm, path, approve, session_log, stdin, stderr)
-    return run_guarded(vm.run, audit, sources, stdout, stderr)
+    status = run_guarded(vm.run, audit, sources, stdout, stderr)
+    paused_note(vm, stderr, path)
+    return status
+
+
+def paused_note(vm, stderr, path: str | None = None) -> None:
+    """A run that ends with agents paused (on ask_human or pause) says so on stderr: each agent
+    and its question, and how to keep and answer it; stdout and the exit status are the run's.
+    With --state-dir, where each was saved and the command that answers it; without, the
+    command that would have kept it (``path``: the program run)."""
+    from shlex import quote
+    from sensevm.base.diagnostics import printable
+    paused = [a for a in getattr(vm, "agents", ()) if a.status == "paused"]
+    if not paused:
+        return
+    lines = [f"note: the run ended with {len(paused)} agent{'s' if len(paused) != 1 else ''} "
+             "paused, waiting for an answer:"]
+    for agent in paused:
+        reason = agent.pause_reason
+        asks = f"asks: {printable(str(reason))}" if reason not in (None, "") else "paused"
+        lines.append(f"  agent '{printable(agent.name)}' {asks}")
+    kept = [a for a in paused if not a.decl.is_async]
+    if vm.state_dir is not None:
+        for agent in kept:
+            saved = os.path.join(vm.state_dir, f"{agent.name}.json")
+            lines.append(f"  saved in {printable(saved)}; answer it with: sensevm resume "
+                         f"{quote(vm.state_dir)} {quote(agent.name)} ANSWER")
+    elif kept:
+        program = quote(path) if path else "FILE"
+        lines.append(f"  nothing was saved: to keep paused agents and answer later, run "
+                     f"'sensevm run {program} --state-dir DIR', then "
+                     f"'sensevm resume DIR {quote(kept[0].name)} ANSWER'")
+    if len(kept) < len(paused):
+        lines.append("  (an async agent is not saved: it can be answered only in its own run)")
+    stderr.write("\n".join(lines) + "\n")
+    stderr.flush()
 
 
 def session_host(vm, path: str, approve, session_log, stdin, stderr) -> None:

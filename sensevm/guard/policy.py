@@ -9,6 +9,8 @@ caller's ``deny`` reaches every function, tool and action body it calls.
 
 from __future__ import annotations
 
+from sensevm.base.errors import SensePolicyError
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing would slow every start
     from typing import Optional
@@ -145,10 +147,146 @@ def denial_text(capability: str, scope, frame) -> str:
     return f"requires capability '{capability}', which is denied by policy"
 
 
-def set_rule(scope, capability: str, effect: str) -> None:
-    if scope.policy is None:
-        scope.policy = {}
-    scope.policy[capability] = effect
+class Rules(dict):
+    """A scope's rule table: capability -> ALLOW or DENY, as a plain dict reads it (every check
+    does), and in ``at`` where each rule was declared: capability -> (file, line), for the
+    message of a denial (``explain``). A table restored from saved state has its places
+    rebuilt from the program (persist.py), or none."""
+
+    __slots__ = ("at",)
+
+    def __init__(self, *args):
+        dict.__init__(self, *args)
+        self.at = {}
+
+
+def set_rule(scope, capability: str, effect: str, at=None) -> None:
+    """Put ``effect`` for ``capability`` in ``scope``'s table; ``at``: (file, line) of the rule."""
+    table = scope.policy
+    if table is None:
+        table = scope.policy = Rules()
+    elif type(table) is not Rules:
+        table = scope.policy = Rules(table)
+    table[capability] = effect
+    if at is not None:
+        table.at[capability] = at
+
+
+def _deciding_table(scope, capability: str):
+    """The nearest table on ``scope``'s chain that mentions ``capability``, or None."""
+    while scope is not None:
+        table = scope.policy
+        if table is not None and capability in table:
+            return table
+        scope = scope.parent
+    return None
+
+
+def _frame_name(frame) -> str:
+    code = frame.prepared.code
+    kind = code.kind
+    if kind == 0:                       # CodeKind.MODULE
+        return f"the top level of {frame.prepared.path or '<input>'}"
+    if kind == 4:                       # CodeKind.TOOL_BODY
+        return f"tool {code.name}()"
+    if kind == 2 or kind == 3:          # an action's commit body or rollback block
+        action = frame.action
+        name = getattr(action, "name", None) or code.name
+        return f"{'the rollback' if kind == 3 else 'the commit'} of '{name}'"
+    if kind == 5:                       # CodeKind.AGENT_BODY
+        return f"agent {code.name}"
+    return f"{code.name}()"
+
+
+MAX_CHAIN = 6
+
+
+def explain(capability: str, scope, frame, callee: Optional[str] = None) -> str:
+    """Which deny rule refuses ``capability`` to code in ``scope`` running in ``frame``, where it
+    was declared, and the call chain from the frame it reached the check from: the words after
+    "which is denied by", e.g. ``'deny payment.send' at app.sns:9, in locked_down() which
+    called pay()``. ``callee``: the name the refused call has in the chain (a tool's ``pay()``).
+    Only a denial's message asks (never a check), so it may walk at leisure."""
+    table, decider = None, frame
+    s = _deciding_table(scope, capability)
+    if s is not None and s[capability] == DENY:
+        table = s
+    else:
+        found = s
+        fr = frame
+        while fr is not None:
+            t = _deciding_table(fr.scope, capability)
+            if fr.scope is not scope and t is not None and t is not found \
+                    and t[capability] == DENY:
+                table, decider = t, fr
+                break
+            fr = fr.caller or fr.origin
+    if table is None:
+        return "policy"
+    text = f"'deny {capability}'"
+    at = getattr(table, "at", None)
+    where = at.get(capability) if at else None
+    if where is not None:
+        text += f" at {where[0] or '<input>'}:{where[1]}"
+    names = []
+    fr = frame
+    while fr is not None:
+        names.append(_frame_name(fr))
+        if fr is decider:
+            break
+        fr = fr.caller or fr.origin
+    names.reverse()
+    if callee is not None:
+        names.append(callee)
+    if len(names) > MAX_CHAIN:
+        names[2:-2] = ["..."]
+    if not (decider is frame and (frame is None or frame.prepared.code.kind == 0)):
+        text += ", in " + " which called ".join(names)
+    return text
+
+
+class Denial(SensePolicyError):
+    """A capability refused by a deny rule, explained. ``message`` (what ``sensevm run`` shows on
+    stderr, and ``e.message`` to a handler) names the deciding rule, where it was declared and
+    the call chain; ``text`` (what the reference shows: a test block's FAIL line, a commit's
+    failure detail in the audit log) keeps the reference's words, ``bare``."""
+
+    def __init__(self, bare: str, explained: str, *, located: bool = True):
+        super().__init__(explained, located=located)
+        self.bare = bare
+
+    @property
+    def text(self) -> str:
+        if self.located and self.pos is not None and self.pos.line > 0:
+            return f"[line {self.pos.line}] {self.bare}"
+        return self.bare
+
+
+# It is a SensePolicyError to every reader, by name too (type(err).__name__, a host's report).
+Denial.__name__ = Denial.__qualname__ = "SensePolicyError"
+
+
+def denial(subject: str, capability: str, scope, frame, callee: Optional[str] = None, *,
+           located: bool = True) -> SensePolicyError:
+    """The error refusing ``capability`` to ``subject`` (``tool 'pay'``) in ``scope`` and
+    ``frame``: a Denial when a deny rule decided; for an EXPLICIT capability nothing allows,
+    the reference-style refusal (it says which allow to add)."""
+    if capability in EXPLICIT:
+        why = granted(capability, scope, frame) or DENY
+        if why != DENY:
+            return SensePolicyError(f"{subject} {refusal_text(capability, why)}",
+                                    located=located)
+    bare = f"{subject} requires capability '{capability}', which is denied by policy"
+    return Denial(bare, f"{subject} requires capability '{capability}', which is denied by "
+                        f"{explain(capability, scope, frame, callee)}", located=located)
+
+
+def explained_detail(capability: str, scope, frame, callee: Optional[str] = None) -> str:
+    """The host-side audit detail of a denial (event ``denial_reason``): its rule and chain."""
+    if capability in EXPLICIT and granted(capability, scope, frame) != DENY:
+        return (f"capability '{capability}' is not allowed by any policy (it needs "
+                f"'policy: allow {capability}')")
+    return f"capability '{capability}' denied by {explain(capability, scope, frame, callee)}"
 
 
 def rules_in_force(scope) -> dict[str, str]:

@@ -124,6 +124,8 @@ class VM:
         self.session_log_path: Optional[str] = None     # the sessions' write-ahead log
         self._session_log = None
         self.tests: list[TestResult] = []
+        self.test_filter = None   # `sensevm test -k`: which test names run (None: all)
+        self.tests_skipped = 0
         self.request = None             # user_request(): the run's --request, labelled user
         self.args = []                  # std.env.args(): the words after `--`, labelled user
         self.builtins = builtin_scope()
@@ -1065,6 +1067,12 @@ class VM:
         return True
 
     def op_TEST_BEGIN(self, f, a, b):
+        if self.test_filter is not None and not self.test_filter(a):
+            # `sensevm test -k`: a test not selected is skipped where it stands, as if it had
+            # failed at once, and not reported (tier 2 never compiles test blocks).
+            self.tests_skipped += 1
+            f.ip = b
+            return
         if f.tests is _NO_TESTS:
             f.tests = []
         f.tests.append(TestHandler(a, b, len(f.stack), f.scope, f.pos))
@@ -1212,11 +1220,11 @@ class VM:
     # ------------------------------------------------------------------ policy
 
     def op_POLICY_ALLOW(self, f, a, b):
-        P.set_rule(f.scope, a, P.ALLOW)
+        P.set_rule(f.scope, a, P.ALLOW, (f.prepared.path, f.pos.line))
 
     def op_POLICY_DENY(self, f, a, b):
         self.denials.seen = True        # first: a check made meanwhile takes the long way
-        P.set_rule(f.scope, a, P.DENY)
+        P.set_rule(f.scope, a, P.DENY, (f.prepared.path, f.pos.line))
 
     # ------------------------------------------------------------------ actions
 
@@ -1365,7 +1373,8 @@ class VM:
                 and not P.permitted(cap, scope, f):
             self.step(action, "verify_denied", "denied", f, pos.line,
                       f"capability '{cap}' denied by policy")
-            raise SensePolicyError(f"action '{action.name}' " + P.denial_text(cap, scope, f))
+            self._denial_reason(action, f, pos.line, cap, scope)
+            raise P.denial(f"action '{action.name}'", cap, scope, f)
         if L.threaded:
             self.step(action, "verify_allowed", "verified", f, pos.line)
         else:
@@ -1530,8 +1539,14 @@ class VM:
     def _commit_denied(self, f, action: PreparedAction, cap: str, scope=None):
         self.step(action, "commit_denied", "denied", f, None,
                   f"capability '{cap}' denied by policy")
-        raise SensePolicyError(f"action '{action.name}' " + P.denial_text(cap, scope, f),
-                               located=False)
+        self._denial_reason(action, f, None, cap, scope)
+        raise P.denial(f"action '{action.name}'", cap, scope, f, located=False)
+
+    def _denial_reason(self, action, f, line, cap: str, scope, suffix: str = "") -> None:
+        """The host-side record after an action's reference-visible `denied`: which rule
+        decided, where, and the call chain (policy.explain); audit_log() does not show it."""
+        self.record(action, "denial_reason", f, line,
+                    P.explained_detail(cap, scope, f) + suffix, host_only=True)
 
     def rollback(self, f, action: PreparedAction, scope: Scope, pos: Pos) -> bool:
         L.check_rollback(action)
@@ -1542,8 +1557,8 @@ class VM:
                 and not P.permitted(cap, scope, f):
             self.step(action, "rollback_denied", "denied", f, line,
                       f"capability '{cap}' denied by policy (rollback)")
-            raise SensePolicyError(f"action '{action.name}' requires capability '{cap}', "
-                                   "which is denied by policy", located=False)
+            self._denial_reason(action, f, line, cap, scope, " (rollback)")
+            raise P.denial(f"action '{action.name}'", cap, scope, f, located=False)
         if self.dry_run:
             self.step(action, "rollback_dry_run", "rolled_back", f, line,
                       "dry run — rollback not executed")
@@ -1687,7 +1702,11 @@ class VM:
         if cap is not None and (self.denials.seen or cap in P.EXPLICIT) \
                 and not P.permitted(cap, f.scope, f):
             self.record_tool(tool, "denied", f, line, f"capability '{cap}' denied by policy")
-            raise SensePolicyError(f"tool '{tool.name}' " + P.denial_text(cap, f.scope, f))
+            callee = f"{tool.name}()"
+            self.audit.append((tool.subject, tool.decl.name, "tool", "denial_reason",
+                               P.explained_detail(cap, f.scope, f, callee), line,
+                               self.lineage(f), _now(), True))
+            raise P.denial(f"tool '{tool.name}'", cap, f.scope, f, callee)
         for i, name, text, check, exact in tool.param_checks:
             if type(args[i]) is not exact and not check(args[i]):
                 raise V.param_error(name, tool.name, text, args[i])

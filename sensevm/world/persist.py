@@ -44,6 +44,7 @@ from sensevm.base.errors import Pos, SenseRuntimeError
 from sensevm.base.files import atomic_write
 from sensevm.guard import lifecycle as L
 from sensevm.guard import provenance as PV
+from sensevm.guard import policy as P
 from sensevm.runtime import methods as M
 from sensevm.runtime.frames import TryHandler
 from sensevm.runtime.values import (ActionDefinition, AgentValue, ArrayIterator,
@@ -1229,6 +1230,31 @@ class _Loader:
         self.raw = objects
         self.made: list = [None] * len(objects)
 
+    def rule_places(self) -> dict:
+        """(capability, rule) -> (file, line) of the one POLICY_ALLOW/POLICY_DENY of the program
+        that makes it; a rule made in several places has no entry."""
+        places = getattr(self, "_places", None)
+        if places is None:
+            from sensevm.bytecode.opcodes import Op
+            program = self.vm.program
+            strings = program.strings
+            places, seen = {}, set()
+            for vcode in self.vm.verified.codes:
+                code = vcode.code
+                for ins in vcode.instructions:
+                    if ins.op is Op.POLICY_ALLOW or ins.op is Op.POLICY_DENY:
+                        key = (strings[ins.args[0]],
+                               P.ALLOW if ins.op is Op.POLICY_ALLOW else P.DENY)
+                        if key in seen:
+                            places.pop(key, None)
+                            continue
+                        seen.add(key)
+                        path = (program.sources[code.source].path if program.sources
+                                else "<input>")
+                        places[key] = (path, code.position_at(ins.offset).line)
+            self._places = places
+        return places
+
     def value(self, v):
         if v is None or type(v) is bool or type(v) is str:
             return v
@@ -1363,9 +1389,16 @@ class _Loader:
         elif kind == "scope":
             made.parent = value(raw["parent"]) if raw["parent"] is not None else None
             if raw["policy"]:
-                table = dict(raw["policy"])
+                table = P.Rules(raw["policy"])
                 self.vm.denials.note(table)          # before the table can decide anything
                 made.policy = table
+                # Where each rule was declared is not saved (the format predates it): the
+                # program says, when it makes that rule in one place only.
+                places = self.rule_places()
+                for cap, rule in table.items():
+                    at = places.get((cap, rule))
+                    if at is not None:
+                        table.at[cap] = at
             tag = raw["tag"]
             made.tag = value(tag) if type(tag) is dict else tag
             for k, x in raw["vars"].items():
