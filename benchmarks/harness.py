@@ -21,7 +21,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks import chart  # noqa: E402
-from benchmarks.catalog import BENCHMARKS, BY_NAME, PROGRAMS_DIR, Bench, sized  # noqa: E402
+from benchmarks.catalog import BENCHMARKS, BY_NAME, EMPTY, PROGRAMS_DIR, Bench, sized  # noqa: E402
 from benchmarks.generate import generate  # noqa: E402
 from benchmarks.measure import Run, Runner, result_lines, run_once  # noqa: E402
 
@@ -47,6 +47,9 @@ class Settings:
     timeout: float
     workdir: str
     runner: Runner
+    # Each implementation's start-up (median seconds of the empty program, this run), which
+    # the compute columns subtract; None until measured (then nothing is subtracted).
+    startup: Optional[dict] = None
 
 
 @dataclass
@@ -162,7 +165,9 @@ def prepare(bench: Bench, s: Settings) -> tuple[dict[str, Plan], dict]:
     py, ref = s.python, s.ref
     ours, cpy, rf = plans["ours"], plans["cpython"], plans["reference"]
     if bench.kind == "program":
-        sns = _write(d, bench.name + ".sns", sized(os.path.join(PROGRAMS_DIR, bench.source), n))
+        text = os.path.join(PROGRAMS_DIR, bench.source)
+        sns = _write(d, bench.name + ".sns", sized(text, n) if bench is not EMPTY
+                     else open(text, encoding="utf-8").read())
         snb = sns[:-4] + ".snb"
         flag = ["--dry-run"] if bench.dry_run else []
         look = ["--second-look=off"] if bench.look_off else []
@@ -175,8 +180,9 @@ def prepare(bench: Bench, s: Settings) -> tuple[dict[str, Plan], dict]:
                         py, "-m", "sensevm", "run", "--audit-log", log, snb]
         _build(s, sns, snb, bench, ours)
         if bench.twin:
-            cpy.cmd = [py, _write(d, bench.name + ".py",
-                                  sized(os.path.join(PROGRAMS_DIR, bench.twin), n))]
+            twin = os.path.join(PROGRAMS_DIR, bench.twin)
+            cpy.cmd = [py, _write(d, bench.name + ".py", sized(twin, n) if bench is not EMPTY
+                                  else open(twin, encoding="utf-8").read())]
         else:
             cpy.state, cpy.reason = "n/a", "no CPython twin"
         rf.cmd = [ref or "sense", "run", *flag, sns]
@@ -291,9 +297,29 @@ def _check(outcomes: dict[str, Outcome]) -> str:
     return "-"
 
 
-def _ratio(a: Outcome, b: Outcome) -> Optional[float]:
-    """a's median time over b's, only when both ran and computed the same thing."""
-    ma, mb = a.median(), b.median()
+def _compute(o: Outcome, bench: Bench, s: Settings) -> Optional[float]:
+    """A program's median time minus its implementation's start-up (this run's empty
+    program); the whole time when start-up was not measured; None for the rows that time
+    something else (start-up itself, compiling) or when start-up is as long as the run."""
+    m = o.median()
+    if m is None or bench.kind != "program" or bench is EMPTY:
+        return None
+    base = (s.startup or {}).get(o.plan.impl)
+    if s.startup is None:
+        return m
+    if base is None or m <= base:
+        return None
+    return m - base
+
+
+_MEDIANS = object()
+
+
+def _ratio(a: Outcome, b: Outcome, ma=_MEDIANS, mb=_MEDIANS) -> Optional[float]:
+    """a's median time over b's (or the times given: compute), only when both ran and
+    computed the same thing."""
+    if ma is _MEDIANS:
+        ma, mb = a.median(), b.median()
     if ma is None or mb is None or mb == 0:
         return None
     if a.plan.compare and b.plan.compare and a.result != b.result:
@@ -303,6 +329,7 @@ def _ratio(a: Outcome, b: Outcome) -> Optional[float]:
 
 def row_for(bench: Bench, s: Settings, outcomes: dict[str, Outcome], info: dict) -> dict:
     impls = {}
+    computed = {i: _compute(o, bench, s) for i, o in outcomes.items()}
     for i, o in outcomes.items():
         cmd = o.plan.cmd
         impls[i] = {
@@ -312,6 +339,7 @@ def row_for(bench: Bench, s: Settings, outcomes: dict[str, Outcome], info: dict)
             "times_s": [round(t, 4) for t in o.times()],
             "median_s": round(o.median(), 4) if o.median() is not None else None,
             "peak_rss_mb": o.peak_mb(),
+            "compute_s": (round(computed[i], 4) if computed[i] is not None else None),
             "result": o.result,
             "check_error": o.check_error or None,
         }
@@ -322,9 +350,19 @@ def row_for(bench: Bench, s: Settings, outcomes: dict[str, Outcome], info: dict)
         "size": bench.size_label(s.quick),
         "check": _check(outcomes),
         "impls": impls,
+        # The headline ratios are of compute (each time minus that implementation's start-up);
+        # the *_whole ones are of the whole processes, start-up included.
         "ratios": {
-            "ours_over_cpython": _ratio(outcomes["ours"], outcomes["cpython"]),
-            "reference_over_ours": _ratio(outcomes["reference"], outcomes["ours"]),
+            "ours_over_cpython": (_ratio(outcomes["ours"], outcomes["cpython"],
+                                         computed["ours"], computed["cpython"])
+                                  if bench.kind == "program" else
+                                  _ratio(outcomes["ours"], outcomes["cpython"])),
+            "reference_over_ours": (_ratio(outcomes["reference"], outcomes["ours"],
+                                           computed["reference"], computed["ours"])
+                                    if bench.kind == "program" else
+                                    _ratio(outcomes["reference"], outcomes["ours"])),
+            "ours_over_cpython_whole": _ratio(outcomes["ours"], outcomes["cpython"]),
+            "reference_over_ours_whole": _ratio(outcomes["reference"], outcomes["ours"]),
         },
     }
     if bench.look_off:
@@ -405,7 +443,9 @@ def _cell(impl: dict, ref_missing: bool) -> str:
     st = impl["status"]
     if st == "ok":
         mb = impl["peak_rss_mb"]
-        return _secs(impl["median_s"]) + (f" {mb:6.1f} MB" if mb is not None else "")
+        c = impl.get("compute_s")
+        return (_secs(impl["median_s"]) + (f" ={_secs(c)}" if c is not None else "")
+                + (f" {mb:6.1f} MB" if mb is not None else ""))
     if st == "n/a":
         if ref_missing or impl["reason"] == "":
             return "n/a"
@@ -419,15 +459,21 @@ def render_table(report: dict) -> str:
     m, st, ref = report["machine"], report["settings"], report["reference"]
     lines = [
         f"Sense benchmarks: {st['rounds']} round(s), {'--quick' if st['quick'] else 'full'} sizes;"
-        f" median wall time and peak RSS per run (process start-up included)",
+        f" median wall time of the whole process, =compute (minus that implementation's"
+        f" start-up), and peak RSS",
         f"machine:   {m['platform']} | {m['cpu_model']} | {m['cores']} cores | "
         f"Python {m['python']} ({m['python_implementation']}) | load {m['load_average_1m']}",
         "reference: " + (f"{ref['version'] or 'sense'} at {ref['path']}" if ref["available"]
                          else f"n/a: {ref['reason']}"),
-        "",
     ]
+    startup = st.get("startup_s")
+    if startup:
+        lines.append("start-up (empty program, this run, median): " + ", ".join(
+            f"{LABEL[i]} {_secs(startup[i])}" if startup.get(i) is not None else f"{LABEL[i]} n/a"
+            for i in IMPLS) + "; ratios are of compute, (whole process) beside")
+    lines.append("")
     header = ["benchmark", "size", "ours (sensevm)", "CPython", "reference",
-              "ours/CPython", "ref/ours", "check"]
+              "ours/CPython", "(whole)", "ref/ours", "(whole)", "check"]
     body = []
     for row in report["benchmarks"]:
         check = row["check"]
@@ -435,11 +481,13 @@ def render_table(report: dict) -> str:
             row["name"], row["size"],
             *(_cell(row["impls"][i], not ref["available"]) for i in IMPLS),
             _ratio_text(row["ratios"]["ours_over_cpython"]),
+            _ratio_text(row["ratios"].get("ours_over_cpython_whole")),
             _ratio_text(row["ratios"]["reference_over_ours"]),
+            _ratio_text(row["ratios"].get("reference_over_ours_whole")),
             f"!! {check} !!" if check in PROBLEMS else check,
         ])
     widths = [max(len(r[c]) for r in [header] + body) for c in range(len(header))]
-    right = {5, 6}
+    right = {5, 6, 7, 8}
 
     def fmt(cells):
         return "  ".join(c.rjust(w) if j in right else c.ljust(w)
@@ -476,7 +524,7 @@ def render_table(report: dict) -> str:
             notes.append(f"{row['name']}: peak RSS {row['impls']['ours']['peak_rss_mb']} MB "
                          f"writing a durable audit log ({row['size']}, 2 lifecycles per "
                          "iteration; target under 100 MiB)")
-        if row["kind"] == "startup" and row["ratios"]["ours_over_cpython"]:
+        if row["kind"] == "startup" and row["ratios"]["ours_over_cpython"] is not None:
             notes.append(f"{row['name']}: start-up ratio (sensevm run hello.snb / python3 -c pass)"
                          f" = {_ratio_text(row['ratios']['ours_over_cpython'])}")
         for i in IMPLS:
@@ -507,8 +555,20 @@ def write_atomically(path: str, text: str) -> None:
     atomic_write(path, text.encode("utf-8"))
 
 
+def measure_startup(s: Settings, progress: Callable[[str], None]) -> dict:
+    """Each implementation's start-up in this run: the median time of the empty program
+    (programs/empty.*), timed round by round like any benchmark."""
+    progress(f"[start-up] {EMPTY.name}: each implementation's start-up, to subtract\n")
+    plans, _ = prepare(EMPTY, s)
+    outcomes = measure(EMPTY, plans, s, progress)
+    return {i: (round(o.median(), 4) if o.median() is not None else None)
+            for i, o in outcomes.items()}
+
+
 def run_all(benches: list[Bench], s: Settings, progress: Callable[[str], None]) -> list[dict]:
     rows = []
+    if any(b.kind == "program" for b in benches):
+        s.startup = measure_startup(s, progress)
     for k, bench in enumerate(benches, 1):
         progress(f"[{k}/{len(benches)}] {bench.name} ({bench.size_label(s.quick)})\n")
         plans, info = prepare(bench, s)
@@ -583,6 +643,7 @@ def main(rounds, quick, only, ref, python, out, timeout, list_only):
         "revision": revision(),
         "settings": {"rounds": rounds, "quick": quick, "only": [b.name for b in benches],
                      "timeout_s": timeout, "python": python, "bytecode": bytecode,
+                     "startup_s": s.startup,
                      # Peak RSS cannot read below the RSS of the process that forked the child.
                      "rss_method": "fork from a small helper, os.wait4" if runner.method == "helper"
                      else "os.wait4 (floor: the harness's own RSS)",

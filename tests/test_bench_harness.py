@@ -37,6 +37,8 @@ def test_quick_run_without_reference_writes_agreeing_results(tmp_path):
     assert report["reference"]["available"] is False
     assert "no-such-sense" in report["reference"]["reason"]
     assert report["problems"] == []
+    assert set(report["settings"]["startup_s"]) == {"ours", "cpython", "reference"}
+    assert report["settings"]["startup_s"]["ours"] > 0
     assert [row["name"] for row in report["benchmarks"]] == ["fib", "loops"]
     for row in report["benchmarks"]:
         assert set(row["impls"]) == {"ours", "cpython", "reference"}
@@ -48,7 +50,8 @@ def test_quick_run_without_reference_writes_agreeing_results(tmp_path):
         assert len(ours["times_s"]) == 1 and ours["median_s"] > 0
         assert ref["status"] == "n/a" and ref["median_s"] is None
         assert row["check"] == "ok"
-        assert row["ratios"]["ours_over_cpython"] > 0
+        assert row["ratios"]["ours_over_cpython_whole"] > 0
+        assert row["impls"]["ours"]["compute_s"] is None or row["impls"]["ours"]["compute_s"] > 0
         assert row["ratios"]["reference_over_ours"] is None
     assert report["benchmarks"][0]["impls"]["ours"]["result"] == ["result: 610"]
 
@@ -183,3 +186,47 @@ def test_the_extension_rows_run_ours_and_cpython_but_never_the_reference(tmp_pat
         outcomes = harness.measure(bench, plans, s, lambda text: None)
         assert len(runner.commands) == 2 and not any("/bin/false" in c for c in runner.commands)
         assert harness.row_for(bench, s, outcomes, {})["check"] == "ok"
+
+
+def test_the_headline_ratios_are_of_compute_and_the_whole_process_is_beside():
+    """Each implementation's start-up (the empty program, timed in the same run) is taken off
+    its times; a run no longer than its start-up has no compute ratio."""
+    bench, = harness._names(("loops",))
+    s = harness.Settings(python=sys.executable, ref=None, ref_reason="", quick=True, rounds=1,
+                         timeout=1, workdir="/nonexistent", runner=None,
+                         startup={"ours": 0.1, "cpython": 0.05, "reference": 0.3})
+    outcomes = {"ours": _outcome(result=["result: 1"], seconds=2.1),
+                "cpython": _outcome(result=["result: 1"], seconds=0.45),
+                "reference": _outcome(result=["result: 1"], seconds=4.3)}
+    for impl, o in outcomes.items():
+        o.plan.impl = impl
+    row = harness.row_for(bench, s, outcomes, {})
+    assert row["impls"]["ours"]["compute_s"] == 2.0
+    assert row["impls"]["cpython"]["compute_s"] == 0.4
+    assert row["ratios"]["ours_over_cpython"] == 5.0                # (2.1 - 0.1) / (0.45 - 0.05)
+    assert row["ratios"]["reference_over_ours"] == 2.0              # (4.3 - 0.3) / (2.1 - 0.1)
+    assert row["ratios"]["ours_over_cpython_whole"] == round(2.1 / 0.45, 3)
+    assert row["ratios"]["reference_over_ours_whole"] == round(4.3 / 2.1, 3)
+    short = {"ours": _outcome(result=["result: 1"], seconds=0.09),
+             "cpython": _outcome(result=["result: 1"], seconds=0.45),
+             "reference": _outcome(result=["result: 1"], seconds=4.3)}
+    for impl, o in short.items():
+        o.plan.impl = impl
+    row = harness.row_for(bench, s, short, {})
+    assert row["impls"]["ours"]["compute_s"] is None
+    assert row["ratios"]["ours_over_cpython"] is None
+    assert row["ratios"]["ours_over_cpython_whole"] == 0.2
+    report = {"machine": harness.machine_info(sys.executable),
+              "settings": {"rounds": 1, "quick": True, "startup_s": s.startup},
+              "reference": {"available": True, "version": "sense", "path": "sense", "reason": ""},
+              "benchmarks": [harness.row_for(bench, s, outcomes, {})]}
+    table = harness.render_table(report)
+    assert "start-up (empty program, this run, median): ours 0.100s" in table
+    assert "2.100s =2.000s" in table and "(whole)" in table
+
+
+def test_the_provenance_and_callback_rows():
+    names = {b.name: b for b in BENCHMARKS}
+    for name in ("provenance_literal", "provenance_pass", "provenance_flag"):
+        assert names[name].twin is None                 # n/a: no CPython twin
+    assert names["callbacks"].twin == "callbacks.py" and names["callbacks"].extension

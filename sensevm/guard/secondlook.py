@@ -17,6 +17,8 @@ endorse.py and the labels in provenance.py.
 
 from __future__ import annotations
 
+from _thread import allocate_lock
+
 from sensevm.guard import provenance as P
 
 _E = None
@@ -73,7 +75,7 @@ class Finding:
 
 
 class Evaluation:
-    __slots__ = ("name", "args", "findings", "stage", "_digest")
+    __slots__ = ("name", "args", "findings", "stage", "_digest", "_body", "_reason")
 
     def __init__(self, name, args, findings, stage):
         self.name = name
@@ -81,6 +83,8 @@ class Evaluation:
         self.findings = findings
         self.stage = stage
         self._digest = None
+        self._body = None           # detail()'s JSON without its stage (the same at each stage)
+        self._reason = None
 
     @property
     def digest(self) -> str:
@@ -90,12 +94,42 @@ class Evaluation:
             self._digest = _digest(self.name, self.args)
         return self._digest
 
+    def at(self, stage: str) -> "Evaluation":
+        """The same verdict at another stage (a cache hit: SecondLook._cached)."""
+        ev = Evaluation(self.name, None, self.findings, stage)
+        ev._digest = self._digest
+        ev._body = self._body
+        ev._reason = self._reason
+        return ev
+
+    def detail(self) -> str:
+        """``json.dumps(self.as_json(), ensure_ascii=False, sort_keys=True)``, the audit record's
+        detail; "stage" sorts last, so the rest of the text is made once per verdict."""
+        import json
+        body = self._body
+        if body is None:
+            doc = self.as_json()
+            del doc["stage"]
+            body = self._body = json.dumps(doc, ensure_ascii=False, sort_keys=True)[:-1]
+        tail = _STAGE_TAIL.get(self.stage)
+        if tail is None:
+            tail = ', "stage": ' + json.dumps(self.stage, ensure_ascii=False) + "}"
+        return body + tail
+
     @property
     def flagged(self) -> list:
-        return [f for f in self.findings if f.verdict == "flagged"]
+        for f in self.findings:
+            if f.verdict == "flagged":
+                return [f for f in self.findings if f.verdict == "flagged"]
+        return _NONE
 
     def reason(self) -> str:
         """A plain sentence naming the first flagged value and where it came from."""
+        if self._reason is None:
+            self._reason = self._reason_text()
+        return self._reason
+
+    def _reason_text(self) -> str:
         f = self.flagged[0]
         sources = sorted({P.describe(o) for o in f.origins if o[0] == "untrusted"})
         if not sources:
@@ -120,11 +154,14 @@ class Evaluation:
                 "findings": [f.as_json() for f in self.findings]}
 
 
+_STAGE_TAIL = {stage: f', "stage": "{stage}"}}' for stage in ("verify", "commit", "call")}
+
 # Kinds a reason names, because they say why an address that looks right is not the one given.
 _ARTICLE = {"malformed email": "a malformed e-mail address", "malformed url": "a malformed URL",
             "iban (unverified)": "an IBAN whose check digits do not verify"}
 
 _NOTHING = Evaluation("", (), [], "")
+_NONE: list = []        # (shared: read, never changed)
 
 
 def _preview(value) -> str:
@@ -156,6 +193,9 @@ class SecondLook:
         self.evidence: list = []          # (origin, text): the user's words, trusted records
         self._seen: set = set()
         self._literals = None
+        # Verdicts by what decides them (_cached).
+        self._verdicts: dict = {}
+        self._verdict_chars = 0
         self._reset_index()
 
     def _reset_index(self) -> None:
@@ -292,9 +332,7 @@ class SecondLook:
         else:
             return _NOTHING         # nothing labelled, nothing inside: nothing to look at
         definition = action.definition
-        decl = definition.decl
-        return self._evaluate(action.name, definition.params, args, decl, decl.capability,
-                              stage)
+        return self._cached(definition, args, stage)
 
     def evaluate_tool(self, tool, args) -> Evaluation:
         """An outgoing tool's call, before its body runs (stage ``call``)."""
@@ -303,7 +341,40 @@ class SecondLook:
                 break
         else:
             return _NOTHING
-        return self._evaluate(tool.name, tool.params, args, tool.decl, tool.capability, "call")
+        return self._cached(tool, args, "call")
+
+    def _cached(self, definition, args, stage) -> Evaluation:
+        """The evaluation of ``definition`` (an action's or a tool's) with ``args``: computed
+        once for the same definition, the same arguments with the same origins (every span's)
+        and the same evidence and code, then reused -- at commit after verify,
+        and by later calls alike. The key (_key) is made afresh from the arguments' current
+        contents at every check, so an Array or Map changed in between is a different key."""
+        found = _key(args)
+        if found is not None:
+            # Evidence and units are only ever appended to: their lengths say which there are,
+            # and a verdict depends on nothing else besides the definition and the arguments.
+            key = (definition, len(self.evidence), len(self._units), found[0])
+            hit = self._verdicts.get(key)
+            if hit is not None:
+                return hit[0].at(stage)
+        decl = definition.decl
+        ev = self._evaluate(definition.name, definition.params, args, decl, decl.capability,
+                            stage)
+        if found is None or not ev.findings:
+            return ev
+        ev.digest               # bound now, from the arguments as they are now
+        ev.args = None          # (the cache keeps no mutable argument alive)
+        chars = found[1]
+        with _VERDICT_LOCK:     # agents and async tools check from threads of their own
+            verdicts = self._verdicts
+            while verdicts and (len(verdicts) >= _VERDICT_ENTRIES
+                                or self._verdict_chars + chars > _VERDICT_CHARS):
+                old = next(iter(verdicts))
+                self._verdict_chars -= verdicts.pop(old)[1]
+            if chars <= _VERDICT_CHARS:
+                verdicts[key] = (ev, chars)
+                self._verdict_chars += chars
+        return ev
 
     def _evaluate(self, name, params, args, decl, capability, stage) -> Evaluation:
         E = _endorse()
@@ -516,6 +587,83 @@ def _origins_between(leaf, start: int, end: int) -> frozenset:
         if a < end and start < b:
             out = P.union(out, origins)
     return out
+
+
+# The verdict cache's bounds: entries, and characters of the strings its keys keep alive.
+_VERDICT_ENTRIES = 1024
+_VERDICT_CHARS = 1_000_000
+_VERDICT_LOCK = allocate_lock()
+_KEY_DEPTH = 32         # containers nested deeper than this are not cached (nor cycles)
+_KEY_VALUES = 10_000    # nor arguments holding more values than this
+
+
+def _key(args):
+    """(key, characters) for a verdict's arguments, or None if they cannot be keyed.
+
+    Equal keys mean equal arguments with equal origins, so that the evaluation -- and the
+    digest, which is a function of the same things -- is the same: every value carries its
+    exact type (1, 1.0, True and a labelled 1 are four keys; a labelled Int's type is its origin
+    set's class), a Float its repr (0.0 and -0.0 differ, as in the digest), a labelled String
+    its text and all its spans with their origins, a labelled Float or Bool its origins, and
+    an Array or Map its elements (a Map's keys and values, in order) recursively, tagged with
+    what it is. Anything else -- an Answer, a Memory (whose entries change under it), a Python
+    value, a function -- makes the arguments uncacheable, as does a cycle."""
+    out = []
+    n = 0
+    counts = None
+    for a in args:
+        t = type(a)
+        if t is str:                        # the common arguments first, without a call
+            n += len(a)
+            out.append(a)
+        elif t is _LStr:
+            n += len(a)
+            out.append((_LStr, str.__str__(a), a.spans))
+        else:
+            if counts is None:
+                counts = [0, 0]         # characters, values in containers
+            try:
+                out.append(_k(a, counts, 0))
+            except _Uncacheable:
+                return None
+    return tuple(out), n + (counts[0] if counts else 0)
+
+
+_LStr = P.LStr
+
+
+class _Uncacheable(Exception):
+    pass
+
+
+def _k(v, chars, depth):
+    t = type(v)
+    if t is str:
+        chars[0] += len(v)
+        return v
+    if t is P.LStr:
+        chars[0] += len(v)
+        return (P.LStr, str.__str__(v), v.spans)
+    if t is int or v is None:
+        return v
+    if t is bool:
+        return (bool, v)
+    if t is float:
+        return (float, repr(v))
+    if t in P.INT_TYPES:
+        return (t, int(v))
+    if t is P.LFloat:
+        return (P.LFloat, repr(float(v)), v.origins)
+    if t is P.LBool:
+        return (P.LBool, v.value, v.origins)
+    if depth < _KEY_DEPTH and chars[1] < _KEY_VALUES:
+        chars[1] += len(v) if t is list or t is dict else 0
+        if t is list:
+            return (list, tuple([_k(x, chars, depth + 1) for x in v]))
+        if t is dict:
+            return (dict, tuple([(_k(a, chars, depth + 1), _k(b, chars, depth + 1))
+                                 for a, b in v.items()]))
+    raise _Uncacheable
 
 
 def _digest(name, args) -> str:

@@ -1413,9 +1413,8 @@ class VM:
         evaluation = self.look.evaluate(action, stage)
         if not evaluation.findings:
             return
-        import json
         self.record(action, "second_look", f, line=line, host_only=True,
-                    detail=json.dumps(evaluation.as_json(), ensure_ascii=False, sort_keys=True))
+                    detail=evaluation.detail())
         if not evaluation.flagged:
             if stage == "verify":
                 action.flag = None
@@ -1440,9 +1439,7 @@ class VM:
         evaluation = self.look.evaluate_tool(tool, args)
         if not evaluation.findings:
             return
-        import json
-        self.audit.append((tool.subject, tool.name, "tool", "second_look",
-                           json.dumps(evaluation.as_json(), ensure_ascii=False, sort_keys=True),
+        self.audit.append((tool.subject, tool.name, "tool", "second_look", evaluation.detail(),
                            line, self.lineage(f), _now(), True))
         if not evaluation.flagged:
             return
