@@ -276,12 +276,18 @@ def check_file(path: str, import_root: str | None = None) -> list[SenseError]:
 
 
 def check_warnings(path: str) -> list[tuple[Pos, str]]:
-    """Things ``sensec check`` points out in a file that compiles, legal as they are:
-    ``if x = 1:`` (an assignment as the whole condition of an ``if`` or ``while``)."""
+    """Things ``sensec check`` points out in a file that compiles, legal as they are
+    (tree_warnings)."""
     try:
         tree = parse_source(read_source(path), path)
     except SenseError:
         return []
+    return tree_warnings(tree)
+
+
+def tree_warnings(tree) -> list[tuple[Pos, str]]:
+    """The warnings of a parsed file (``sensec check`` and the language server show them):
+    ``if x = 1:`` (an assignment as the whole condition of an ``if`` or ``while``)."""
     found = []
     for node in _walk(tree):
         if isinstance(node, (n.If, n.While)) and isinstance(node.cond, n.Assign):

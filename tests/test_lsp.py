@@ -156,6 +156,17 @@ async def test_every_error_sensec_check_reports_is_published(client):
     close_doc(client, path)
 
 
+async def test_the_warnings_of_sensec_check_are_published_as_warnings(client, tmp_path):
+    from sensec.driver import check_warnings
+    path = tmp_path / "assigns.sns"
+    path.write_text("x = 0\nif x = 1:\n    print(x)\nwhile x == 1:\n    x = 2\n")
+    [d] = await open_doc(client, str(path))
+    [(pos, text)] = check_warnings(str(path))
+    assert d.severity == t.DiagnosticSeverity.Warning and d.message == text
+    assert (d.range.start.line + 1, d.range.start.character + 1) == (pos.line, pos.col) == (2, 6)
+    close_doc(client, str(path))
+
+
 async def test_diagnostics_follow_an_edit_and_its_undo(client, tmp_path):
     path = str(tmp_path / "fizzbuzz.sns")
     shutil.copy(os.path.join(EXAMPLES, "fizzbuzz.sns"), path)

@@ -624,6 +624,13 @@ def analyse(text: str, path: str, *, parsed=None) -> Analysis:
         from ..resolve import check
         errors.extend(check(tree, path))
     a.diagnostics = to_diagnostics(a.lines, errors)
+    if tree is not None and not syntax and not repaired:
+        # The warnings of `sensec check`, from the same function.
+        from ..driver import tree_warnings
+        a.diagnostics.extend(
+            Diagnostic(_line_span(a.lines, pos.line - 1, max(pos.col - 1, 0)), text, "warning",
+                       "warning")
+            for pos, text in tree_warnings(tree) if 0 < pos.line <= len(a.lines))
     if tree is not None:
         ix = _Indexer(a, os.path.dirname(os.path.abspath(path)))
         ix.block(tree.body, a.module_scope, a.module_scope.end_line)
