@@ -102,3 +102,26 @@ def test_every_request_answers_on_each_whole_example(path):
     text = _text(path)
     lines = text.split("\n")
     _answer_all(path, text, [(i, j) for i, ln in enumerate(lines) for j in range(0, len(ln), 3)])
+
+
+def test_the_diagnostics_of_every_corpus_program_are_sensec_checks():
+    """The analysis reports exactly the errors `sensec check` reports, with their messages,
+    on every program of the corpus and every example (a module's errors aside: the workspace
+    reports those at the import that reaches them, tests/test_lsp.py)."""
+    import glob
+    from conftest import ROOT
+    from sensec.driver import check_file
+    from sensec.lsp.index import analyse
+    paths = sorted(glob.glob(os.path.join(ROOT, "tests", "programs", "*", "*.sns"))
+                   + glob.glob(os.path.join(ROOT, "examples", "*.sns")))
+    assert len(paths) > 500
+    differ = []
+    for path in paths:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+        expected = [e.message for e in check_file(path)
+                    if not (e.path and os.path.abspath(e.path) != os.path.abspath(path))]
+        got = [d.message for d in analyse(text, path).diagnostics if d.severity == "error"]
+        if sorted(got) != sorted(expected):
+            differ.append((os.path.relpath(path, ROOT), got, expected))
+    assert differ == []
