@@ -273,6 +273,22 @@ async def test_definition_across_modules(client):
     close_doc(client, path)
 
 
+async def test_references_reach_importers_that_are_not_open(client, tmp_path):
+    """A module's top-level name: its uses in every .sns file of the workspace folders that
+    imports it, open or not (the test's workspace folder is the repository)."""
+    lib = os.path.join(EXAMPLES, "lib", "geometry.sns")
+    user = os.path.join(EXAMPLES, "modules.sns")
+    gtext, utext = _text(lib), _text(user)
+    await open_doc(client, lib)        # modules.sns is not open
+    refs = await client.text_document_references_async(t.ReferenceParams(
+        context=t.ReferenceContext(include_declaration=False),
+        **doc_pos(lib, where(gtext, "make_shape"))))
+    assert sorted((r.uri, r.range.start.line) for r in refs) == sorted(
+        [(from_fs_path(user), where(utext, "geo.make_shape")[0]),
+         (from_fs_path(user), where(utext, "geometry.make_shape")[0])])
+    close_doc(client, lib)
+
+
 async def test_references_within_a_file_and_from_an_importer(client):
     path = os.path.join(EXAMPLES, "modules.sns")
     lib = os.path.join(EXAMPLES, "lib", "geometry.sns")

@@ -364,13 +364,21 @@ def references(ws: Workspace, path: str, line: int, col: int, include_declaratio
 
 
 def _uses_elsewhere(ws: Workspace, sym):
-    """A top-level name's uses in the open files that import its module."""
+    """A top-level name's uses in the files that import its module: the open ones (as the
+    editor has them) and the other .sns files under the workspace folders (as saved; only
+    those whose text names it are analysed)."""
     out = []
     real = os.path.realpath(sym.path)
-    for p in list(ws.open):
-        if p == sym.path:
+    opened = list(ws.open)
+    others = [p for p in ws.workspace_files() if p not in ws.open]
+    for p in opened + others:
+        if p == sym.path or os.path.realpath(p) == real:
             continue
-        b = ws.index(p)
+        if p in ws.open:
+            b = ws.index(p)
+        else:
+            text = ws.text_of(p)
+            b = ws.analysis(p, text) if text is not None and sym.name in text else None
         if b is None:
             continue
         for occ in b.occurrences:

@@ -198,6 +198,10 @@ class Workspace:
             caps |= hit[1]
         return caps
 
+    def workspace_files(self) -> list:
+        """The .sns files under the workspace folders (the walk is reused a while)."""
+        return self._workspace_files()
+
     def _workspace_files(self):
         # A completion must not walk a large tree each time: the walk is reused a while.
         when, files = self._files
