@@ -193,7 +193,7 @@ class FunctionCompiler(n.NodeVisitor):
     def visit_For(self, s: n.For):
         top, broken, end = Label("for"), Label("break"), Label("endfor")
         self.visit(s.iterable)
-        self.emit(Op.GET_ITER, pos=s.iterable.pos)
+        self.emit(Op.GET_ITER, pos=s.pos)     # (the reference reports the line of `for`)
         self.place(top)
         self.emit(Op.FOR_ITER, end, pos=s.pos)
         self.control.append(_Control("loop", broken, top))

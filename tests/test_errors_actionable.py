@@ -317,3 +317,31 @@ def test_storing_a_function_in_persistent_memory_is_a_clean_error(tmp_path):
     assert r.returncode == 1
     assert ("mem.sns:4:7: SenseRuntimeError: persistent memory can only store JSON-serializable "
             "values") in r.stderr and "SenseFunction" in r.stderr
+
+
+# ----------------------------------------------------------------------------- the reference's words
+
+@pytest.mark.parametrize("call, message, note", [
+    ('inference("llama")', "inference(): unknown provider 'llama' -- supported: anthropic, mock, "
+     "openai", "this VM also has the provider 'scripted'"),
+    ('inference("openai", "gpt", colour: 1)', "inference(): unknown option(s) colour -- "
+     "supported: api_key_env, max_tokens, temperature", "this VM also takes base_url, timeout"),
+])
+def test_model_errors_keep_the_reference_text_and_note_our_additions(tmp_path, call, message,
+                                                                     note):
+    """A program sees the reference's text (e.message); the person at the terminal also sees
+    what this VM adds, in a note under it."""
+    import subprocess
+    import sys
+    from conftest import ROOT
+    env = dict(os.environ, PYTHONPATH=ROOT, NO_COLOR="1")
+    (tmp_path / "caught.sns").write_text(
+        f"try:\n    model m = {call}\nexcept SenseError as e:\n    print(e.message)\n")
+    (tmp_path / "uncaught.sns").write_text(f"model m = {call}\n")
+    caught = subprocess.run([sys.executable, "-m", "sensevm", "run", "caught.sns"],
+                            cwd=tmp_path, capture_output=True, text=True, env=env)
+    assert caught.stdout == message + "\n"
+    uncaught = subprocess.run([sys.executable, "-m", "sensevm", "run", "uncaught.sns"],
+                              cwd=tmp_path, capture_output=True, text=True, env=env)
+    assert uncaught.returncode == 1 and message in uncaught.stderr
+    assert f"  note: {note}" in uncaught.stderr

@@ -119,6 +119,8 @@ def report(err: SenseError, sources: dict[str, str], stream=None) -> None:
             except OSError:
                 pass
         stream.write(render(e, source, color=color))
+        if e.note:
+            stream.write(f"  note: {printable(e.note)}\n")
         stream.write(render_stack(e.frames, color=color))
     stream.flush()
 

@@ -64,6 +64,11 @@ class SenseError(Exception):
     # gives it these labels, so that no label is washed off through an error.
     origins: frozenset = frozenset()
 
+    # A line for the person at the terminal under the message (diagnostics.render), never part
+    # of the message a program sees (e.message, a test's report): what this VM offers beyond
+    # the reference, whose text the message keeps.
+    note: str = ""
+
     # The Sense frames an uncaught error left, innermost first: (path, line, what ran there),
     # for the call stack printed under it (diagnostics.render_stack). Filled in as it unwinds.
     frames: tuple = ()

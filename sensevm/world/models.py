@@ -175,15 +175,27 @@ def b_inference(vm, args, labels=None):
             return _remote(PR.REMOTE[provider], rest, labels)
     except PR.ProviderConfigError as err:
         raise _error(str(err), located=False) from None
-    raise _error(f"inference(): unknown provider '{provider}' -- supported: "
-                 f"{', '.join(sorted([*PR.REMOTE, 'mock', 'scripted']))}", located=False)
+    # The reference's text (a program may print e.message); what this VM adds, as a note.
+    err = _error(f"inference(): unknown provider '{provider}' -- supported: "
+                 f"{', '.join(sorted([*PR.REMOTE, 'mock']))}", located=False)
+    err.note = "this VM also has the provider 'scripted' (docs/models.md)"
+    raise err
+
+
+# The options this VM adds to the reference's (docs/models.md): never in the reference's text.
+_ADDED_OPTIONS = frozenset({"base_url", "timeout"})
 
 
 def _unknown_options(prefix: str, labels: dict, supported) -> None:
     unknown = sorted(set(labels) - set(supported))
     if unknown:
-        raise _error(f"{prefix}: unknown option(s) {', '.join(unknown)} -- supported: "
-                     f"{', '.join(sorted(supported)) or '(none)'}", located=False)
+        theirs = sorted(set(supported) - _ADDED_OPTIONS)
+        err = _error(f"{prefix}: unknown option(s) {', '.join(unknown)} -- supported: "
+                     f"{', '.join(theirs) or '(none)'}", located=False)
+        ours = sorted(set(supported) & _ADDED_OPTIONS)
+        if ours:
+            err.note = f"this VM also takes {', '.join(ours)} (docs/models.md)"
+        raise err
 
 
 def _mock(rest, labels) -> Model:
