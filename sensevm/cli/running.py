@@ -112,10 +112,20 @@ def run_file(path: str, *, dry_run: bool = False, stdout=None, stderr=None,
     return run_guarded(vm.run, audit, sources, stdout, stderr)
 
 
+def program_dir(path: str) -> str | None:
+    """The program's directory for FILE ``path`` (None for ``-``, the standard input: then the
+    working directory is the base)."""
+    return None if path == "-" else os.path.dirname(os.path.abspath(path))
+
+
 def session_host(vm, path: str, approve, session_log, stdin, stderr) -> None:
-    """How this run decides a session its program left undecided, and where sessions log."""
+    """How this run decides a session its program left undecided, where sessions log, and
+    the program's directory."""
+    # The base of the program's own relative files (sensevm.runtime.places): FILE's directory,
+    # whatever the working directory; the sessions' log defaults to a place under it too.
+    vm.program_dir = program_dir(path)
     vm.session_log_path = session_log or os.path.join(
-        os.path.dirname(os.path.abspath(path)), ".sense", "sessions.wal")
+        vm.program_dir or os.getcwd(), ".sense", "sessions.wal")
     stdin = stdin if stdin is not None else sys.stdin
 
     def approver(session, manifest, shown):

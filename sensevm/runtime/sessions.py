@@ -333,5 +333,5 @@ def _undo(vm, handle, action) -> None:
 
 
 def default_log_path(vm) -> str:
-    source = vm.program.sources[0].path if vm.program.sources else "program"
-    return os.path.join(os.path.dirname(os.path.abspath(source)), ".sense", "sessions.wal")
+    from sensevm.runtime.places import base_dir, entry_path
+    return os.path.join(base_dir(vm, entry_path(vm.program)), ".sense", "sessions.wal")
