@@ -26,6 +26,8 @@ def load_path(path: str, import_root: str | None = None):
     SnbFormatError, not an attempt to compile the bytes as source.
     """
     from sensevm.bytecode.verify import load_verified
+    if path == "-":
+        return _load_stdin(import_root)
     data = read_bytes(path)
     if not is_snb(data) and not path.endswith(".snb"):
         from sensec.driver import compile_file
@@ -34,6 +36,25 @@ def load_path(path: str, import_root: str | None = None):
     verified = load_verified(data)
     sources = {s.path: s.text for s in verified.program.sources}
     return verified, sources
+
+
+STDIN_PATH = "<stdin>"
+_STDIN: dict = {}       # the source read from stdin, for the caret of an error found loading it
+
+
+def _load_stdin(import_root):
+    """``sensevm run -``: the program (bytecode, or source compiled as ``<stdin>``, its
+    imports read from under the working directory) is the standard input, read to its end."""
+    from sensevm.bytecode.verify import load_verified
+    data = sys.stdin.buffer.read()
+    if not is_snb(data):
+        from sensec.driver import compile_source, decode_source
+        from sensevm.bytecode.snb import dump
+        text = _STDIN[STDIN_PATH] = decode_source(data, STDIN_PATH)
+        data = dump(compile_source(text, STDIN_PATH, defer_import_errors=True,
+                                   import_root=import_root))
+    verified = load_verified(data)
+    return verified, {s.path: s.text for s in verified.program.sources}
 
 
 def stale_source(path: str, source_hash: bytes):
@@ -90,11 +111,11 @@ def run_file(path: str, *, dry_run: bool = False, stdout=None, stderr=None,
     try:
         verified, sources = load_path(path, import_root)
     except SenseError as err:
-        report(err, {}, stderr)
+        report(err, dict(_STDIN) if path == "-" else {}, stderr)
         return 1
     except (SnbFormatError, VerifyError) as exc:
         from sensevm.base.diagnostics import report_file_error
-        report_file_error(path, exc, stderr)
+        report_file_error(STDIN_PATH if path == "-" else path, exc, stderr)
         return 1
     stale = stale_source(path, verified.program.source_hash)
     if stale:
@@ -113,9 +134,9 @@ def run_file(path: str, *, dry_run: bool = False, stdout=None, stderr=None,
 
 
 def program_dir(path: str) -> str | None:
-    """The program's directory for FILE ``path`` (None for ``-``, the standard input: then the
-    working directory is the base)."""
-    return None if path == "-" else os.path.dirname(os.path.abspath(path))
+    """The program's directory for FILE ``path`` (for ``-``, the standard input, the working
+    directory)."""
+    return os.getcwd() if path == "-" else os.path.dirname(os.path.abspath(path))
 
 
 def session_host(vm, path: str, approve, session_log, stdin, stderr) -> None:
@@ -125,7 +146,7 @@ def session_host(vm, path: str, approve, session_log, stdin, stderr) -> None:
     # whatever the working directory; the sessions' log defaults to a place under it too.
     vm.program_dir = program_dir(path)
     vm.session_log_path = session_log or os.path.join(
-        vm.program_dir or os.getcwd(), ".sense", "sessions.wal")
+        vm.program_dir, ".sense", "sessions.wal")
     stdin = stdin if stdin is not None else sys.stdin
 
     def approver(session, manifest, shown):
