@@ -46,7 +46,7 @@ def test_deferred_actions_fire_only_at_confirm_once_in_order():
     s.enqueue("empty_trash", [], "fs.delete", w.fire)
     assert w.events == []
     m = s.manifest()
-    assert m.entries == ["#2 send_report('boss') requires email.send",
+    assert m.entries == ["#2 send_report(\"boss\") requires email.send",
                          "#3 empty_trash() requires fs.delete"]
     assert m.summary.startswith("2 irreversible actions will run: send_report, empty_trash; "
                                 "1 reversible already ran; 0 immediate already ran — sha256:")

@@ -154,12 +154,42 @@ def session_host(vm, path: str, approve, session_log, stdin, stderr) -> None:
             return approve                  # confirm() refuses it unless it is this manifest
         if not (hasattr(stdin, "isatty") and stdin.isatty()):
             return None                     # no one to ask: fail closed
-        stderr.write(shown + f"Run exactly these {len(manifest.entries)} irreversible "
-                             "action(s)? Type yes to approve, anything else aborts: ")
-        stderr.flush()
-        return manifest.hash if stdin.readline().strip().lower() == "yes" else None
+        return ask_at_terminal(manifest, shown, stdin, stderr)
 
     vm.session_approver = approver
+
+
+_TRIES = 3      # a mistyped hash is said so and asked again, this many times in all
+
+
+def ask_at_terminal(manifest, shown, stdin, stderr):
+    """Show the manifest and ask: ``yes`` or the whole hash approves (the hash returned),
+    anything else declines (False). A hash typed short, or without its ``sha256:`` prefix, or
+    another manifest's, is said so and asked again; only an exact answer approves."""
+    import re
+    whole = len(manifest.hash)
+    stderr.write(shown)
+    for _ in range(_TRIES):
+        stderr.write(f"Run exactly these {len(manifest.entries)} irreversible action(s)? "
+                     "Type yes (or the whole hash) to approve, anything else declines: ")
+        stderr.flush()
+        answer = stdin.readline().strip()
+        if answer.lower() == "yes" or answer == manifest.hash:
+            return manifest.hash
+        if not re.fullmatch(r"(?:sha256:)?[0-9a-fA-F]{4,}|sha256:.*", answer):
+            break
+        if answer.startswith("sha256:") and len(answer) == whole:
+            stderr.write("that is another manifest's hash, not this one's: nothing was "
+                         "approved\n")
+        elif not answer.startswith("sha256:"):
+            stderr.write(f"that hash has no prefix: type all {whole} characters, starting "
+                         "with sha256:\n")
+        else:
+            stderr.write(f"that is not the whole hash: type all {whole} characters, starting "
+                         "with sha256:\n")
+    stderr.write("declined: nothing irreversible ran\n")
+    stderr.flush()
+    return False
 
 
 def open_audit(audit_log, stderr):
