@@ -15,13 +15,36 @@ def _report_and_exit(err: SenseError) -> None:
     sys.exit(1)
 
 
+def _show_version(ctx, param, value):
+    if not value or ctx.resilient_parsing:
+        return
+    from sensevm.bytecode.version import version_text
+    from . import __version__
+    click.echo(version_text("sensec", __version__), nl=False)
+    ctx.exit()
+
+
+BUILD_EPILOG = """\b
+Examples:
+  sensec build app.sns                  writes app.snb beside it
+  sensec build app.sns -o dist/app.snb
+  sensec build src/main.sns --import-root .
+
+\b
+Environment:
+  SENSE_DEBUG           show Python tracebacks of internal errors
+  NO_COLOR              no colour in error messages"""
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="sense-compiled", prog_name="sensec")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True,
+              callback=_show_version, help="Show the versions (this tool, the language, the "
+                                           ".snb format, Python) and exit.")
 def main():
     """Compile Sense source (.sns) to verified bytecode (.snb)."""
 
 
-@main.command()
+@main.command(epilog=BUILD_EPILOG)
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
               help="Where to write the bytecode (default: FILE with .snb).")

@@ -44,7 +44,12 @@ def gc_paused(*, freeze: bool = False):
 
 def read_source(path: str) -> str:
     """Read a .sns file as UTF-8 text; any problem is a positioned SenseSyntaxError."""
-    data = read_bytes(path)
+    return decode_source(read_bytes(path), path)
+
+
+def decode_source(data: bytes, path: str) -> str:
+    """Source bytes as UTF-8 text (without a BOM); invalid bytes are a positioned
+    SenseSyntaxError."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

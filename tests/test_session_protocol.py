@@ -46,7 +46,7 @@ def test_deferred_actions_fire_only_at_confirm_once_in_order():
     s.enqueue("empty_trash", [], "fs.delete", w.fire)
     assert w.events == []
     m = s.manifest()
-    assert m.entries == ["#2 send_report('boss') requires email.send",
+    assert m.entries == ["#2 send_report(\"boss\") requires email.send",
                          "#3 empty_trash() requires fs.delete"]
     assert m.summary.startswith("2 irreversible actions will run: send_report, empty_trash; "
                                 "1 reversible already ran; 0 immediate already ran — sha256:")
@@ -137,7 +137,7 @@ def test_the_wal_order_of_a_committed_session(tmp_path):
     assert kinds == ["header", "witnessed", "queued", "queued", "approved", "attempt", "flushed",
                      "attempt", "flushed", "discharge", "complete"]
     (v,) = recover(str(tmp_path / "s.wal"), fsync=False)
-    assert v.verdict == "committed" and v.clean and v.fired == ["#2 send(a)", "#3 send(b)"]
+    assert v.verdict == "committed" and v.clean and v.fired == ["#2 send(\"a\")", "#3 send(\"b\")"]
 
 
 def test_canonical_arguments_have_no_floats():
@@ -216,10 +216,10 @@ else:
 @pytest.mark.parametrize("verb, point, verdict, fired, owed, unknown, clean", [
     ("commit", "after-queued:3", "rolled back", [], [], [], False),      # rollback owed
     ("commit", "before-approved", "rolled back", [], [], [], False),
-    ("commit", "after-approved", "committed", [], ["#2 send(a)", "#3 send(b)"], [], False),
-    ("commit", "after-attempt:2", "committed", [], ["#3 send(b)"], ["#2 send(a)"], False),
-    ("commit", "after-flushed:2", "committed", ["#2 send(a)"], ["#3 send(b)"], [], False),
-    ("commit", "before-discharge", "committed", ["#2 send(a)", "#3 send(b)"], [], [], True),
+    ("commit", "after-approved", "committed", [], ["#2 send(\"a\")", "#3 send(\"b\")"], [], False),
+    ("commit", "after-attempt:2", "committed", [], ["#3 send(\"b\")"], ["#2 send(\"a\")"], False),
+    ("commit", "after-flushed:2", "committed", ["#2 send(\"a\")"], ["#3 send(\"b\")"], [], False),
+    ("commit", "before-discharge", "committed", ["#2 send(\"a\")", "#3 send(\"b\")"], [], [], True),
     ("abort", "after-rollback:1", "rolled back", [], [], [], True),
     ("abort", "before-aborted", "rolled back", [], [], [], True),
 ])
@@ -235,7 +235,7 @@ def test_killed_at_each_window_then_recovered_twice(tmp_path, verb, point, verdi
     assert (v.verdict, v.fired, v.owed, v.unknown, v.clean) == (verdict, fired, owed, unknown,
                                                                   clean)
     # What the log says fired did fire; an "unknown" one may or may not have.
-    did = [f"#{n} send({'ab'[n - 2]})" for n in printed]
+    did = [f'#{n} send("{"ab"[n - 2]}")' for n in printed]
     assert set(fired) <= set(did) <= set(fired + unknown)
     before = open(path, "rb").read()
     assert [x.as_json() for x in recover(path, fsync=False)] == [v.as_json()]

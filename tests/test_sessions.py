@@ -60,7 +60,7 @@ def test_deferred_fire_only_at_the_confirm_in_order(tmp_path):
     assert err is None, err
     assert out.splitlines() == [
         "archiving 2025", "before confirm",
-        "[#1 send('a@x.example') requires email.send, #3 send('b@x.example') requires email.send]",
+        "[#1 send(\"a@x.example\") requires email.send, #3 send(\"b@x.example\") requires email.send]",
         "SENT a@x.example", "SENT b@x.example", "committed"]
 
 
@@ -253,7 +253,7 @@ def test_an_undecided_session_asks_the_host(tmp_path):
     out, err = execute(UNDECIDED, tmp_path, approver=yes)
     assert err is None, err
     assert out.splitlines() == ["archiving 2025", "SENT a@x.example", "after"]
-    assert "#2 send('a@x.example') requires email.send" in shown[0]
+    assert "#2 send(\"a@x.example\") requires email.send" in shown[0]
 
 
 @pytest.mark.parametrize("approver", [None, lambda s, m, t: None,
@@ -388,15 +388,17 @@ def test_a_terminal_is_shown_the_manifest_and_asked_once(tmp_path, answer, sent)
     code = run_file(str(tmp_path / "p.sns"), stdout=out, stderr=err, stdin=tty,
                     session_log=str(tmp_path / "s.wal"))
     assert tty.asked == 1
-    assert "#2 send('a@x.example') requires email.send" in err.getvalue()
-    assert "Type yes to approve" in err.getvalue()
+    assert "#2 send(\"a@x.example\") requires email.send" in err.getvalue()
+    assert "Type yes (or the whole hash) to approve" in err.getvalue()
+    if not sent:
+        assert "declined" in err.getvalue() and "without a verdict" not in err.getvalue()
     assert ("SENT a@x.example" in out.getvalue()) is sent
     assert code == (0 if sent else 1)
 
 
 @pytest.mark.parametrize("point, verdict, unknown, owed", [
-    ("after-approved", "committed", [], ["#2 send(a@x.example)", "#3 send(b@x.example)"]),
-    ("after-attempt:3", "committed", ["#3 send(b@x.example)"], []),
+    ("after-approved", "committed", [], ["#2 send(\"a@x.example\")", "#3 send(\"b@x.example\")"]),
+    ("after-attempt:3", "committed", ["#3 send(\"b@x.example\")"], []),
 ])
 def test_a_run_killed_mid_flush_is_recovered_from_its_log(tmp_path, point, verdict, unknown,
                                                           owed):
@@ -555,9 +557,9 @@ def _killed_at(tmp_path, point):
      ["#2 charge(100): immediate body interrupted"], [], ["#1 archive(2025)"], False),
     # the deferred one: queued, approved, attempted, flushed
     ("after-queued:3", ["archiving 2025", "CHARGED 100"], [], [], ["#1 archive(2025)"], False),
-    ("after-approved", ["archiving 2025", "CHARGED 100"], [], ["#3 send(a@x.example)"], [],
+    ("after-approved", ["archiving 2025", "CHARGED 100"], [], ["#3 send(\"a@x.example\")"], [],
      False),
-    ("after-attempt:3", ["archiving 2025", "CHARGED 100"], ["#3 send(a@x.example)"], [], [],
+    ("after-attempt:3", ["archiving 2025", "CHARGED 100"], ["#3 send(\"a@x.example\")"], [], [],
      False),
     ("after-flushed:3", ["archiving 2025", "CHARGED 100", "SENT a@x.example"], [], [], [], True),
     ("before-discharge", ["archiving 2025", "CHARGED 100", "SENT a@x.example"], [], [], [],

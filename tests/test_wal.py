@@ -63,7 +63,7 @@ def test_a_torn_last_line_at_every_byte_offset_is_tolerated(tmp_path):
         assert [r["rec"] for r in found.records] == ["header", "queued"]
         # Without the approval the session rolls back; recovery truncates the torn tail.
         (v,) = recover(str(path), fsync=False)
-        assert v.verdict == "rolled back" and v.dropped == ["#1 send_report(boss)"]
+        assert v.verdict == "rolled back" and v.dropped == ["#1 send_report(\"boss\")"]
         assert scan(str(path)).torn is False
         before = path.read_bytes()
         recover(str(path), fsync=False)
@@ -134,28 +134,28 @@ def approved(*ns):
 @pytest.mark.parametrize("records, verdict, expected", [
     # Crash mid-session (or after the manifest was shown): nothing was approved.
     ([HEADER, queued(1), queued(2)], "rolled back",
-     {"dropped": ["#1 send_report(boss)", "#2 send_report(boss)"], "clean": True}),
+     {"dropped": ["#1 send_report(\"boss\")", "#2 send_report(\"boss\")"], "clean": True}),
     # Crash after the approval was durable, before any fire: owed, never re-fired.
     ([HEADER, queued(1), queued(2), approved(1, 2)], "committed",
-     {"owed": ["#1 send_report(boss)", "#2 send_report(boss)"], "clean": False}),
+     {"owed": ["#1 send_report(\"boss\")", "#2 send_report(\"boss\")"], "clean": False}),
     # Crash between an attempt and its outcome: unknown, not "not attempted".
     ([HEADER, queued(1), queued(2), approved(1, 2), ("attempt", {"n": 1, "key": "k1"}),
       ("flushed", {"n": 1}), ("attempt", {"n": 2, "key": "k2"})], "committed",
-     {"fired": ["#1 send_report(boss)"], "unknown": ["#2 send_report(boss)"], "clean": False}),
+     {"fired": ["#1 send_report(\"boss\")"], "unknown": ["#2 send_report(\"boss\")"], "clean": False}),
     # A fire that failed is residue; the rest of the queue went on.
     ([HEADER, queued(1), queued(2), approved(1, 2), ("attempt", {"n": 1, "key": "k1"}),
       ("residue", {"n": 1, "error": "smtp down"}), ("attempt", {"n": 2, "key": "k2"}),
       ("flushed", {"n": 2}), ("discharge", {}), ("complete", {})], "committed",
-     {"failed": ["#1 send_report(boss): smtp down"], "fired": ["#2 send_report(boss)"],
+     {"failed": ["#1 send_report(\"boss\"): smtp down"], "fired": ["#2 send_report(\"boss\")"],
       "clean": False}),
     # An entry enqueued after the approval is not covered by it.
     ([HEADER, queued(1), approved(1), queued(2)], "committed",
-     {"owed": ["#1 send_report(boss)"], "dropped": ["#2 send_report(boss)"]}),
+     {"owed": ["#1 send_report(\"boss\")"], "dropped": ["#2 send_report(\"boss\")"]}),
     # Abort: witnessed effects rolled back, queue dropped, immediate ones stand.
     ([HEADER, ("witnessed", {"n": 1, "action": "archive", "args": [2025]}),
       ("fired", {"n": 2, "action": "charge", "args": [5]}), queued(3),
       ("rollback", {"n": 1}), ("aborted", {"replayed": [1]})], "rolled back",
-     {"clean": True, "immediate": ["#2 charge(5)"], "dropped": ["#3 send_report(boss)"]}),
+     {"clean": True, "immediate": ["#2 charge(5)"], "dropped": ["#3 send_report(\"boss\")"]}),
     # Crash mid-session after a witnessed effect: its rollback is owed.
     ([HEADER, ("witnessed", {"n": 1, "action": "archive", "args": [2025]})], "rolled back",
      {"rollbacks_owed": ["#1 archive(2025)"], "clean": False}),

@@ -53,8 +53,60 @@ def _given(**limits) -> dict:
     return {name: value for name, value in limits.items() if value is not None}
 
 
+def version_option(prog: str, version: str):
+    """``--version``: the tool's, the language's, the .snb format's and Python's versions."""
+    def show(ctx, param, value):
+        if not value or ctx.resilient_parsing:
+            return
+        from sensevm.bytecode.version import version_text
+        click.echo(version_text(prog, version), nl=False)
+        ctx.exit()
+    return click.option("--version", is_flag=True, expose_value=False, is_eager=True,
+                        callback=show, help="Show the versions (this tool, the language, the "
+                                            ".snb format, Python) and exit.")
+
+
+# The variables the running commands read (grep os.environ in sensevm/ and sensec/).
+RUN_ENVIRONMENT = """\b
+Environment:
+  SENSE_MAX_STEPS, SENSE_MAX_DEPTH, SENSE_MAX_WORKERS, SENSE_MAX_STRING,
+  SENSE_MAX_ARRAY, SENSE_TIMEOUT    resource limits (the options win; docs/limits.md)
+  SENSE_TIER            execution tier: 1, 2 or auto (as --tier)
+  SENSE_MEMORY_DIR      where persistent memories without a path go (docs/memory.md)
+  SENSE_KEY_FILE        the host key for audit MACs and saved agents (XDG_CONFIG_HOME)
+  SENSE_HTTP_TIMEOUT, SENSE_HTTP_MAX_BYTES, SENSE_HTTP_MAX_REDIRECTS    std.net HTTP
+  SENSE_SMTP_HOST, SENSE_SMTP_PORT, SENSE_SMTP_USER, SENSE_SMTP_PASSWORD_ENV,
+  SENSE_SMTP_FROM, SENSE_SMTP_TIMEOUT    std.net mail
+  SENSE_SHELL_TIMEOUT   std.net shell commands (seconds, default 60)
+  OPENAI_API_KEY, OPENAI_BASE_URL, ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL    models
+  SENSE_DEBUG           show Python tracebacks of internal errors
+  NO_COLOR              no colour in error messages"""
+
+RUN_EPILOG = """\b
+Examples:
+  sensevm run hello.sns                 compile in memory and run
+  sensec build app.sns && sensevm run app.snb
+  sensevm run app.snb --max-steps 1e6 -- --user ana   (args for std.env)
+  echo 'print(1 + 2)' | sensevm run -   read the program from stdin
+  sensevm run app.snb --dry-run         skip action bodies
+
+Relative files a program names (persistent memories, a scripted model's
+script, the sessions' log) resolve against FILE's directory, not the
+working directory.
+
+""" + RUN_ENVIRONMENT
+
+TEST_EPILOG = """\b
+Examples:
+  sensevm test tests/                   every test_*.sns and *_test.sns below
+  sensevm test a_test.sns b_test.sns -k refund   only tests whose names contain "refund"
+  sensevm test math_test.sns --timeout 5
+
+""" + RUN_ENVIRONMENT
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="sense-compiled", prog_name="sensevm")
+@version_option("sensevm", __import__("sensevm").__version__)
 def main():
     """Run Sense programs: .snb bytecode built by sensec, or .sns source compiled in memory.
 
@@ -76,8 +128,8 @@ class _RunCommand(click.Command):
         return super().collect_usage_pieces(ctx) + ["[-- ARG...]"]
 
 
-@main.command(cls=_RunCommand)
-@click.argument("file", type=click.Path(dir_okay=False))
+@main.command(cls=_RunCommand, epilog=RUN_EPILOG)
+@click.argument("file", type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--dry-run", is_flag=True, help="Skip action bodies and rollbacks; print a summary.")
 @click.option("--audit-log", "audit_log", type=click.Path(), default=None,
               help="Also append every audit record to this file as a hash-chained JSON line.")
@@ -107,7 +159,7 @@ class _RunCommand(click.Command):
 @limit_options
 def run(file, dry_run, audit_log, state_dir, approve, session_log, tier, request, second_look,
         dry_run_allow, import_root, **limits):
-    """Verify and run FILE (.snb, or .sns compiled in memory).
+    """Verify and run FILE (.snb, or .sns compiled in memory; - reads it from stdin).
 
     The arguments after `--` are the program's: std.env's args() returns them (as the user's
     words, origin user).
@@ -285,7 +337,7 @@ def audit_checkpoint(file):
     sys.exit(latest_checkpoint(file))
 
 
-@main.command("test")
+@main.command("test", epilog=TEST_EPILOG)
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
 @click.option("-k", "pattern", default=None, metavar="PATTERN",
               help="Run only the tests whose names contain PATTERN (ignoring case); the "

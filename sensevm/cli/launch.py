@@ -138,7 +138,7 @@ def _main() -> None:
     fast = _fast_run_args(sys.argv[1:])
     if fast is not None:
         _run_as_click_would(*fast)
-    if not sys.argv[1:] and _terminal():
+    if not sys.argv[1:] and _terminal() and not os.environ.get("_SENSEVM_COMPLETE"):
         # `sensevm` alone, typed in a terminal: the REPL (as `python` and `sense` do). Piped
         # or redirected, it prints the usage as before.
         from sensevm.cli.repl import main as repl_main

@@ -26,6 +26,8 @@ def load_path(path: str, import_root: str | None = None):
     SnbFormatError, not an attempt to compile the bytes as source.
     """
     from sensevm.bytecode.verify import load_verified
+    if path == "-":
+        return _load_stdin(import_root)
     data = read_bytes(path)
     if not is_snb(data) and not path.endswith(".snb"):
         from sensec.driver import compile_file
@@ -34,6 +36,25 @@ def load_path(path: str, import_root: str | None = None):
     verified = load_verified(data)
     sources = {s.path: s.text for s in verified.program.sources}
     return verified, sources
+
+
+STDIN_PATH = "<stdin>"
+_STDIN: dict = {}       # the source read from stdin, for the caret of an error found loading it
+
+
+def _load_stdin(import_root):
+    """``sensevm run -``: the program (bytecode, or source compiled as ``<stdin>``, its
+    imports read from under the working directory) is the standard input, read to its end."""
+    from sensevm.bytecode.verify import load_verified
+    data = sys.stdin.buffer.read()
+    if not is_snb(data):
+        from sensec.driver import compile_source, decode_source
+        from sensevm.bytecode.snb import dump
+        text = _STDIN[STDIN_PATH] = decode_source(data, STDIN_PATH)
+        data = dump(compile_source(text, STDIN_PATH, defer_import_errors=True,
+                                   import_root=import_root))
+    verified = load_verified(data)
+    return verified, {s.path: s.text for s in verified.program.sources}
 
 
 def stale_source(path: str, source_hash: bytes):
@@ -90,11 +111,11 @@ def run_file(path: str, *, dry_run: bool = False, stdout=None, stderr=None,
     try:
         verified, sources = load_path(path, import_root)
     except SenseError as err:
-        report(err, {}, stderr)
+        report(err, dict(_STDIN) if path == "-" else {}, stderr)
         return 1
     except (SnbFormatError, VerifyError) as exc:
         from sensevm.base.diagnostics import report_file_error
-        report_file_error(path, exc, stderr)
+        report_file_error(STDIN_PATH if path == "-" else path, exc, stderr)
         return 1
     stale = stale_source(path, verified.program.source_hash)
     if stale:
@@ -147,10 +168,20 @@ def paused_note(vm, stderr, path: str | None = None) -> None:
     stderr.flush()
 
 
+def program_dir(path: str) -> str | None:
+    """The program's directory for FILE ``path`` (for ``-``, the standard input, the working
+    directory)."""
+    return os.getcwd() if path == "-" else os.path.dirname(os.path.abspath(path))
+
+
 def session_host(vm, path: str, approve, session_log, stdin, stderr) -> None:
-    """How this run decides a session its program left undecided, and where sessions log."""
+    """How this run decides a session its program left undecided, where sessions log, and
+    the program's directory."""
+    # The base of the program's own relative files (sensevm.runtime.places): FILE's directory,
+    # whatever the working directory; the sessions' log defaults to a place under it too.
+    vm.program_dir = program_dir(path)
     vm.session_log_path = session_log or os.path.join(
-        os.path.dirname(os.path.abspath(path)), ".sense", "sessions.wal")
+        vm.program_dir, ".sense", "sessions.wal")
     stdin = stdin if stdin is not None else sys.stdin
 
     def approver(session, manifest, shown):
@@ -158,12 +189,42 @@ def session_host(vm, path: str, approve, session_log, stdin, stderr) -> None:
             return approve                  # confirm() refuses it unless it is this manifest
         if not (hasattr(stdin, "isatty") and stdin.isatty()):
             return None                     # no one to ask: fail closed
-        stderr.write(shown + f"Run exactly these {len(manifest.entries)} irreversible "
-                             "action(s)? Type yes to approve, anything else aborts: ")
-        stderr.flush()
-        return manifest.hash if stdin.readline().strip().lower() == "yes" else None
+        return ask_at_terminal(manifest, shown, stdin, stderr)
 
     vm.session_approver = approver
+
+
+_TRIES = 3      # a mistyped hash is said so and asked again, this many times in all
+
+
+def ask_at_terminal(manifest, shown, stdin, stderr):
+    """Show the manifest and ask: ``yes`` or the whole hash approves (the hash returned),
+    anything else declines (False). A hash typed short, or without its ``sha256:`` prefix, or
+    another manifest's, is said so and asked again; only an exact answer approves."""
+    import re
+    whole = len(manifest.hash)
+    stderr.write(shown)
+    for _ in range(_TRIES):
+        stderr.write(f"Run exactly these {len(manifest.entries)} irreversible action(s)? "
+                     "Type yes (or the whole hash) to approve, anything else declines: ")
+        stderr.flush()
+        answer = stdin.readline().strip()
+        if answer.lower() == "yes" or answer == manifest.hash:
+            return manifest.hash
+        if not re.fullmatch(r"(?:sha256:)?[0-9a-fA-F]{4,}|sha256:.*", answer):
+            break
+        if answer.startswith("sha256:") and len(answer) == whole:
+            stderr.write("that is another manifest's hash, not this one's: nothing was "
+                         "approved\n")
+        elif not answer.startswith("sha256:"):
+            stderr.write(f"that hash has no prefix: type all {whole} characters, starting "
+                         "with sha256:\n")
+        else:
+            stderr.write(f"that is not the whole hash: type all {whole} characters, starting "
+                         "with sha256:\n")
+    stderr.write("declined: nothing irreversible ran\n")
+    stderr.flush()
+    return False
 
 
 def open_audit(audit_log, stderr):

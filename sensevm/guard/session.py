@@ -23,7 +23,7 @@ import hashlib
 import os
 
 from sensevm.base.errors import SenseError, SenseRuntimeError, SenseSessionError
-from sensevm.guard.wal import crash_point
+from sensevm.guard.wal import crash_point, shown_arg
 
 DOMAIN = b"sense.manifest.v1\n"
 OPEN, ENUMERATED, APPROVED, FLUSHING, COMMITTED, ABORTING, ABORTED = (
@@ -83,16 +83,7 @@ class Entry:
         return text
 
 
-def _shown(arg) -> str:
-    if isinstance(arg, dict):
-        return arg["text"]
-    if isinstance(arg, list):
-        return "[" + ", ".join(_shown(a) for a in arg) + "]"
-    if arg is None:
-        return "nil"
-    if arg is True or arg is False:
-        return "true" if arg else "false"
-    return repr(arg) if isinstance(arg, str) else str(arg)
+_shown = shown_arg      # one quoting for the manifest, the prompt and recover
 
 
 class Manifest:

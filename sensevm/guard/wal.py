@@ -284,8 +284,27 @@ class Verdict:
         return "\n".join(lines)
 
 
+def shown_arg(arg) -> str:
+    """A manifest argument (canonical data) as every place shows it: the manifest's entries,
+    the terminal prompt, ``sensevm recover``. Strings in Sense literal form ("...", with the
+    language's five escapes), nil/true/false, arrays in brackets, anything else its printed
+    form."""
+    if isinstance(arg, dict):
+        return arg["text"]
+    if isinstance(arg, list):
+        return "[" + ", ".join(shown_arg(a) for a in arg) + "]"
+    if arg is None:
+        return "nil"
+    if arg is True or arg is False:
+        return "true" if arg else "false"
+    if isinstance(arg, str):
+        return '"' + (arg.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+                      .replace("\t", "\\t").replace("\r", "\\r")) + '"'
+    return str(arg)
+
+
 def _label(entry: dict) -> str:
-    return f"#{entry['n']} {entry['action']}({', '.join(map(str, entry['args']))})"
+    return f"#{entry['n']} {entry['action']}({', '.join(map(shown_arg, entry['args']))})"
 
 
 def verdicts(records: list) -> list:

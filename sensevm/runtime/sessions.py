@@ -136,7 +136,10 @@ def b_session_close(vm, frame, args):
 
 
 def _host_verdict(vm, frame, handle) -> None:
-    """The block ended undecided: the host approves exactly this manifest, or it aborts."""
+    """The block ended undecided: the host approves exactly this manifest, or it aborts.
+
+    The approver returns the hash it approves, None when there was no one to ask (or nothing
+    given), False when the person asked declined."""
     session = handle.session
     manifest = show_manifest(vm, frame, handle)
     if vm.dry_run:
@@ -148,6 +151,11 @@ def _host_verdict(vm, frame, handle) -> None:
         return
     approver = vm.session_approver
     answer = approver(session, manifest, render(manifest, session)) if approver else None
+    if answer is False:             # a person was asked and said no
+        abort_session(vm, frame, handle, "host")
+        raise SenseSessionError(
+            f"session '{session.name}' was declined at the terminal and aborted: nothing "
+            "irreversible ran", located=False)
     if answer is None:
         abort_session(vm, frame, handle, "host")
         raise SenseSessionError(
@@ -333,5 +341,5 @@ def _undo(vm, handle, action) -> None:
 
 
 def default_log_path(vm) -> str:
-    source = vm.program.sources[0].path if vm.program.sources else "program"
-    return os.path.join(os.path.dirname(os.path.abspath(source)), ".sense", "sessions.wal")
+    from sensevm.runtime.places import base_dir, entry_path
+    return os.path.join(base_dir(vm, entry_path(vm.program)), ".sense", "sessions.wal")

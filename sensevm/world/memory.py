@@ -514,8 +514,15 @@ def b_memory_decl(vm, frame, args):
     if not allowed:
         raise SensePolicyError(f"persistent memory '{name}' requires capability "
                                f"'{PERSIST_CAPABILITY}', which is denied by policy")
-    path = hint if hint is not None else default_path(name, declaring)
-    memory = PersistentMemory(name, path, os.path.abspath(path))
+    # Program-relative, not working-directory-relative (sensevm.runtime.places): the same
+    # program run from anywhere reaches the same file.
+    from sensevm.runtime.places import resolve, source_file
+    if hint is not None:
+        path, location = hint, resolve(vm, declaring, hint)
+    else:
+        path = default_path(name, source_file(vm, declaring))
+        location = os.path.abspath(path)
+    memory = PersistentMemory(name, path, location)
     memory.open((frame.pos, declaring))
     frame.stack.append(memory)
     return False

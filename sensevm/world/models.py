@@ -227,8 +227,10 @@ def _scripted(vm, rest, labels) -> Model:
     if frame is not None and not P.allowed(ScriptedProvider.capability, frame.scope, frame):
         raise SensePolicyError(f'inference("scripted") requires capability '
                                f"'{ScriptedProvider.capability}', which is denied by policy")
-    if not os.path.isabs(path) and frame is not None and frame.prepared.path:
-        path = os.path.join(os.path.dirname(os.path.abspath(frame.prepared.path)), path)
+    if not os.path.isabs(path) and frame is not None:
+        # The program's directory (sensevm.runtime.places), whatever the working directory.
+        from sensevm.runtime.places import resolve
+        path = resolve(vm, frame.prepared.path, path)
     provider = ScriptedProvider.load(path)
     return Model(provider.name, provider)
 
