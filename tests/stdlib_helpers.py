@@ -10,6 +10,18 @@ from conftest import ROOT
 
 TIERS = ("1", "2")
 
+# The second look as a test reads labels: an outgoing action whose argument holds v asks about
+# it exactly when v is influenced (untrusted); `fetch(k)` hands back k labelled as a tool's.
+SINKS = '''tool fetch(k: String) returns String requires web.fetch:
+    return k
+irreversible action rotate(password: String) requires vault.write:
+    nil
+def asks(v):
+    local s = rotate("<<" + str(v) + ">>")
+    s.verify()
+    return s.second_look != nil
+'''
+
 
 def env(tier: str) -> dict:
     e = dict(os.environ, PYTHONPATH=ROOT, SENSE_TIER=tier)

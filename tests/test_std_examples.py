@@ -14,7 +14,7 @@ import pytest
 
 from conftest import ROOT
 from stdlib_helpers import TIERS, sense_run
-from test_std_email import Handler, free_port
+from test_std_email import smtp  # noqa: F401 (the fixture: a real SMTP server on 127.0.0.1)
 
 aiosmtpd = pytest.importorskip("aiosmtpd.controller")
 
@@ -27,21 +27,6 @@ def copy_example(tmp_path, name: str):
     source = (folder / f"{name}.sns").read_text(encoding="utf-8")
     expected = (folder / f"{name}.out").read_text(encoding="utf-8")
     return folder, source, expected
-
-
-@pytest.fixture
-def smtp(monkeypatch):
-    handler = Handler()
-    port = free_port()
-    controller = aiosmtpd.Controller(handler, hostname="127.0.0.1", port=port)
-    controller.start()
-    for name in ("SENSE_SMTP_USER", "SENSE_SMTP_PASSWORD_ENV"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("SENSE_SMTP_HOST", "127.0.0.1")
-    monkeypatch.setenv("SENSE_SMTP_PORT", str(port))
-    monkeypatch.setenv("SENSE_SMTP_FROM", "me@example.com")
-    yield handler
-    controller.stop()
 
 
 @pytest.mark.parametrize("tier", TIERS)

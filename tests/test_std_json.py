@@ -8,22 +8,11 @@ import json
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from stdlib_helpers import TIERS, clean_failure, sense_run
+from stdlib_helpers import SINKS as SINKS_OF_A_TOOL, TIERS, clean_failure, sense_run
 
 tiers = pytest.mark.parametrize("tier", TIERS)
 
-# The second look as a test reads labels: an outgoing action whose argument holds v asks
-# about it exactly when v is influenced (untrusted).
-SINKS = '''import std.json
-tool fetch(k: String) returns String requires web.fetch:
-    return k
-irreversible action rotate(password: String) requires vault.write:
-    nil
-def asks(v):
-    local s = rotate("<<" + str(v) + ">>")
-    s.verify()
-    return s.second_look != nil
-'''
+SINKS = "import std.json\n" + SINKS_OF_A_TOOL
 
 
 def sense_str(text: str) -> str:

@@ -9,20 +9,11 @@ import time
 import pytest
 import regex
 
-from stdlib_helpers import TIERS, clean_failure, sense_run
+from stdlib_helpers import SINKS as SINKS_OF_A_TOOL, TIERS, clean_failure, sense_run
 
 tiers = pytest.mark.parametrize("tier", TIERS)
 
-SINKS = '''import std.re
-tool fetch(k: String) returns String requires web.fetch:
-    return k
-irreversible action rotate(password: String) requires vault.write:
-    nil
-def asks(v):
-    local s = rotate("<<" + str(v) + ">>")
-    s.verify()
-    return s.second_look != nil
-'''
+SINKS = "import std.re\n" + SINKS_OF_A_TOOL
 
 CASES = [(r"[0-9]+", "a12b345c"), (r"a*", "baac"), (r"(\w+)@(\w+)\.com", "x ann@ex.com, bob@ey.com"),
          (r"\s*,\s*", "a , b,c ,, d"), (r"é+", "xééy"), (r"(,)", "a,b"), (r"^$", ""), (r"z", "abc"),

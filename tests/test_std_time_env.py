@@ -11,19 +11,11 @@ import time
 
 import pytest
 
-from stdlib_helpers import TIERS, clean_failure, env, run_file, sense_run
+from stdlib_helpers import SINKS as SINKS_OF_A_TOOL, TIERS, clean_failure, env, run_file, sense_run
 
 tiers = pytest.mark.parametrize("tier", TIERS)
 
-SINKS = '''tool fetch(k: String) returns String requires web.fetch:
-    return k
-irreversible action rotate(password: String) requires vault.write:
-    nil
-def asks(v):
-    local s = rotate("<<" + str(v) + ">>")
-    s.verify()
-    return s.second_look != nil
-'''
+SINKS = SINKS_OF_A_TOOL
 
 
 def utc_iso(t: float) -> str:

@@ -654,37 +654,21 @@ class JoinPoints:
         """The names a variable store can reach from branch ``i`` before its join: those its
         arms may assign. Either arm's, the one not taken as much as the one taken: `x` left
         as it was says as much about the condition as `x` changed (vm.py labels each of them
-        when the pc label closes)."""
-        found = self.stored.get(i)
-        if found is not None:
-            return found
+        when the branch opens)."""
         from sensevm.bytecode.opcodes import Op
-        stores = (int(Op.STORE_NAME), int(Op.STORE_LOCAL))
-        join = self.join(i)
-        end = self.exit if join is None else join
-        instrs = self.instrs
-        names = []
-        seen = {i, end}
-        todo = list(self.succ[i])
-        while todo:
-            j = todo.pop()
-            if j in seen or j >= self.exit:
-                continue
-            seen.add(j)
-            op, a, _ = instrs[j]
-            if op in stores and a not in names:
-                names.append(a)
-            todo.extend(self.succ[j])
-        found = self.stored[i] = tuple(names)
-        return found
+        return self._names(i, self.stored, (int(Op.STORE_NAME), int(Op.STORE_LOCAL)))
 
     def names_read(self, i: int) -> tuple:
         """The variable names read between instruction ``i`` and its join (either way)."""
-        found = self.region.get(i)
+        from sensevm.bytecode.opcodes import Op
+        return self._names(i, self.region, (int(Op.LOAD_NAME),))
+
+    def _names(self, i: int, cache: dict, ops: tuple) -> tuple:
+        """The name operands of the ``ops`` instructions reachable from ``i`` before its join
+        (the frame's end if it has none), in the order found; cached per ``i``."""
+        found = cache.get(i)
         if found is not None:
             return found
-        from sensevm.bytecode.opcodes import Op
-        loads = (int(Op.LOAD_NAME),)
         join = self.join(i)
         end = self.exit if join is None else join
         instrs = self.instrs
@@ -697,10 +681,10 @@ class JoinPoints:
                 continue
             seen.add(j)
             op, a, _ = instrs[j]
-            if op in loads and a not in names:
+            if op in ops and a not in names:
                 names.append(a)
             todo.extend(self.succ[j])
-        found = self.region[i] = tuple(names)
+        found = cache[i] = tuple(names)
         return found
 
     def join(self, i: int):

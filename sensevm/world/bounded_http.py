@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import http.client
 import socket
+import urllib.error
 import urllib.request
 
 
@@ -121,6 +122,22 @@ def urlopen(request, deadline, handlers=()):
     opener = urllib.request.build_opener(*(handler(deadline) for handler in _handlers),
                                          *handlers)
     return opener.open(request, timeout=max(deadline.left(), 0.001))
+
+
+# What a request through urlopen can fail with, besides an HTTP status (``failure`` says why).
+FAILURES = (socket.timeout, TimeoutError, urllib.error.URLError, OSError, ValueError)
+
+
+def failure(exc) -> str | None:
+    """Why a request failed, in words (a reset connection, a malformed URL, a refused
+    connection), or None when it ran out of time: the caller says whose time it was."""
+    if isinstance(exc, (socket.timeout, TimeoutError)):
+        return None
+    if isinstance(exc, urllib.error.URLError):
+        if isinstance(exc.reason, (socket.timeout, TimeoutError)):
+            return None
+        return str(exc.reason)
+    return str(exc)
 
 
 def read_at_most(reply, limit: int) -> bytes | None:

@@ -200,11 +200,10 @@ REPLY_SLACK = 1 << 20
 
 def post_json(url: str, payload: dict, headers: dict, timeout: float) -> Any:
     """POST JSON and return the decoded JSON reply, or raise ProviderError saying why not."""
-    import socket
     import urllib.error
     import urllib.request
     from sensevm.runtime import values as V
-    from sensevm.world.bounded_http import read_at_most, urlopen
+    from sensevm.world.bounded_http import FAILURES, failure, read_at_most, urlopen
     from sensevm.base.errors import SenseLimitError
     from sensevm.runtime.conversions import int_reader
     from sensevm.world.deadline import Deadline
@@ -223,15 +222,10 @@ def post_json(url: str, payload: dict, headers: dict, timeout: float) -> Any:
             detail = ""
         raise ProviderError(f"HTTP {exc.code} from {url}" + (f": {detail}" if detail else "")) \
             from None
-    except (socket.timeout, TimeoutError):
-        raise _no_reply(url, deadline) from None
-    except urllib.error.URLError as exc:
-        reason = exc.reason
-        if isinstance(reason, (socket.timeout, TimeoutError)):
-            raise _no_reply(url, deadline) from None
-        raise ProviderError(f"cannot reach {url}: {reason}") from None
-    except (OSError, ValueError) as exc:      # a reset connection, a malformed URL
-        raise ProviderError(f"cannot reach {url}: {exc}") from None
+    except FAILURES as exc:
+        why = failure(exc)
+        raise (_no_reply(url, deadline) if why is None
+               else ProviderError(f"cannot reach {url}: {why}")) from None
     if raw is None:
         raise SenseLimitError(f"string size limit exceeded (a reply of more than {limit} bytes "
                               f"from {url}; the limit is {V.MAX_STRING} characters)", "string")

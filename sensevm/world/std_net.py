@@ -100,12 +100,11 @@ def _request(url: str, method: str, data: bytes | None, content_type: str | None
              follow: bool):
     """(status, headers message, body bytes, final URL) of one request, following redirects
     (GET only, at most SENSE_HTTP_MAX_REDIRECTS, to http and https only)."""
-    import socket
     import urllib.error
     import urllib.request
     from urllib.parse import urljoin, urlsplit
     from sensevm.runtime import values as V
-    from sensevm.world.bounded_http import read_at_most, urlopen
+    from sensevm.world.bounded_http import FAILURES, failure, read_at_most, urlopen
     from sensevm.world.deadline import Deadline
 
     class NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -142,15 +141,10 @@ def _request(url: str, method: str, data: bytes | None, content_type: str | None
                 body = read_at_most(reply, limit)
         except SenseRuntimeError:
             raise
-        except (socket.timeout, TimeoutError):
-            raise _no_reply(url, deadline) from None
-        except urllib.error.URLError as exc:
-            reason = exc.reason
-            if isinstance(reason, (socket.timeout, TimeoutError)):
-                raise _no_reply(url, deadline) from None
-            raise SenseRuntimeError(f"cannot fetch '{url}': {reason}") from None
-        except (OSError, ValueError) as exc:      # a reset connection, a malformed URL
-            raise SenseRuntimeError(f"cannot fetch '{url}': {exc}") from None
+        except FAILURES as exc:
+            why = failure(exc)
+            raise (_no_reply(url, deadline) if why is None
+                   else SenseRuntimeError(f"cannot fetch '{url}': {why}")) from None
         if body is None:
             raise SenseRuntimeError(f"cannot fetch '{url}': the reply is larger than {limit} "
                                     "bytes (SENSE_HTTP_MAX_BYTES)")
