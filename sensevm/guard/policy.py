@@ -183,7 +183,10 @@ def _deciding_table(scope, capability: str):
 
 
 def _frame_name(frame) -> str:
-    code = frame.prepared.code
+    prepared = getattr(frame, "prepared", None)
+    if prepared is None:        # an async tool's snapshot of who called it (vm._FrameSnapshot)
+        return "the caller of an async tool"
+    code = prepared.code
     kind = code.kind
     if kind == 0:                       # CodeKind.MODULE
         return f"the top level of {frame.prepared.path or '<input>'}"
