@@ -140,13 +140,6 @@ def permitted(capability: str, scope, frame) -> bool:
     return allowed(capability, scope, frame)
 
 
-def denial_text(capability: str, scope, frame) -> str:
-    """The end of a capability check's refusal: why ``allowed`` said no."""
-    if capability in EXPLICIT:
-        return refusal_text(capability, granted(capability, scope, frame) or DENY)
-    return f"requires capability '{capability}', which is denied by policy"
-
-
 class Rules(dict):
     """A scope's rule table: capability -> ALLOW or DENY, as a plain dict reads it (every check
     does), and in ``at`` where each rule was declared: capability -> (file, line), for the
