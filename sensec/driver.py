@@ -137,12 +137,15 @@ class _Build:
         return code_index
 
     def import_slot(self, ref: n.ModRef, directory: str, pos: Pos, importer: str) -> int:
-        if not ref.is_string and ref.text.split(".", 1)[0] == "std":
-            return self.std_slot(ref, pos, importer)
-        rel = module_relative_path(ref)
-        path = os.path.normpath(os.path.join(directory, rel))
+        std = not ref.is_string and ref.text.split(".", 1)[0] == "std"
+        if std:
+            rel, path = self.std_place(ref, pos, importer)
+        else:
+            rel = module_relative_path(ref)
+            path = os.path.normpath(os.path.join(directory, rel))
         real = os.path.realpath(path)
-        outside = not _inside(real, self.import_root)
+        # (A std import is allowed whatever the import root: std_place found it in the library.)
+        outside = not std and not _inside(real, self.import_root)
         key = real if os.path.isfile(real) and not outside else (rel, path)
         slot = self.slots.get(key)
         if slot is not None:
@@ -176,10 +179,11 @@ class _Build:
                 b.modules[slot] = ModuleEntry(module_binding_name(ref), rel, path, code)
         return slot
 
-
-    def std_slot(self, ref: n.ModRef, pos: Pos, importer: str) -> int:
-        """``import std.X``: the installed library's X.sns (sensevm.base.stdlib_dir), never a
-        file beside the program, and allowed whatever the import root."""
+    @staticmethod
+    def std_place(ref: n.ModRef, pos: Pos, importer: str) -> tuple[str, str]:
+        """``import std.X``: (the module's name as recorded, its path), the installed
+        library's X.sns (sensevm.base.stdlib_dir), never a file beside the program, and
+        allowed whatever the import root. An unknown module is an error at the import."""
         from sensevm.base.errors import SenseImportError
         from sensevm.base.stdlib_dir import modules, stdlib_dir
         name = ref.text[4:]
@@ -188,19 +192,7 @@ class _Build:
             listing = ", ".join("std." + m for m in known) or "none"
             raise SenseImportError(f"no standard library module '{ref.text}' (there are: "
                                    f"{listing})", pos, path=importer)
-        path = os.path.join(stdlib_dir(), name + ".sns")
-        key = ("std", name)
-        slot = self.slots.get(key)
-        if slot is not None:
-            return slot
-        b = self.builder
-        slot = len(b.modules)
-        self.slots[key] = slot
-        rel = name + ".sns"
-        b.modules.append(ModuleEntry(module_binding_name(ref), rel, path, -1))
-        code = self.module(read_source(path), path)
-        b.modules[slot] = ModuleEntry(module_binding_name(ref), rel, path, code)
-        return slot
+        return name + ".sns", os.path.join(stdlib_dir(), name + ".sns")
 
 
 def _native_errors(tree: n.Module, path: str) -> list:
