@@ -888,6 +888,28 @@ def test_command_line_serves_and_stops_on_ctrl_c():
             proc.wait()
 
 
+def test_command_line_says_agents_are_waiting_and_answers_them(tmp_path):
+    src = tmp_path / "ask.sns"
+    src.write_text(ASK_PROGRAM, encoding="utf-8")
+    proc, m, printed = _start_cli([str(src)])
+    try:
+        # Under the address: who is waiting.
+        assert proc.stdout.readline() == ("  2 agents paused, waiting for an answer: answer "
+                                          "them under Paused agents\n")
+        c = Client(f"http://{m.group(2)}", m.group(3), m.group(2))
+        status, body = c.post("/api/agents/0/answer", {"answer": "ann", "question": 1})
+        assert status == 200 and body["output"] == "sending to ann@team.example\n"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=15)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0 and "Traceback" not in err
+    assert "sending to ann@team.example\n" in out            # on the terminal too
+    assert "note: the run ended" not in printed + out + err
+
+
 def test_command_line_dry_run_and_bad_file(tmp_path):
     proc, m, printed = _start_cli([os.path.join(EXAMPLES, "dry_run.sns"), "--dry-run"])
     try:

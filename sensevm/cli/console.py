@@ -8,6 +8,8 @@ lineage tags. So policy is asked about the same scopes a line appended to the pr
 denials raise the same errors and the audit log gets the same records. Bodies that run (a
 commit, a rollback, a tool) run through ``VM.run_now`` on an execution state of their own, and
 every request that touches the VM holds one lock: the HTTP server is threaded, the VM is not.
+An answer to a paused agent resumes it through ``VM.resume_paused``, the resume ``sensevm
+resume`` gives a saved agent, on an execution state of its own.
 
 Security: the server binds 127.0.0.1 unless ``--host`` says otherwise; every ``/api`` request
 must carry the random token printed with the URL (constant-time comparison, 403 otherwise);
@@ -1036,8 +1038,11 @@ def inspect_file(path: str, *, dry_run: bool = False, host: str = "127.0.0.1", p
     if host not in ("127.0.0.1", "::1", "localhost"):
         stderr.write(f"note: listening on {host}: other machines may reach this console "
                      "(every request still needs the token)\n")
+    paused = sum(1 for a in console.vm.agents if a.status == "paused")
+    waiting = (f"  {paused} agent{'s' if paused != 1 else ''} paused, waiting for an answer: "
+               f"answer {'them' if paused != 1 else 'it'} under Paused agents\n" if paused else "")
     stdout.write(f"\nSense console for {path}{' (DRY RUN)' if dry_run else ''}\n"
-                 f"  {server.url}\n"
+                 f"  {server.url}\n{waiting}"
                  f"  (Ctrl-C to stop)\n")
     stdout.flush()
     try:
