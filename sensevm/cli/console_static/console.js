@@ -50,7 +50,7 @@
   }
 
   const UNREACHABLE = "Console unreachable: the `sensevm inspect` server does not answer " +
-    "(was it stopped?). Nothing on this page can be done until it runs again.";
+    "(was it stopped?). Start it again and open the new address it prints.";
 
   // A success goes to #message (a status); an error to #error (an alert), which stays until
   // the next request succeeds.
