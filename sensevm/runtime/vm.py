@@ -1823,10 +1823,22 @@ class VM:
 
     def resume_saved(self, agent, value) -> Any:
         """Continue a saved, paused agent in this (new) process until it pauses or ends."""
+        self._must_be_paused(agent)
+        self.agents.append(agent)
+        return self.resume_paused(agent, value)
+
+    @staticmethod
+    def _must_be_paused(agent) -> None:
         if agent.status != "paused":
             raise SenseRuntimeError(f"cannot resume agent '{agent.name}' — status is "
                                     f"'{agent.status}', not 'paused'", located=False)
-        self.agents.append(agent)
+
+    def resume_paused(self, agent, value) -> Any:
+        """Continue a paused plain agent from the host, with ``value`` as what its ``pause()``
+        or ``ask_human()`` returns, until it pauses again or ends; no frame of the program is
+        its caller, so either way control comes back here. ``sensevm resume`` (resume_saved)
+        and the inspect console's answer both come this way."""
+        self._must_be_paused(agent)
         agent.status = "running"
         agent.pause_reason = None
         agent.base.caller = None
