@@ -95,12 +95,15 @@ class JoinPoints:
 
     def changed(self, i: int):
         """What the region after branch ``i`` (to its join; ``i`` = -1: the whole code) may
-        change in place, either arm: ``(names, calls)``, the variables whose Array or Map
-        (or one nested in it) an index store or a changing method or ``push`` is applied to,
-        and the calls it makes, each ``(callee name or None, (names of each argument...))``,
-        for the VM to look into (vm.py _label_changed): a function may change what it is
-        handed, or a variable of its own scope. Found by following, along every path of the
-        region, which variable each stack slot was loaded from (the rows' stack effects)."""
+        change in place, either arm: ``(names, calls, returned)``, the variables whose Array
+        or Map (or one nested in it) an index store or a changing method or ``push`` is
+        applied to; the calls it makes, each ``(callee name or None, (names of each
+        argument...))``, for the VM to look into (vm.py _label_changed): a function may
+        change what it is handed, or a variable of its own scope; and the variables whose
+        value (or something inside it) a RETURN may give back. A call's result counts as
+        its callee's name (and its arguments'), so ``mine().push(x)`` names ``mine``, whose
+        ``returned`` the VM follows. Found by following, along every path of the region,
+        which variable each stack slot was loaded from (the rows' stack effects)."""
         found = self.changes.get(i)
         if found is None:
             found = self.changes[i] = _changes(self, i)
@@ -155,6 +158,7 @@ def _changes(joins: "JoinPoints", i: int):
         join = joins.join(i)
         starts, end = joins.succ[i], n if join is None else join
     names: set = set()
+    returned: set = set()
     calls: list = []
     seen_calls: set = set()
     states: dict = {}
@@ -168,6 +172,7 @@ def _changes(joins: "JoinPoints", i: int):
     load, dup, dup2 = int(Op.LOAD_NAME), int(Op.DUP), int(Op.DUP2)
     index, member, store_index = int(Op.INDEX), int(Op.GET_MEMBER), int(Op.STORE_INDEX)
     call, labeled, tool_call = int(Op.CALL), int(Op.CALL_LABELED), int(Op.TOOL_CALL)
+    ret = int(Op.RETURN)
     while todo:
         j = todo.pop()
         stack = list(states[j])
@@ -193,6 +198,8 @@ def _changes(joins: "JoinPoints", i: int):
         elif op == store_index:
             names.update(slot(3)[0])
             out = [slot(1)]
+        elif op == ret:
+            returned.update(slot(1)[0])
         elif op == call or op == labeled or op == tool_call:
             argc = a if op != labeled else a + 2 * b
             callee = slot(argc + 1)
@@ -243,7 +250,7 @@ def _changes(joins: "JoinPoints", i: int):
             if merged != old:
                 states[k] = merged
                 todo.append(k)
-    return tuple(sorted(names)), tuple(calls)
+    return tuple(sorted(names)), tuple(calls), tuple(sorted(returned))
 
 
 def _merge(old: tuple, new: list) -> tuple:

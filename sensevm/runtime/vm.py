@@ -1932,7 +1932,7 @@ def _label_changed(scope, changes, origins, params=None, visiting=None) -> None:
     variables it changes in place, resolved from ``scope``, and the calls it makes, looked
     into): what a branch or try statement may change, whichever way it went. ``params`` maps
     a callee's parameter names to what its caller handed it (the caller's variables)."""
-    names, calls = changes
+    names, calls, _ = changes
 
     def places(found):
         out = []
@@ -1943,11 +1943,11 @@ def _label_changed(scope, changes, origins, params=None, visiting=None) -> None:
                 out.append((scope, name))
         return out
 
+    visiting = set() if visiting is None else visiting
     for place in places(names):
-        _label_place(place, origins)
+        _label_place(place, origins, visiting)
     if not calls:
         return
-    visiting = set() if visiting is None else visiting
     for callee_name, args in calls:
         handed = [places(arg) for arg in args]
         callees = [_place_value(p) for p in places((callee_name,))] if callee_name else [None]
@@ -1967,10 +1967,10 @@ def _label_call(callee, handed, origins, visiting) -> None:
                 if method in _J.CALLBACK_METHODS:
                     for places in handed:
                         for place in places:
-                            _label_place(place, origins)
+                            _label_place(place, origins, visiting)
         elif callee.name == "push" and handed:
             for place in handed[0]:
-                _label_place(place, origins)
+                _label_place(place, origins, visiting)
         return          # (the other builtins change no Array or Map of the program's)
     if t is Closure:
         code = callee.code
@@ -1987,7 +1987,7 @@ def _label_call(callee, handed, origins, visiting) -> None:
     # A tool, a Python function, a value not known until the call: whatever it was handed.
     for places in handed:
         for place in places:
-            _label_place(place, origins)
+            _label_place(place, origins, visiting)
 
 
 def _place_value(place):
@@ -1996,10 +1996,18 @@ def _place_value(place):
     return found.vars[name] if found is not None else None
 
 
-def _label_place(place, origins) -> None:
+def _label_place(place, origins, visiting) -> None:
+    """Label the Array or Map a variable holds; for a function (a call's result was changed
+    or handed on: ``mine().push(x)``), what its body may return from its own scope."""
     value = _place_value(place)
     if type(value) in _CONTAINERS:
         PV.label(value, origins)
+    elif type(value) is Closure and ("returns", id(value.code)) not in visiting:
+        visiting.add(("returns", id(value.code)))
+        params = value.code.code.params
+        for name in _joins(value.code).changed(-1)[2]:
+            if name not in params:      # (what it was handed is labelled at its call)
+                _label_place((value.scope, name), origins, visiting)
 
 
 _methods = None      # methods.py, loaded at the first method a program reads (not at start-up)
