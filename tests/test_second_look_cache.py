@@ -137,6 +137,27 @@ def test_the_audit_records_are_those_made_without_the_cache(go):
         P.LStr("x@evil.example", ((0, 14, P.only(P.untrusted("fetch_page"))),)), "x"])
 
 
+def test_commit_reuses_the_verdict_of_verify_for_arguments_that_cannot_change(go, monkeypatch):
+    # (issue 27) Scalar and String arguments cannot change between verify and commit: the
+    # commit takes verify's verdict without making a key or looking in the cache; an Array
+    # argument is looked at again (it can change: the tests above).
+    from sensevm.guard import secondlook as SL
+    calls = []
+    real = SL.SecondLook._cached
+    monkeypatch.setattr(SL.SecondLook, "_cached",
+                        lambda self, d, args, stage: calls.append(stage) or real(self, d, args,
+                                                                                 stage))
+    src = EXTRA + ('page = fetch_page("u")\nfor i in range(3):\n'
+                   '    m = send_mail(page, "x")\n    m.verify()\n    m.approve()\n'
+                   '    m.commit()\nto = [page]\nsend_all.approve()\n'
+                   'test "arr":\n    send_all(to)\n')
+    out = go(src, page="x@evil.example")
+    assert out.error is None, out.error
+    assert calls == ["verify"] * 3 + ["call"]
+    assert [look["stage"] for look in out.looks][:6] == ["verify", "commit"] * 3
+    assert len({look["digest"] for look in out.looks[:6]}) == 1
+
+
 @pytest.mark.parametrize("a, b", [
     (1, 1.0), (1, True), (0, False), (0.0, -0.0), ("1", 1), (None, "None"),
     ([1], (1,)), ([1, [2]], [1, 2]), ({"a": 1}, [("a", 1)]), ({"a": 1, "b": 2}, {"b": 2, "a": 1}),
