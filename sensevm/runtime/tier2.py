@@ -1226,7 +1226,8 @@ class _Gen:
         elif op is Op.FOR_ITER:
             # An Array whose length is the data's (provenance.SHAPES): tier 1 labels each
             # element by where it sits and the loop's end by how many passes there were.
-            e(indent, f"if {top}.origins:", ip)
+            e(indent, f"if {top}.origins or SHAPES and type({top}) is ArrayIterator and "
+                      f"id({top}.items) in SHAPES:", ip)
             self.to_tier1(i, depth, indent + 1)
             e(indent, f"if {top}.i < len({top}.items):", ip)
             e(indent + 1, f"{push} = {top}.items[{top}.i]", ip)
