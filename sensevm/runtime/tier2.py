@@ -1423,26 +1423,46 @@ class _Gen:
         if kw == "elif":
             e(indent, "else:", ip)
             indent += 1
+        def called(fn, indent):
+            e(indent, "try:", ip)
+            e(indent + 1, f"{callee} = {fn}(vm, {callee}, D + 1, N + 1{', ' + args if args else ''})",
+              ip)
+            e(indent, "except Deoptimize as _d:", ip)
+            e(indent + 1, "if _d.top is None:", ip)
+            self.deoptimize(i, depth, indent + 2)
+            # The callee is a frame now: this activation continues after the call, in tier 1.
+            scope = self.scope_at(i, indent + 1)
+            stack = ", ".join(f"s{j}" for j in range(base))
+            e(indent + 1, f"_fr = materialize(PREP, {scope}, cl, [{stack}], {ip})", ip)
+            e(indent + 1, "_d.top.caller = _fr", ip)
+            e(indent + 1, "_d.top = _fr", ip)
+            e(indent + 1, "raise", ip)
+        if self.calls_itself(n, base):
+            # The function calling itself (the closure it was called as, found again by its
+            # name): its code is PREP, whose direct form for n arguments is this one, so the
+            # type test and the look-up in PREP.dx would find ``direct``; it is called by name.
+            e(indent, f"if {callee} is cl:", ip)
+            called("direct", indent + 1)
+            e(indent, "else:", ip)
+            indent += 1
         e(indent, f"_ty = type({callee})", ip)
         e(indent, f"if _ty is Closure and (_l := {callee}.code.dx[{n}]) is not None:"
                   if n < DIRECT_ARITIES else "if False:", ip)
-        e(indent + 1, "try:", ip)
-        e(indent + 2, f"{callee} = _l(vm, {callee}, D + 1, N + 1{', ' + args if args else ''})", ip)
-        e(indent + 1, "except Deoptimize as _d:", ip)
-        e(indent + 2, "if _d.top is None:", ip)
-        self.deoptimize(i, depth, indent + 3)
-        # The callee is a frame now: this activation continues after the call, in tier 1.
-        scope = self.scope_at(i, indent + 2)
-        stack = ", ".join(f"s{j}" for j in range(base))
-        e(indent + 2, f"_fr = materialize(PREP, {scope}, cl, [{stack}], {ip})", ip)
-        e(indent + 2, "_d.top.caller = _fr", ip)
-        e(indent + 2, "_d.top = _fr", ip)
-        e(indent + 2, "raise", ip)
+        called("_l", indent + 1)
         e(indent, f"elif _ty is Builtin and {callee}.pure and "
                   f"({callee}.arity is None or {callee}.arity == {n}):", ip)
         e(indent + 1, f"{callee} = {callee}.fn(vm, [{args}])", ip)
         e(indent, "else:", ip)
         self.deoptimize(i, depth, indent + 1)
+
+    def calls_itself(self, n, base) -> bool:
+        """Is a CALL of n arguments in this direct form, of what was loaded as the function's
+        own name, likely a call of the closure it runs as (``cl``), whose direct form for n
+        arguments is the one being made? A function's only: a tool body's, commit body's or
+        rollback block's ``cl`` is no Closure. (Other calls are not given the test: it would
+        cost them, and the code to compile.)"""
+        return (self.kind is CodeKind.FUNCTION and n == len(self.params) and n < DIRECT_ARITIES
+                and self.slot_names.get(base) == self.prepared.code.name)
 
     def call(self, i, n, depth, indent):
         """CALL n: a function with a direct form is called right here (vm.call_t2's first half,
