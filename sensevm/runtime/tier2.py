@@ -757,27 +757,24 @@ class _Gen:
         self.ns["EMPTY"] = {}
         return "\n".join(self.lines) + "\n"
 
-    # Prologue assignments whose variable the code may never read, and how a read looks.
-    _UNREAD = {"    " + _GRAND: re.compile(r"\bppv\b"),
-               "    U = UNSET": re.compile(r"\bU\b"),
-               "    L = 0": re.compile(r"\bL\b(?!\s*=[^=])"),
-               "    bk = False": re.compile(r"\bbk\b(?!\s*=[^=])"),
-               "    bsc = None": re.compile(r"\bbsc\b(?!\s*=[^=])")}
+    # Prologue assignments whose variable the code may never read.
+    _UNREAD = {"    " + _GRAND: "ppv", "    U = UNSET": "U", "    L = 0": "L",
+               "    bk = False": "bk", "    bsc = None": "bsc"}
 
     def prune_unread(self) -> None:
         """Drop the prologue's initial assignments of variables nothing reads (most small
         functions use no block scope and no dispatch), keeping the line map in step."""
         body_start = next((k for k, line in enumerate(self.lines) if line == "    try:"),
                           len(self.lines))
+        text = "\n".join(self.lines)
         drop = []
         for k in range(body_start):
             if self.lines[k] == "    " + _GREAT:
                 if not self.reads_great:        # known without a search (see outer_store)
                     drop.append(k)
                 continue
-            read = self._UNREAD.get(self.lines[k])
-            if read is not None and not any(read.search(line) for n, line
-                                            in enumerate(self.lines) if n != k):
+            name = self._UNREAD.get(self.lines[k])
+            if name is not None and not _reads(text, name):
                 drop.append(k)
         if not drop:
             return
@@ -1664,6 +1661,24 @@ _BRANCHES = frozenset({Op.POP_JUMP_IF_FALSE, Op.POP_JUMP_IF_TRUE, Op.JUMP_IF_FAL
                        Op.JUMP_IF_TRUE_OR_POP})
 _INT_FOLD = {Op.ADD: "+", Op.SUB: "-", Op.MUL: "*", Op.MOD: "%", Op.LT: "<", Op.LE: "<=",
              Op.GT: ">", Op.GE: ">=", Op.EQ: "==", Op.NE: "!="}
+
+
+def _reads(text, name) -> bool:
+    """Does the code ``text`` read the variable ``name`` anywhere: the name as a whole word,
+    not assigned to (followed on its line by ``=`` but not ``==``)? Found with str.find (a
+    regular expression starting with a word boundary tries every position of the text, and
+    searching line by line cost more than all the rest of generating the code)."""
+    size = len(name)
+    k = text.find(name)
+    while k >= 0:
+        end = k + size
+        if not (k and (text[k - 1].isalnum() or text[k - 1] == "_")) and not (
+                end < len(text) and (text[end].isalnum() or text[end] == "_")):
+            after = text[end:end + 40].lstrip(" ")
+            if not (after.startswith("=") and after[1:2] not in ("=", "\n", "")):
+                return True
+        k = text.find(name, end)
+    return False
 
 
 def instrs_op(ins):
