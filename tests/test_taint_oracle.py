@@ -1168,6 +1168,54 @@ if page() == "nothing":
     push(inner()["k"], 1)
 print(asks(len(g)), asks(len(h["k"])))
 ''', None, id="A1-a-container-a-function-gives-back-from-its-own-scope"),
+    # Found by review (stop 26), each once a route that spelled the address unasked.
+    pytest.param('''xs = []
+ys = []
+def add_to(a, v):
+    push(a, v)
+if page() == "nothing":
+    add_to(xs, 1)
+    add_to(ys, 2)
+print(asks(len(xs)), asks(len(ys)))
+''', None, id="A1-one-function-called-twice-in-an-arm"),
+    pytest.param('''xs = []
+ys = []
+zs = []
+ws = []
+def add():
+    push(ws, 1)
+fs = [add]
+if page() == "nothing":
+    t = xs
+    push(t, 1)
+    for h in [ys]:
+        push(h, 1)
+    [zs][0].push(1)
+    fs[0]()
+print(asks(len(xs)), asks(len(ys)), asks(len(zs)), asks(len(ws)))
+''', None, id="A1-aliases-loop-variables-and-functions-held-in-arrays"),
+    pytest.param('''m = {}
+if page() == "nothing":
+    m["hit"] = 1
+print(asks(m.has("hit")), asks("hit" in m), asks(m.get("hit", "none")))
+''', None, id="A3-what-a-map-holds-is-its-sizes-doing"),
+    pytest.param('''e = no_items()
+r = "x"
+try:
+    r = e[0]
+except SenseError:
+    r = "empty"
+q = "x"
+try:
+    q = e.pop()
+except SenseError:
+    q = "empty"
+print(asks(r), asks(q))
+''', None, id="A3-an-error-because-the-data-made-it-empty"),
+    pytest.param('''w = items() + ["a", "b"]
+w[1] = "z"
+print(asks(w[-1]), asks(w[1]))
+''', None, id="A4-a-store-into-a-slot-the-data-chose"),
     # A1 as a route: a flag per letter cleared in the arms not taken (the one left set is
     # clean), then the program's own letter pushed onto an empty Array where the flag is set.
     pytest.param('''p = page()
@@ -1256,6 +1304,24 @@ if page() == "nothing":
 print(asks(w[0]), asks(w[1]), asks(w[-1]), asks(len(own)), asks(len(mine)), asks(mine))
 print(asks(w[2]), asks(w[3]), asks(w[-2]), asks(len(w)))
 ''', tier) == ["false"] * 6 + ["true"] * 4
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_a_functions_own_locals_are_not_the_programs_variables(tmp_path, tier):
+    """What a function an arm calls changes of its own ``local`` variables is not an outer
+    variable of the same name changed (found by review: they were labelled)."""
+    assert lines(tmp_path, '''result = ["mine"]
+total = 5
+def helper():
+    local result = []
+    push(result, 1)
+    local total = 0
+    total = total + 1
+    return len(result)
+if page() == "nothing":
+    helper()
+print(asks(result), asks(total))
+''', tier) == ["false", "false"]
 
 
 # The known gaps: each a program the oracle leaves unchecked, which the VM gets wrong today;

@@ -97,16 +97,26 @@ class JoinPoints:
         """What the region after branch ``i`` (to its join; ``i`` = -1: the whole code) may
         change in place, either arm: ``(names, calls, returned)``, the variables whose Array
         or Map (or one nested in it) an index store or a changing method or ``push`` is
-        applied to; the calls it makes, each ``(callee name or None, (names of each
-        argument...))``, for the VM to look into (vm.py _label_changed): a function may
-        change what it is handed, or a variable of its own scope; and the variables whose
-        value (or something inside it) a RETURN may give back. A call's result counts as
-        its callee's name (and its arguments'), so ``mine().push(x)`` names ``mine``, whose
-        ``returned`` the VM follows. Found by following, along every path of the region,
+        applied to; the calls it makes, each ``(callee, (names of each argument...),
+        kind)`` (the callee: ``("names", variables)`` it may be loaded from,
+        ``("member", variables, name)`` for ``x.name(...)``, or None), for the VM to look
+        into (vm.py _label_changed): a function may change what it is handed, or a variable
+        of its own scope; and the variables whose value (or something inside it) a RETURN
+        may give back. A call's result counts as its callee's variables (and its
+        arguments'), so ``mine().push(x)`` names ``mine``, whose ``returned`` the VM
+        follows. Found by following, along every path of the region,
         which variable each stack slot was loaded from (the rows' stack effects)."""
         found = self.changes.get(i)
         if found is None:
             found = self.changes[i] = _changes(self, i)
+        return found
+
+    def locals(self) -> frozenset:
+        """The names the code declares ``local`` (STORE_LOCAL): in a function, its own."""
+        found = self.stored.get(-2)
+        if found is None:
+            store = int(Op.STORE_LOCAL)
+            found = self.stored[-2] = frozenset(a for op, a, _ in self.instrs if op == store)
         return found
 
     def assigned(self) -> tuple:
@@ -150,7 +160,19 @@ _NOWHERE = (frozenset(), None)      # a stack slot loaded from no variable
 
 def _changes(joins: "JoinPoints", i: int):
     """JoinPoints.changed: an abstract run of the region over stacks whose slots are
-    (variables the slot's value may be, or be inside; the member name when it is ``x.m``)."""
+    (variables the slot's value may be, or be inside; the member name when it is ``x.m``).
+    A variable the region assigns from a slot stands for that slot's variables too (``t =
+    xs; push(t, 1)``), so the run is repeated until those aliases stop growing."""
+    aliases: dict = {}
+    for _ in range(8):
+        before = {k: v for k, v in aliases.items()}
+        found = _walk(joins, i, aliases)
+        if aliases == before:
+            return found
+    return found
+
+
+def _walk(joins: "JoinPoints", i: int, aliases: dict):
     instrs, n = joins.instrs, joins.exit
     if i < 0:
         starts, end = (0,), n
@@ -171,8 +193,11 @@ def _changes(joins: "JoinPoints", i: int):
             todo.append(j)
     load, dup, dup2 = int(Op.LOAD_NAME), int(Op.DUP), int(Op.DUP2)
     index, member, store_index = int(Op.INDEX), int(Op.GET_MEMBER), int(Op.STORE_INDEX)
-    call, labeled, tool_call = int(Op.CALL), int(Op.CALL_LABELED), int(Op.TOOL_CALL)
-    ret = int(Op.RETURN)
+    call, labeled = int(Op.CALL), int(Op.CALL_LABELED)
+    tool_call, prepare = int(Op.TOOL_CALL), int(Op.ACTION_PREPARE)
+    ret, get_iter, for_iter = int(Op.RETURN), int(Op.GET_ITER), int(Op.FOR_ITER)
+    stores = (int(Op.STORE_NAME), int(Op.STORE_LOCAL))
+    builds = (int(Op.BUILD_ARRAY), int(Op.BUILD_MAP))
     while todo:
         j = todo.pop()
         stack = list(states[j])
@@ -186,13 +211,20 @@ def _changes(joins: "JoinPoints", i: int):
 
         out = None
         if op == load:
-            out = [(frozenset((a,)), None)]
+            out = [(frozenset((a,)) | aliases.get(a, frozenset()), None)]
+        elif op in stores:
+            if slot(1)[0]:
+                aliases[a] = aliases.get(a, frozenset()) | slot(1)[0]
         elif op == dup:
             out = [slot(1), slot(1)]
         elif op == dup2:
             out = [slot(2), slot(1), slot(2), slot(1)]
-        elif op == index:
-            out = [(slot(2)[0], None)]
+        elif op == index or op == get_iter:
+            out = [(slot(pops)[0], None)]
+        elif op == for_iter:
+            out = [slot(1), (slot(1)[0], None)]        # the item is inside what it walks
+        elif op in builds:
+            out = [(frozenset().union(*[slot(k)[0] for k in range(1, pops + 1)]), None)]
         elif op == member:
             out = [(slot(1)[0], a)]
         elif op == store_index:
@@ -200,29 +232,31 @@ def _changes(joins: "JoinPoints", i: int):
             out = [slot(1)]
         elif op == ret:
             returned.update(slot(1)[0])
-        elif op == call or op == labeled or op == tool_call:
+        elif op == call or op == labeled or op == tool_call or op == prepare:
+            # (A prepared action's body may run at its commit, with what it was handed.)
             argc = a if op != labeled else a + 2 * b
             callee = slot(argc + 1)
             args = tuple(slot(k)[0] for k in range(argc, 0, -1))
             site = None
-            if op == tool_call:
-                site = (None, args)
-            elif callee[1] is not None:
+            if callee[1] is not None:
                 if callee[1] in CHANGING_METHODS:
                     names.update(callee[0])
                 elif callee[1] in CALLBACK_METHODS and args:
-                    # items.map(fn): fn is called with the items (inside the receiver).
-                    fn = args[0]
-                    site = (next(iter(fn)) if len(fn) == 1 else None, (callee[0],))
-            elif len(callee[0]) == 1:
-                site = (next(iter(callee[0])), args)
+                    # items.map(fn), items.reduce(fn, start): fn is called with the items
+                    # (inside the receiver) and with what else the method was handed.
+                    site = (("names", args[0]), (callee[0],) + args[1:], "callback")
+                else:
+                    # module.f(xs), or a method that changes nothing (the VM tells which).
+                    site = (("member", callee[0], callee[1]), args, "call")
+            elif callee[0]:
+                site = (("names", callee[0]), args, "call")
             else:
-                site = (None, args)
+                site = (None, args, "call")
             if site is not None and site not in seen_calls:
                 seen_calls.add(site)
                 calls.append(site)
             # What a call gives back may be (inside) what it was handed: `pick(c, a, b)`,
-            # `m.get(k)` (a container a function finds in its own scope is not followed).
+            # `m.get(k)`, or what the callee returns from its own scope (the VM follows it).
             out = [(callee[0].union(*args), None)]
         if out is None:
             out = [_NOWHERE] * pushes

@@ -342,6 +342,10 @@ class Shape:
 
 SHAPES: dict = {}
 _prune_at = 1024
+# What the entries hold, roughly (each container's length when its entry was made): a few
+# large dead Arrays are dropped as soon as many small ones would be.
+_weight = 0
+_prune_weight = 1 << 16
 
 
 def shape_of(c):
@@ -358,24 +362,33 @@ def length_origins(c) -> frozenset:
 
 
 def _shape_for(c) -> Shape:
-    global live, _prune_at
+    global live, _prune_at, _weight, _prune_weight
     s = SHAPES.get(id(c))
     if s is None:
-        if len(SHAPES) >= _prune_at:
+        if len(SHAPES) >= _prune_at or _weight >= _prune_weight:
             _prune()
             _prune_at = max(1024, 2 * len(SHAPES))
+            _weight = sum(1 + len(e.box) for e in SHAPES.values())
+            _prune_weight = max(1 << 16, 2 * _weight)
         live = True
         s = SHAPES[id(c)] = Shape(c, EMPTY)
+        _weight += 1 + len(c)
     return s
 
 
 def _prune() -> None:
     """Drop the entries whose container only the table holds (its reference, and the one
-    getrefcount's argument makes)."""
+    getrefcount's argument makes); again while that frees more (an Array the table held
+    inside another it dropped). A cycle of dead containers stays until the run ends."""
     from sys import getrefcount
-    for key, s in list(SHAPES.items()):
-        if getrefcount(s.box) <= 2:
-            del SHAPES[key]
+    for _ in range(8):
+        dropped = False
+        for key, s in list(SHAPES.items()):
+            if getrefcount(s.box) <= 2:
+                del SHAPES[key]
+                dropped = True
+        if not dropped:
+            break
 
 
 def add_length(c, origins: frozenset) -> None:

@@ -379,7 +379,7 @@ def a_push(xs, vm, args):
 
 def a_pop(xs, vm, args):
     if not xs:
-        raise _error("pop from an empty array")
+        raise _error("pop from an empty array").quoting(PV.length_origins(xs))
     if PV.SHAPES:
         # Which element is last is as much the data's as where it sits.
         where = PV.position_origins(xs, -1)
@@ -417,7 +417,7 @@ def a_remove_at(xs, vm, args):
     try:
         at = _position("remove_at", i, len(xs))
     except SenseRuntimeError as err:
-        raise err.quoting(PV.origins_of(i))
+        raise err.quoting(PV.union(PV.origins_of(i), PV.length_origins(xs)))
     if PV.live:
         where = PV.union(PV.position_origins(xs, at), PV.origins_of(i))
         x = xs.pop(at)
@@ -505,7 +505,7 @@ def a_sum(xs, vm, args):
 
 def _extreme(method, xs, pick):
     if not xs:
-        raise _error(f"{method}() of an empty array")
+        raise _error(f"{method}() of an empty array").quoting(PV.length_origins(xs))
     _check_comparable(xs)
     best = xs[0]
     for x in xs[1:]:
@@ -582,12 +582,14 @@ def m_get(m, vm, args):
     if not 1 <= len(args) <= 2:
         raise _error(f"'Map.get' expects 1 or 2 argument(s), got {len(args)}")
     key = args[0]
-    if type(key) is str or type(key) is int:
+    if (type(key) is str or type(key) is int) and not PV.SHAPES:
         return m.get(key, args[1] if len(args) == 2 else None)
     V.check_key(key)
     value = m.get(key, V._ABSENT)
     if value is V._ABSENT:
+        # The default, because the key is not there: the Map's size's doing too.
         value = args[1] if len(args) == 2 else None
+        return PV.label(_labelled(value, key), PV.length_origins(m))
     return _labelled(value, key)
 
 
@@ -616,7 +618,15 @@ def m_merged(m, vm, args):
     out.update(other)       # a key of both keeps its place here and takes other's value
     if len(out) > vm.max_array:
         raise map_limit(len(out), vm.max_array)
-    return PV.derive(out, m, other) if PV.SHAPES else out
+    if not PV.SHAPES:
+        return out
+    chosen = PV.length_origins(other)
+    if chosen:
+        # Which of this Map's values other left standing was other's choice of keys.
+        for k in m:
+            if k not in other:
+                out[k] = PV.label(out[k], chosen)
+    return PV.derive(out, m, other)
 
 
 # ----------------------------------------------------------------------------- the tables

@@ -1438,8 +1438,11 @@ class _Gen:
             known = self.known_int(depth - 2)
             it = "" if known else f"type({idx}) is int and "
             key = "" if known else f"(type({idx}) is str or type({idx}) is int) and "
+            # (While no Array's shape is the data's: values.index_set labels what lands in a
+            # slot the data chose.)
             e(indent, f"if type({obj}) is list and {it}"
-                      f"-len({obj}) <= {idx} < len({obj}): {obj}[{idx}] = {val}", ip)
+                      f"-len({obj}) <= {idx} < len({obj}) and not SHAPES: {obj}[{idx}] = {val}",
+              ip)
             # A Map written by a plain key, within --max-array (values.map_set's first case).
             e(indent, f"elif type({obj}) is dict and {key}"
                       f"len({obj}) < V.MAX_ARRAY: {obj}[{idx}] = {val}", ip)

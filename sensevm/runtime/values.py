@@ -224,7 +224,8 @@ def get_iter(obj):
     if t is list:
         return ArrayIterator(obj, _P.length_origins(obj)) if _P.SHAPES else ArrayIterator(obj)
     if t is dict:
-        return ArrayIterator(list(obj), _P.length_origins(obj))
+        keys = _P.derive(list(obj), obj) if _P.SHAPES else list(obj)
+        return ArrayIterator(keys, _P.length_origins(obj))
     if t is str:
         return ArrayIterator(list(obj)) if len(obj) <= COPIED_CHARS else StringIterator(obj)
     if t is _P.LStr:
@@ -437,7 +438,9 @@ def index_get(obj, index):
                 return _labelled_index(obj, index)
             raise SenseRuntimeError(f"index must be Int, got {type_name(index)}")
         if not -len(obj) <= index < len(obj):
-            raise SenseRuntimeError(f"index {index} out of bounds")
+            # (Out of bounds because of how long the data made it, when it did.)
+            raise SenseRuntimeError(f"index {index} out of bounds").quoting(
+                _P.length_origins(obj))
         if _P.SHAPES and t is list:
             # After a tool's elements, which element is at an index is the tool's choice.
             where = _P.position_origins(obj, index)
@@ -473,7 +476,17 @@ def index_set(obj, index, value) -> None:
                 return
             raise SenseRuntimeError(f"array index must be Int, got {type_name(index)}")
         if not -len(obj) <= index < len(obj):
-            raise SenseRuntimeError(f"array index {index} out of bounds")
+            raise SenseRuntimeError(f"array index {index} out of bounds").quoting(
+                _P.length_origins(obj))
+        if _P.SHAPES:
+            # Which slot an index names, in an Array the data made long, is the data's: the
+            # value lands there because of it, and every other element is still there because
+            # of it (as through a labelled index).
+            where = _P.position_origins(obj, index)
+            if where:
+                for j, x in enumerate(obj):
+                    obj[j] = _P.label(x, where)
+                value = _P.label(value, where)
         obj[index] = value
     elif type(obj) is dict:
         map_set(obj, index, value)
@@ -647,7 +660,8 @@ def map_has(items: dict, key):
     result = key in items
     if not _P.live:
         return result
-    origins = _P.origins_of(key)
+    # (Which keys a Map holds is as much its size's doing: a tool's {} has none.)
+    origins = _P.union(_P.origins_of(key), _P.length_origins(items))
     for k in items:
         if type(k) in _LT:
             origins = _P.union(origins, _P.origins_of(k))
@@ -661,12 +675,12 @@ def map_get(items: dict, key):
     if t is str or t is int:
         value = items.get(key, _ABSENT)
         if value is _ABSENT:
-            raise missing(key)
+            raise missing(key).quoting(_P.length_origins(items))
         return value
     check_key(key)
     value = items.get(key, _ABSENT)
     if value is _ABSENT:
-        raise missing(key)
+        raise missing(key).quoting(_P.length_origins(items))
     return _P.label(value, _P.origins_of(key))
 
 

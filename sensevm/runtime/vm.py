@@ -1115,7 +1115,8 @@ class VM:
         arm not taken of a branch (_branch)."""
         joins = _joins(f.prepared)
         stored = joins.stores(handler.begin)
-        if not stored:
+        changes = joins.changed(handler.begin)
+        if not stored and not changes[0] and not changes[1]:
             return
         scope = f.scope
         origins = handler.seen
@@ -1127,7 +1128,7 @@ class VM:
             origins = PV.union(origins, f.pc[-1][1])
         if PV.is_influenced(origins):
             _label_bound(scope, stored, origins)
-            _label_changed(scope, joins.changed(handler.begin), origins)
+            _label_changed(scope, changes, origins)
 
     def op_EXCEPT_JUMP(self, f, a, b):
         value = f.stack[-1]
@@ -1932,11 +1933,18 @@ def _label_bound(scope, names, origins) -> None:
             bindings[name] = PV.label(bindings[name], origins)
 
 
-def _label_changed(scope, changes, origins, params=None, visiting=None) -> None:
+# How deep _label_changed follows calls into calls; past it, a call is one the VM cannot look
+# into (everything it is handed is labelled), and the Python stack stays small.
+_LABEL_DEPTH = 48
+
+
+def _label_changed(scope, changes, origins, params=None, visiting=None, own=frozenset(),
+                   depth=0) -> None:
     """Label in place each Array or Map that code may change (JoinPoints.changed: the
     variables it changes in place, resolved from ``scope``, and the calls it makes, looked
     into): what a branch or try statement may change, whichever way it went. ``params`` maps
-    a callee's parameter names to what its caller handed it (the caller's variables)."""
+    a callee's parameter names to what its caller handed it (the caller's variables); ``own``
+    are the callee's ``local`` names, which are no outer variable."""
     names, calls, _ = changes
 
     def places(found):
@@ -1944,25 +1952,80 @@ def _label_changed(scope, changes, origins, params=None, visiting=None) -> None:
         for name in found:
             if params is not None and name in params:
                 out.extend(params[name])
-            else:
+            elif name not in own:
                 out.append((scope, name))
         return out
 
     visiting = set() if visiting is None else visiting
     for place in places(names):
-        _label_place(place, origins, visiting)
-    if not calls:
-        return
-    for callee_name, args in calls:
+        _label_place(place, origins, visiting, depth)
+    for callee, args, kind in calls:
         handed = [places(arg) for arg in args]
-        callees = [_place_value(p) for p in places((callee_name,))] if callee_name else [None]
-        for callee in callees:
-            _label_call(callee, handed, origins, visiting)
+        if kind == "callback":
+            # fn(item) / fn(acc, item): any parameter may be handed any of them.
+            every = [p for ps in handed for p in ps]
+            handed = [every] * 4
+        values = []
+        if callee is None:
+            values.append(None)
+        elif callee[0] == "names":
+            for place in places(callee[1]):
+                value = _place_value(place)
+                values.append(value)
+                if type(value) is Closure:
+                    # `get()(xs)`: the call's callee may be a function get returns.
+                    values.extend(_returned_functions(value))
+        else:
+            for place in places(callee[1]):
+                receiver = _place_value(place)
+                if type(receiver) is ModuleValue:
+                    values.append(receiver.scope.vars.get(callee[2]))
+                elif not (type(receiver) in _CONTAINERS or isinstance(receiver, str)):
+                    values.append(None)     # an agent's, a Python value's member: unknown
+        for value in values:
+            _label_call(value, handed, origins, visiting, depth + 1)
 
 
-def _label_call(callee, handed, origins, visiting) -> None:
+def _returned_functions(closure) -> list:
+    params = closure.code.code.params
+    out = []
+    for name in _joins(closure.code).changed(-1)[2]:
+        if name not in params:
+            value = _place_value((closure.scope, name))
+            if type(value) is Closure and value is not closure:
+                out.append(value)
+    return out
+
+
+def _label_body(code, scope, handed, origins, visiting, depth) -> None:
+    """What running ``code`` (a function's, a tool's, an action's or an agent's body) in
+    ``scope`` with the places ``handed`` as its parameters may change."""
+    key = (id(code), id(scope), tuple((id(s), n) for ps in handed for s, n in ps))
+    if key in visiting:
+        return
+    visiting.add(key)
+    joins = _joins(code)
+    own = joins.locals()
+    params = {name: handed[k] if k < len(handed) else []
+              for k, name in enumerate(code.code.params)}
+    _label_changed(scope, joins.changed(-1), origins, params, visiting, own, depth)
+    # A variable of an outer scope it assigns (`x = v` binds the nearest existing `x`).
+    _label_bound(scope, [n for n in joins.assigned() if n not in params and n not in own],
+                 origins)
+
+
+def _label_call(callee, handed, origins, visiting, depth) -> None:
     """What a call of ``callee`` (with arguments from the places ``handed``) may change."""
     t = type(callee)
+    if depth > _LABEL_DEPTH:
+        # Too deep to follow: every Array or Map its scopes hold, and what it was handed.
+        scope = getattr(callee, "scope", None)
+        while scope is not None:
+            for value in list(scope.vars.values()):
+                if type(value) in _CONTAINERS:
+                    PV.label(value, origins)
+            scope = scope.parent
+        t = None
     if t is Builtin:
         if callee.receiver is not None:         # a method of an Array or Map
             method = callee.name.partition(".")[2]
@@ -1972,27 +2035,33 @@ def _label_call(callee, handed, origins, visiting) -> None:
                 if method in _J.CALLBACK_METHODS:
                     for places in handed:
                         for place in places:
-                            _label_place(place, origins, visiting)
+                            _label_place(place, origins, visiting, depth)
         elif callee.name == "push" and handed:
             for place in handed[0]:
-                _label_place(place, origins, visiting)
+                _label_place(place, origins, visiting, depth)
+        elif callee.name in ("start", "resume") and handed:
+            for place in handed[0]:             # an agent's body runs
+                agent = _place_value(place)
+                if type(agent) is AgentValue and agent.body is not None:
+                    _label_body(agent.body, agent.scope, [], origins, visiting, depth)
         return          # (the other builtins change no Array or Map of the program's)
     if t is Closure:
-        code = callee.code
-        if id(code) in visiting:
-            return
-        visiting.add(id(code))
-        params = {name: handed[k] if k < len(handed) else []
-                  for k, name in enumerate(code.code.params)}
-        joins = _joins(code)
-        _label_changed(callee.scope, joins.changed(-1), origins, params, visiting)
-        # A variable of an outer scope it assigns (`x = v` binds the nearest existing `x`).
-        _label_bound(callee.scope, [n for n in joins.assigned() if n not in params], origins)
+        _label_body(callee.code, callee.scope, handed, origins, visiting, depth)
         return
-    # A tool, a Python function, a value not known until the call: whatever it was handed.
+    if t is ToolDefinition or t is ActionDefinition:
+        # A tool's body, or an action's (it runs at commit, with what it was prepared with).
+        _label_body(callee.body, callee.scope, handed, origins, visiting, depth)
+        return
+    if t in _CONTAINERS and depth <= _LABEL_DEPTH:
+        # `fs[0](xs)`, `handlers["add"]()`: any function it holds.
+        for value in (callee if t is list else list(callee.values())):
+            if type(value) is Closure or type(value) is ToolDefinition:
+                _label_call(value, handed, origins, visiting, depth + 1)
+        return
+    # A Python function, a value not known until the call: whatever it was handed.
     for places in handed:
         for place in places:
-            _label_place(place, origins, visiting)
+            _label_place(place, origins, visiting, depth)
 
 
 def _place_value(place):
@@ -2001,18 +2070,21 @@ def _place_value(place):
     return found.vars[name] if found is not None else None
 
 
-def _label_place(place, origins, visiting) -> None:
+def _label_place(place, origins, visiting, depth=0) -> None:
     """Label the Array or Map a variable holds; for a function (a call's result was changed
     or handed on: ``mine().push(x)``), what its body may return from its own scope."""
     value = _place_value(place)
     if type(value) in _CONTAINERS:
         PV.label(value, origins)
-    elif type(value) is Closure and ("returns", id(value.code)) not in visiting:
+    elif type(value) is Closure and ("returns", id(value.code)) not in visiting \
+            and depth <= _LABEL_DEPTH:
         visiting.add(("returns", id(value.code)))
-        params = value.code.code.params
-        for name in _joins(value.code).changed(-1)[2]:
-            if name not in params:      # (what it was handed is labelled at its call)
-                _label_place((value.scope, name), origins, visiting)
+        code = value.code
+        own = _joins(code).locals()
+        for name in _joins(code).changed(-1)[2]:
+            if name not in code.code.params and name not in own:
+                # (what it was handed is labelled at its call; its locals are its own)
+                _label_place((value.scope, name), origins, visiting, depth + 1)
 
 
 _methods = None      # methods.py, loaded at the first method a program reads (not at start-up)
