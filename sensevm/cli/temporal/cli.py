@@ -37,10 +37,21 @@ def _client_call(address, namespace, body) -> int:
     async def go():
         return await body(cl, await cl.connect(address, namespace))
     try:
-        return asyncio.run(go()) or 0
+        status = asyncio.run(go()) or 0
     except cl.RunError as exc:
         sys.stderr.write(f"sensevm: {exc}\n")
-        return 1
+        status = 1
+    return _leave(status)
+
+
+def _leave(status: int):
+    """Exit now, the streams flushed. temporalio's core runtime keeps threads of its own that
+    may call into Python while the interpreter finalizes, which aborts the process ("Fatal
+    Python error: PyGILState_Release") after the command has done its work; a command that
+    has nothing left to clean up leaves without finalizing."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
 
 
 def worker(address, namespace, task_queue) -> int:
