@@ -136,9 +136,9 @@ def sense(server, tmp_path):
             proc.wait()
 
 
-def _wait_state(sense, run_id, wanted):
+def _wait_state(sense, run_id, wanted, timeout=60.0):
     return _wait(lambda: (lambda r: r if r and r["state"] == wanted else None)(
-        sense.state(run_id)), f"run {run_id} to be {wanted}")
+        sense.state(run_id)), f"run {run_id} to be {wanted}", timeout)
 
 
 def test_submit_wait_answer_complete_output(sense, tmp_path):
@@ -192,3 +192,27 @@ def test_a_file_that_does_not_compile_is_not_submitted(sense, tmp_path):
     (tmp_path / "bad.sns").write_text("print(\n")
     proc = sense("submit", "bad.sns", check=False)
     assert proc.returncode == 1 and "bad.sns" in proc.stderr and proc.stdout == ""
+
+
+SLOW = PROGRAM.replace('    print("sent", s.state)\n', '''    print("sent", s.state)
+    n = 0
+    for i in range(6000000):
+        n = n + 1
+    print("counted", n)
+''')
+
+
+def test_a_worker_killed_mid_segment_is_replaced_and_nothing_is_printed_twice(sense, tmp_path):
+    (tmp_path / "slow.sns").write_text(SLOW)
+    first = sense.worker()
+    sense("submit", "slow.sns", "--id", "slow-1")
+    _wait_state(sense, "slow-1", "waiting")
+    sense("answer", "slow-1", "clerk", "bob")
+    time.sleep(1.0)                 # the segment after the answer counts for seconds
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    assert sense.state("slow-1")["state"] == "running"      # killed before it ended
+    sense.worker()                  # retried here once the heartbeat timeout (10 s) passes
+    _wait_state(sense, "slow-1", "completed", timeout=120)
+    # The killed attempt contributed nothing: each line once, in order.
+    assert sense("output", "slow-1").stdout == EXPECTED + "counted 6000000\n"
