@@ -1,4 +1,5 @@
-"""The ``sensevm`` click commands (run, resume, recover, audit, test, memory-path, repl, inspect), entered through launch.py."""
+"""The ``sensevm`` click commands (run, resume, recover, audit, test, memory-path, repl, inspect;
+worker, submit, runs, answer, output on Temporal), entered through launch.py."""
 
 from __future__ import annotations
 

@@ -65,15 +65,16 @@ def worker(address, namespace, task_queue) -> int:
         sys.stderr.write(f"sensevm worker: polling task queue '{task_queue}' on {address} "
                          f"(namespace {namespace})\n")
         sys.stderr.flush()
+    status = 0
     try:
         asyncio.run(serve(address, namespace, task_queue, ready=ready))
     except KeyboardInterrupt:
-        return 0
+        pass
     except RuntimeError as exc:         # the connection (the bridge's errors)
         sys.stderr.write(f"sensevm worker: cannot reach the Temporal server at {address}: "
                          f"{exc}\n")
-        return 1
-    return 0
+        status = 1
+    return _leave(status)
 
 
 def load_program(path: str, import_root=None):
