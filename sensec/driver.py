@@ -137,12 +137,15 @@ class _Build:
         return code_index
 
     def import_slot(self, ref: n.ModRef, directory: str, pos: Pos, importer: str) -> int:
-        if not ref.is_string and ref.text.split(".", 1)[0] == "std":
-            return self.std_slot(ref, pos, importer)
-        rel = module_relative_path(ref)
-        path = os.path.normpath(os.path.join(directory, rel))
+        std = not ref.is_string and ref.text.split(".", 1)[0] == "std"
+        if std:
+            rel, path = self.std_place(ref, pos, importer)
+        else:
+            rel = module_relative_path(ref)
+            path = os.path.normpath(os.path.join(directory, rel))
         real = os.path.realpath(path)
-        outside = not _inside(real, self.import_root)
+        # (A std import is allowed whatever the import root: std_place found it in the library.)
+        outside = not std and not _inside(real, self.import_root)
         key = real if os.path.isfile(real) and not outside else (rel, path)
         slot = self.slots.get(key)
         if slot is not None:
@@ -176,10 +179,11 @@ class _Build:
                 b.modules[slot] = ModuleEntry(module_binding_name(ref), rel, path, code)
         return slot
 
-
-    def std_slot(self, ref: n.ModRef, pos: Pos, importer: str) -> int:
-        """``import std.X``: the installed library's X.sns (sensevm.base.stdlib_dir), never a
-        file beside the program, and allowed whatever the import root."""
+    @staticmethod
+    def std_place(ref: n.ModRef, pos: Pos, importer: str) -> tuple[str, str]:
+        """``import std.X``: (the module's name as recorded, its path), the installed
+        library's X.sns (sensevm.base.stdlib_dir), never a file beside the program, and
+        allowed whatever the import root. An unknown module is an error at the import."""
         from sensevm.base.errors import SenseImportError
         from sensevm.base.stdlib_dir import modules, stdlib_dir
         name = ref.text[4:]
@@ -188,19 +192,7 @@ class _Build:
             listing = ", ".join("std." + m for m in known) or "none"
             raise SenseImportError(f"no standard library module '{ref.text}' (there are: "
                                    f"{listing})", pos, path=importer)
-        path = os.path.join(stdlib_dir(), name + ".sns")
-        key = ("std", name)
-        slot = self.slots.get(key)
-        if slot is not None:
-            return slot
-        b = self.builder
-        slot = len(b.modules)
-        self.slots[key] = slot
-        rel = name + ".sns"
-        b.modules.append(ModuleEntry(module_binding_name(ref), rel, path, -1))
-        code = self.module(read_source(path), path)
-        b.modules[slot] = ModuleEntry(module_binding_name(ref), rel, path, code)
-        return slot
+        return name + ".sns", os.path.join(stdlib_dir(), name + ".sns")
 
 
 def _native_errors(tree: n.Module, path: str) -> list:
@@ -292,14 +284,59 @@ def check_warnings(path: str) -> list[tuple[Pos, str]]:
 
 def tree_warnings(tree) -> list[tuple[Pos, str]]:
     """The warnings of a parsed file (``sensec check`` and the language server show them):
-    ``if x = 1:`` (an assignment as the whole condition of an ``if`` or ``while``)."""
+    ``if x = 1:`` (an assignment as the whole condition of an ``if`` or ``while``), and a name
+    that is certainly undefined: read, and bound nowhere in the file nor a builtin (only a
+    warning: the read may never run, a test may expect its error)."""
     found = []
-    for node in _walk(tree):
+    nodes = _walk(tree)
+    for node in nodes:
         if isinstance(node, (n.If, n.While)) and isinstance(node.cond, n.Assign):
             word = "if" if isinstance(node, n.If) else "while"
             found.append((node.cond.pos, f"the condition of this '{word}' assigns ('=') -- "
                                          "to compare, write '=='"))
+    found.extend(_never_bound(nodes))
+    found.sort(key=lambda w: (w[0].line, w[0].col))
     return found
+
+
+def _never_bound(nodes) -> list[tuple[Pos, str]]:
+    """The first read of each name that nothing in the file binds and no builtin is."""
+    import difflib
+    from sensevm.base.builtins import BUILTINS
+    from sensevm.base.name_hints import undefined_variable_message
+    bound = {b.name for b in BUILTINS}
+    targets = set()
+    for node in nodes:
+        if isinstance(node, n.Assign) and isinstance(node.target, n.Name):
+            bound.add(node.target.name)
+            targets.add(id(node.target))
+        elif isinstance(node, (n.TypedDecl, n.LocalDecl, n.FunctionDef, n.ActionDef, n.ToolDef,
+                               n.AgentDef, n.MemoryDecl, n.ModelDecl, n.Param)):
+            bound.add(node.name)
+        elif isinstance(node, n.Session):
+            bound.add(node.name)
+            if node.handle:
+                bound.add(node.handle)
+        elif isinstance(node, n.For):
+            bound.add(node.var)
+        elif isinstance(node, n.ExceptClause) and node.name:
+            bound.add(node.name)
+        elif isinstance(node, n.ImportName):
+            bound.add(node.alias or node.name)
+        elif isinstance(node, n.Import):
+            bound.add(node.alias or module_binding_name(node.module))
+    out, seen = [], set()
+    for node in nodes:
+        if (isinstance(node, n.Name) and id(node) not in targets and node.name not in bound
+                and node.name not in seen):
+            seen.add(node.name)
+            message = undefined_variable_message(node.name)
+            if message.endswith("'"):       # (no hint of its own: the nearest name, if any)
+                near = difflib.get_close_matches(node.name, sorted(bound), 1, 0.8)
+                if near:
+                    message += f" (did you mean {near[0]}?)"
+            out.append((node.pos, f"{message}: nothing in this file binds it"))
+    return out
 
 
 def sense_files(paths) -> list[str]:

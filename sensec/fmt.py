@@ -7,6 +7,7 @@ import math
 import os
 import re
 import sys
+import threading
 from decimal import Decimal
 from typing import Optional
 
@@ -186,12 +187,34 @@ def _modref(ref: n.ModRef) -> str:
 # the comments beside and between its items where they were (Black's rule, without its width
 # limit: the author chose the shape, and a one-line literal stays on one line). The file being
 # printed lends the brackets' places and its comments here (_format_tree); an expression
-# formatted on its own (format_expr) has none and prints on one line.
-_brackets: Optional[dict] = None
-_comments: Optional[list] = None
-_claimed: Optional[set] = None     # the comments such literals place (_reserve)
-_placed: set = set()                # ... and those they have placed
-_offsets: list = []
+# formatted on its own (format_expr) has none and prints on one line. The layout is the
+# printing thread's own (the language server may format two files at once).
+_here = threading.local()
+
+
+class _Layout:
+    """What the literals of one file being printed need: its brackets' places (_Bracket by
+    opening position), its comments in source order and their offsets, the comments those
+    literals place (``reserved``, which the statement printer leaves alone) and those they
+    have placed already (``placed``: a nested literal's come first)."""
+
+    __slots__ = ("brackets", "comments", "offsets", "reserved", "placed")
+
+    def __init__(self, tree, brackets, comments):
+        self.brackets = brackets
+        self.comments = comments
+        self.offsets = [c.offset for c in comments]
+        self.reserved = _reserve(tree, brackets, comments)
+        self.placed = set()
+
+    def between(self, start, end) -> list:
+        """The comments whose '#' is at an offset in [start, end)."""
+        offsets = self.offsets
+        return self.comments[bisect.bisect_left(offsets, start):bisect.bisect_left(offsets, end)]
+
+
+def _layout() -> "Optional[_Layout]":
+    return getattr(_here, "layout", None)
 # The line break between an exploded literal's lines, until emit() indents them: never a "\n",
 # which a string printed as """...""" holds as its own text.
 _NL = "\x00"
@@ -297,9 +320,11 @@ def _reserve(tree, brackets, comments) -> set:
 
 def _exploded(pos: Pos, items: list, opener: str, closer: str, trailing_comma: bool):
     """The literal at ``pos`` one item per line, if the source spread it over lines."""
-    b = _spread(_brackets, pos, len(items))
+    layout = _layout()
+    b = _spread(layout.brackets, pos, len(items)) if layout is not None else None
     if b is None:
         return None
+    placed = layout.placed
     before = [[] for _ in items]
     after = [[] for _ in items]
     tail = []
@@ -316,13 +341,13 @@ def _exploded(pos: Pos, items: list, opener: str, closer: str, trailing_comma: b
             tail.append(c.text)
 
     for k, (_first, _last, start, end) in enumerate(b.items):
-        for c in _comments_between(start, end):
-            if id(c) not in _placed:
-                _placed.add(id(c))
+        for c in layout.between(start, end):
+            if id(c) not in placed:
+                placed.add(id(c))
                 place(c, k)
-    for c in _comments_between(b.items[-1][3], b.close_offset):
-        if id(c) not in _placed:
-            _placed.add(id(c))
+    for c in layout.between(b.items[-1][3], b.close_offset):
+        if id(c) not in placed:
+            placed.add(id(c))
             place(c, len(items))
     out = [opener]
     for k, text in enumerate(items):
@@ -335,11 +360,6 @@ def _exploded(pos: Pos, items: list, opener: str, closer: str, trailing_comma: b
     out.extend(INDENT + c for c in tail)
     out.append(closer)
     return _NL.join(out)
-
-
-def _comments_between(start, end) -> list:
-    """The comments whose '#' is at an offset in [start, end)."""
-    return _comments[bisect.bisect_left(_offsets, start):bisect.bisect_left(_offsets, end)]
 
 
 class _Line:
@@ -424,9 +444,11 @@ class _Printer:
     def _unclaimed(self) -> Optional[_Comment]:
         """The next comment no exploded literal has printed already, or None."""
         comments = self.comments
+        layout = _layout()
+        reserved = layout.reserved if layout is not None else ()
         while self.ci < len(comments):
             c = comments[self.ci]
-            if _claimed is None or id(c) not in _claimed:
+            if id(c) not in reserved:
                 return c
             self.ci += 1
         return None
@@ -501,7 +523,7 @@ class _Printer:
             text = f"{text}  {comments[0]}"
         # An exploded literal's lines, each at the statement's indentation (only while literals
         # explode: a source holding the character itself explodes none, see _format_tree).
-        if _brackets is not None and _NL in text:
+        if _NL in text and _layout() is not None:
             first, *rest = text.split(_NL)
             self.out.append(INDENT * indent + first)
             self.out.extend(INDENT * indent + line for line in rest)
@@ -704,20 +726,15 @@ def format_source(source: str, path: str = "<input>") -> str:
 
 def _format_tree(text: str, tree, path: str) -> str:
     from .grammar import parse
-    global _brackets, _comments, _claimed, _offsets, _placed
     lines, comments, brackets = _scan(text, path)
     printer = _Printer(lines, comments)
     try:
-        if _NL not in text:
-            _brackets, _comments = brackets, comments
-            _claimed, _placed = _reserve(tree, brackets, comments), set()
-            _offsets = [c.offset for c in comments]
+        _here.layout = _Layout(tree, brackets, comments) if _NL not in text else None
         try:
             printer.block(tree.body, 0, 0)
             result = printer.finish()
         finally:
-            _brackets = _comments = _claimed = None
-            _offsets, _placed = [], set()
+            _here.layout = None
         # Never hand back a program that means something else: the output must parse to the
         # same tree (positions aside), and every source line must have found its statement (or
         # the comments went astray). A failure here is a formatter bug, not the user's.

@@ -265,6 +265,8 @@ WRITERS = {
         "append-only, each record fsync'd by files.append_line; a torn tail is cut first",
     ("sensevm/cli/repl.py", "open(path, \"a\", encoding=\"utf-8\")"):
         "creates the history file empty; entries are appended and fsync'd (make_history)",
+    ("sensevm/cli/repl.py", "os.open(os.devnull, os.O_WRONLY)"):
+        "the null device, put over a stdout whose reader has gone (a broken pipe): no file",
     ("sensevm/guard/keys.py", "os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)"):
         "the host key: written whole to a new temporary file, fsync'd, then linked into place "
         "(os.link never replaces a key already there)",

@@ -62,3 +62,27 @@ def test_a_documented_program_prints_what_the_text_says(tmp_path, body, output, 
     if output is not None:
         # (As the reader runs it: `sensevm run main.sns` in its folder, so paths are relative.)
         assert done.stdout.replace(str(tmp_path) + os.sep, "") == output
+
+
+def _guide() -> str:
+    with open(os.path.join(ROOT, "docs", "guide.md"), encoding="utf-8") as fh:
+        return fh.read()
+
+
+def test_the_guide_lists_every_builtin_and_reserved_word():
+    """The guide's reference cannot drift from the language's own tables."""
+    from sensevm.base.builtins import BUILTINS
+    from sensevm.base.keywords import KEYWORDS
+    guide = _guide()
+    rows = set(re.findall(r"^\| `([^`]+)` \| ", guide, re.M))
+    assert {b.signature for b in BUILTINS if not b.retired} <= rows
+    listed = re.search(r"Reserved words: `([^`]+)`", guide, re.S).group(1).split()
+    assert sorted(listed) == sorted(KEYWORDS)
+
+
+def test_the_guide_links_every_document():
+    guide = _guide()
+    for path in glob.glob(os.path.join(ROOT, "docs", "*.md")):
+        name = os.path.basename(path)
+        if name != "guide.md":
+            assert f"docs/{name}" in guide, name

@@ -302,9 +302,13 @@ def test_policy_denial_is_the_vms_error_and_audited(console):
                              "text": "action 'launch' requires capability 'rockets.launch', "
                                      "which is denied by policy"}
     assert body["action"]["state"] == "denied"
-    last = c.audit()["records"][-1]
-    assert last["event"] == "denied" and last["name"] == "launch"
+    records = c.audit()["records"]
+    [last] = [r for r in records if r["event"] == "denied"]
+    assert last["name"] == "launch"
     assert last["detail"] == "capability 'rockets.launch' denied by policy"
+    # Then, host-side, which rule decided and where (issue 25's denials explained).
+    assert records[-1]["event"] == "denial_reason" and records[-1]["name"] == "launch"
+    assert "denied by 'deny rockets.launch' at" in records[-1]["detail"]
     assert "launched" not in c.stdout.getvalue()
 
 

@@ -281,7 +281,7 @@ def test_a_dry_run_imports_python_only_when_the_command_line_allows_it(tmp_path)
     # A deny still wins over the command line's leave.
     vm, out, err = run_text(source.replace("allow", "deny"), tmp_path, dry_run=True,
                             dry_run_allow={"python.import"})
-    assert isinstance(err, SensePolicyError) and "denied by policy" in err.message
+    assert isinstance(err, SensePolicyError) and "denied by 'deny python.import' at" in err.message
 
 
 def test_the_command_line_takes_dry_run_allow(tmp_path):

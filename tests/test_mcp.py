@@ -408,9 +408,13 @@ def test_deny_mcp_connect_stops_it_before_any_process_starts(tmp_path, where):
                "sandboxed()\n")
         line = 2
     out = run(tmp_path, src)
-    assert type(out.error) is SensePolicyError
-    assert out.error.message == ("connect_mcp() to 'files' requires capability 'mcp.connect', "
-                                 "which is denied by policy")
+    assert isinstance(out.error, SensePolicyError)
+    # The reference-style text, and the message naming the deciding rule and the chain.
+    assert out.error.text.endswith("connect_mcp() to 'files' requires capability "
+                                   "'mcp.connect', which is denied by policy")
+    rule = f"which is denied by 'deny mcp.connect' at {tmp_path / 'main.sns'}:"
+    assert rule + ("2" if where == "top" else "5, in sandboxed() which called open_it()") \
+        in out.error.message
     assert out.error.pos.line == line
     assert not marker.exists()
     denied = [r for r in out.vm.audit.records if r.kind == "mcp"]

@@ -214,6 +214,52 @@ def test_check_warns_of_an_assignment_as_condition(tmp_path):
                            "to compare, write '=='\n")
 
 
+def test_check_warns_of_names_nothing_binds(tmp_path):
+    """A name read and bound nowhere in the file (nor a builtin) is certainly undefined: a
+    warning at its first read, with the nearest name or another language's spelling; names
+    bound anywhere (later, in a function, as a parameter, an import, a loop, a handler) are
+    not."""
+    (tmp_path / "a.sns").write_text(
+        "def greet(who):\n    prnt(\"hi \" + who)\n    return None\n"
+        "for k in [1]:\n    total = k\nprint(total, later(), prnt)\n"
+        "def later():\n    return 1\ntry:\n    x = 1\nexcept SenseError as e:\n    print(e)\n",
+        encoding="utf-8")
+    proc = _sensec("check", "a.sns", cwd=tmp_path)
+    assert proc.returncode == 0
+    assert proc.stderr == (
+        "a.sns:2:5: warning: undefined variable 'prnt' (did you mean print?): nothing in this "
+        "file binds it\n"
+        "a.sns:3:12: warning: undefined variable 'None' (did you mean nil?): nothing in this "
+        "file binds it\n")
+
+
+def test_no_program_of_the_corpus_that_runs_clean_is_warned_of_an_undefined_name():
+    """The warning is never a false alarm on the corpus: every program it fires on expects an
+    error (it reads the name on purpose)."""
+    import glob
+    from sensec.driver import check_warnings
+    paths = (glob.glob(os.path.join(ROOT, "tests", "programs", "*", "*.sns"))
+             + glob.glob(os.path.join(ROOT, "examples", "*.sns"))
+             + glob.glob(os.path.join(ROOT, "stdlib", "*.sns")))
+    wrong = []
+    for path in paths:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+        if "expect error" in text:
+            continue
+        if any("binds it" in message for _, message in check_warnings(path)):
+            wrong.append(os.path.relpath(path, ROOT))
+    assert sorted(wrong) == sorted([
+        "tests/programs/actions/failing_body_error_kinds.sns",
+        "tests/programs/actions/rollback_failure_can_be_retried.sns",
+        "tests/programs/errors_handled/basics.sns",
+        "tests/programs/errors_handled/finally_error_replaces.sns",
+        "tests/programs/errors_handled/hierarchy.sns",
+        "tests/programs/test_blocks/every_error_kind_swallowed.sns",
+        "tests/programs/test_blocks/test_with_session.sns",
+        "tests/programs/truthiness/short_circuit.sns"])   # each reads one on purpose, caught
+
+
 # ----------------------------------------------------------------------------- property
 
 def _break(draw, source: str) -> str:

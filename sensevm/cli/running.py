@@ -140,11 +140,11 @@ def paused_note(vm, stderr, path: str | None = None) -> None:
     and its question, and how to keep and answer it; stdout and the exit status are the run's.
     With --state-dir, where each was saved and the command that answers it; without, the
     command that would have kept it (``path``: the program run)."""
-    from shlex import quote
-    from sensevm.base.diagnostics import printable
     paused = [a for a in getattr(vm, "agents", ()) if a.status == "paused"]
     if not paused:
         return
+    from shlex import quote     # (only now: every run ends here, most with no agent paused)
+    from sensevm.base.diagnostics import printable
     lines = [f"note: the run ended with {len(paused)} agent{'s' if len(paused) != 1 else ''} "
              "paused, waiting for an answer:"]
     for agent in paused:

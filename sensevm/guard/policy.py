@@ -140,13 +140,6 @@ def permitted(capability: str, scope, frame) -> bool:
     return allowed(capability, scope, frame)
 
 
-def denial_text(capability: str, scope, frame) -> str:
-    """The end of a capability check's refusal: why ``allowed`` said no."""
-    if capability in EXPLICIT:
-        return refusal_text(capability, granted(capability, scope, frame) or DENY)
-    return f"requires capability '{capability}', which is denied by policy"
-
-
 class Rules(dict):
     """A scope's rule table: capability -> ALLOW or DENY, as a plain dict reads it (every check
     does), and in ``at`` where each rule was declared: capability -> (file, line), for the
@@ -183,7 +176,10 @@ def _deciding_table(scope, capability: str):
 
 
 def _frame_name(frame) -> str:
-    code = frame.prepared.code
+    prepared = getattr(frame, "prepared", None)
+    if prepared is None:        # an async tool's snapshot of who called it (vm._FrameSnapshot)
+        return "the caller of an async tool"
+    code = prepared.code
     kind = code.kind
     if kind == 0:                       # CodeKind.MODULE
         return f"the top level of {frame.prepared.path or '<input>'}"

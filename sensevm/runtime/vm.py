@@ -414,10 +414,7 @@ class VM:
         that nothing the handler stores comes out clean (vm.py ``_branch``)."""
         if not PV.is_influenced(origins):
             return
-        prepared = frame.prepared
-        if prepared.joins is None:
-            prepared.joins = PV.JoinPoints(prepared.instrs)
-        join = prepared.joins.join(handler.begin)
+        join = _joins(frame.prepared).join(handler.begin)
         pc = frame.pc
         if pc is None:
             pc = frame.pc = []
@@ -850,10 +847,7 @@ class VM:
         origins = PV.origins_of(value) if type(value) in _LT else PV.emptiness_origins(value)
         if not PV.is_influenced(origins):
             return False
-        prepared = f.prepared
-        if prepared.joins is None:
-            prepared.joins = PV.JoinPoints(prepared.instrs)
-        joins = prepared.joins
+        joins = _joins(f.prepared)
         join = joins.join(f.ip - 1)
         pc = f.pc
         join = -1 if join is None else join
@@ -868,12 +862,7 @@ class VM:
         # The arm not taken: a variable either arm may assign holds, at the join, what the
         # condition chose, assigned or not; labelled now, in its binding, since labels only
         # add and a store under the label labels anything newer (no state to keep or save).
-        scope = f.scope
-        for name in joins.stores(f.ip - 1):
-            found = scope.find(name)
-            if found is not None:
-                bindings = found.vars
-                bindings[name] = PV.label(bindings[name], origins)
+        _label_bound(f.scope, joins.stores(f.ip - 1), origins)
         f.gen = None        # tier 2 keeps no pc labels: the frame continues in tier 1
         return True
 
@@ -1104,10 +1093,7 @@ class VM:
         number): what the try statement may assign (in its body or its handlers) is labelled
         with the influenced origins of the variables its body reads or writes, as for the
         arm not taken of a branch (_branch)."""
-        prepared = f.prepared
-        if prepared.joins is None:
-            prepared.joins = PV.JoinPoints(prepared.instrs)
-        joins = prepared.joins
+        joins = _joins(f.prepared)
         stored = joins.stores(handler.begin)
         if not stored:
             return
@@ -1119,13 +1105,8 @@ class VM:
                 origins = PV.union(origins, PV.deep_origins(found.vars[name]))
         if f.pc:
             origins = PV.union(origins, f.pc[-1][1])
-        if not PV.is_influenced(origins):
-            return
-        for name in stored:
-            found = scope.find(name)
-            if found is not None:
-                bindings = found.vars
-                bindings[name] = PV.label(bindings[name], origins)
+        if PV.is_influenced(origins):
+            _label_bound(scope, stored, origins)
 
     def op_EXCEPT_JUMP(self, f, a, b):
         value = f.stack[-1]
@@ -1892,6 +1873,24 @@ class VM:
         scope.tag = agent               # lets pause()/receive() find the agent lexically
         self.agents.append(agent)
         f.stack.append(agent)
+
+
+def _joins(prepared) -> "PV.JoinPoints":
+    """A code object's join points (provenance.JoinPoints), made at its first labelled branch."""
+    joins = prepared.joins
+    if joins is None:
+        joins = prepared.joins = PV.JoinPoints(prepared.instrs)
+    return joins
+
+
+def _label_bound(scope, names, origins) -> None:
+    """Label, where it is bound (the nearest binding from ``scope``), each of ``names`` that
+    is: what a branch or try statement may assign, whichever way it went."""
+    for name in names:
+        found = scope.find(name)
+        if found is not None:
+            bindings = found.vars
+            bindings[name] = PV.label(bindings[name], origins)
 
 
 _methods = None      # methods.py, loaded at the first method a program reads (not at start-up)

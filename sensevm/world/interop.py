@@ -333,6 +333,8 @@ def import_module(vm, frame, name: str) -> PyObject:
                P.DRY_RUN: f"a dry run without --dry-run-allow {CAPABILITY}"}.get(
                    why, f"capability '{CAPABILITY}' not allowed by any policy")
         _record(vm, frame, name, "denied", line, how)
+        if why == P.DENY:       # the deciding rule, where it is and the call chain
+            raise P.denial(f"python module {name!r}", CAPABILITY, frame.scope, frame)
         raise SensePolicyError(f"python module {name!r} {P.refusal_text(CAPABILITY, why)}")
     module = load(name, vm.look)
     _record(vm, frame, name, "imported", line)

@@ -449,6 +449,8 @@ def b_connect_mcp(vm, args, labels=None):
                    why, f"capability '{CONNECT_CAPABILITY}' not allowed by any policy")
         _record_server(vm, frame, name, "denied",
                        f"{how}; command: {_command_line(command, argv)}")
+        if why == P.DENY and frame is not None:     # the deciding rule, where, the chain
+            raise P.denial(f"connect_mcp() to '{name}'", CONNECT_CAPABILITY, frame.scope, frame)
         raise SensePolicyError(f"connect_mcp() to '{name}' "
                                f"{P.refusal_text(CONNECT_CAPABILITY, why)}")
     try:
