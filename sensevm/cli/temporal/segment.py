@@ -17,21 +17,30 @@ import os
 import tempfile
 
 from sensevm.base.errors import SnbFormatError, VerifyError
+from sensevm.runtime.journal import JournalStop
 
 PROGRAM = "program.snb"
 AUDIT = "audit.jsonl"
 
 
-def run_segment(job: dict) -> dict:
+def run_segment(job: dict, send=None, journal=None) -> dict:
     """Run one segment. ``job``: ``snb`` (base64 of the verified program), ``states`` (agent
     name -> the text of its saved state), ``audit`` (the audit log's lines so far), ``resume``
     (None for the program's start, else ``{"agent": NAME, "answer": TEXT}``), ``args`` (the
-    program's arguments) and ``request``.
+    program's arguments), ``request`` and ``approvals`` (the session manifest hashes an
+    operator approved for this run).
+
+    ``send``, when given, journals the segment's effects (runtime/journal.py): each entry is
+    passed to it, and it returns once the entry is durable; ``journal`` is what earlier
+    attempts of this segment recorded (effect number -> entry). Without ``send`` a session
+    left undecided fails closed, as ``sensevm run`` with no one to ask.
 
     Returns ``status`` (the exit status ``sensevm run``/``resume`` would have), ``stdout``,
     ``stderr``, ``audit`` (the lines this segment appended), ``states`` (every saved agent as
-    the segment left it) and ``paused`` (``[{"agent", "question"}]``: the agents this segment
-    left waiting)."""
+    the segment left it), ``paused`` (``[{"agent", "question"}]``: the agents this segment
+    left waiting), ``stopped`` (None, or why the journal stopped the segment: ``reason``,
+    ``message``, ``detail``) and ``replayed`` (bodies not run again: their journaled outcome
+    stood for them)."""
     program = base64.b64decode(job["snb"])
     with tempfile.TemporaryDirectory(prefix="sense-segment-") as work:
         state_dir = os.path.join(work, "state")
@@ -46,12 +55,22 @@ def run_segment(job: dict) -> dict:
         with open(audit_path, "w", encoding="utf-8") as fh:
             fh.write(before)
         stdout, stderr = io.StringIO(), io.StringIO()
+        host = _Host(job, send, journal, stdout)
         resume = job.get("resume")
-        if resume is None:
-            status, vm = _start(program, state_dir, audit_path, job, stdout, stderr)
-        else:
-            status, vm = _resume(state_dir, resume["agent"], resume["answer"], audit_path,
-                                 stdout, stderr)
+        try:
+            if resume is None:
+                status, vm = _start(program, state_dir, audit_path, job, stdout, stderr, host)
+            else:
+                status, vm = _resume(state_dir, resume["agent"], resume["answer"], audit_path,
+                                     stdout, stderr, host)
+            if status == 0 and host.journal is not None:
+                host.journal.finish()
+        except JournalStop as stop:
+            status, vm = 1, None
+            host.stopped = {"reason": stop.reason, "message": stop.message,
+                            "detail": stop.detail}
+            if stop.reason != "approval":
+                stderr.write(f"sensevm: {stop.message}\n")
         states = {}
         for entry in sorted(os.listdir(state_dir)):
             if entry.endswith(".json"):
@@ -64,10 +83,40 @@ def run_segment(job: dict) -> dict:
         for a in vm.agents if a.status == "paused" and not a.decl.is_async]
     return {"status": status, "stdout": stdout.getvalue(), "stderr": stderr.getvalue(),
             "audit": after[len(before):] if after.startswith(before) else after,
-            "states": states, "paused": paused}
+            "states": states, "paused": paused, "stopped": host.stopped,
+            "replayed": host.journal.replayed if host.journal is not None else 0}
 
 
-def _start(program: bytes, state_dir, audit_path, job, stdout, stderr):
+class _Host:
+    """What a segment gives its VM beyond ``sensevm run``'s: the journal and the approver."""
+
+    def __init__(self, job, send, entries, stdout):
+        self.approvals = set(job.get("approvals") or ())
+        self.journal = None
+        if send is not None:
+            from sensevm.runtime.journal import Journal
+            self.journal = Journal(entries or {}, send, stdout)
+        self.stopped = None
+
+    def attach(self, vm, path, stderr) -> None:
+        from sensevm.cli import running
+        running.session_host(vm, path, None, None, io.StringIO(), stderr)
+        if self.journal is None:
+            return      # no one to ask: a session left undecided fails closed
+        self.journal.attach(vm)
+
+        def approver(session, manifest, shown):
+            if manifest.hash in self.approvals:
+                return manifest.hash        # confirm() checks it is this manifest's
+            # The run waits for an operator (`sensevm approve RUN_ID HASH`); the segment runs
+            # again with the approval, its effects so far replayed from the journal.
+            raise JournalStop("approval", f"session '{session.name}' waits for approval",
+                              {"session": session.name, "hash": manifest.hash,
+                               "manifest": shown})
+        vm.session_approver = approver
+
+
+def _start(program: bytes, state_dir, audit_path, job, stdout, stderr, host):
     """The program from its start, as ``sensevm run program.snb --state-dir`` runs it."""
     from sensevm.bytecode.verify import load_verified
     from sensevm.cli import running
@@ -90,13 +139,11 @@ def _start(program: bytes, state_dir, audit_path, job, stdout, stderr):
     vm = VM(verified, stdout=stdout, audit=audit, state_dir=state_dir, **limits)
     vm.set_request(job.get("request"))
     vm.set_args(tuple(job.get("args", ())))
-    # No one at a terminal: a session left undecided fails closed (stage 1: no approvals yet).
-    running.session_host(vm, os.path.join(state_dir, PROGRAM), None, None, io.StringIO(),
-                         stderr)
+    host.attach(vm, os.path.join(state_dir, PROGRAM), stderr)
     return running.run_guarded(vm.run, audit, sources, stdout, stderr), vm
 
 
-def _resume(state_dir, name, answer, audit_path, stdout, stderr):
+def _resume(state_dir, name, answer, audit_path, stdout, stderr, host):
     """One saved agent with its answer, as ``sensevm resume`` continues it: the state passes
     its MAC, binding, shape and coherence checks before any of it runs."""
     from sensevm.cli import running
@@ -125,7 +172,7 @@ def _resume(state_dir, name, answer, audit_path, stdout, stderr):
     sources = {s.path: s.text for s in verified.program.sources}
     install()
     vm = VM(verified, stdout=stdout, audit=audit, state_dir=state_dir, **limits)
-    vm.program_dir = state_dir
+    host.attach(vm, os.path.join(state_dir, PROGRAM), stderr)
 
     def body():
         vm.resume_saved(load_agent(vm, state, state_path), answer)
