@@ -157,7 +157,8 @@ def test_submit_wait_answer_complete_output(sense, tmp_path):
     assert sense("output", "clerk-1").stdout == EXPECTED
     # Delivered once: a second answer is refused, and nothing ran again.
     again = sense("answer", "clerk-1", "clerk", "bob", check=False)
-    assert again.returncode == 1
+    assert again.returncode == 1 and "has completed: no agent waits for an answer" in \
+        again.stderr
     assert sense("output", "clerk-1").stdout == EXPECTED
     # The audit log is one chain over both segments: each opened and sealed its run of it.
     audit = [json.loads(line) for line in sense("output", "clerk-1", "--audit").stdout
@@ -205,14 +206,195 @@ SLOW = PROGRAM.replace('    print("sent", s.state)\n', '''    print("sent", s.st
 def test_a_worker_killed_mid_segment_is_replaced_and_nothing_is_printed_twice(sense, tmp_path):
     (tmp_path / "slow.sns").write_text(SLOW)
     first = sense.worker()
-    sense("submit", "slow.sns", "--id", "slow-1")
+    sense("submit", "slow.sns", "--id", "slow-1", "--heartbeat-timeout", "5")
     _wait_state(sense, "slow-1", "waiting")
     sense("answer", "slow-1", "clerk", "bob")
     time.sleep(1.0)                 # the segment after the answer counts for seconds
     first.send_signal(signal.SIGKILL)
     first.wait()
     assert sense.state("slow-1")["state"] == "running"      # killed before it ended
-    sense.worker()                  # retried here once the heartbeat timeout (10 s) passes
+    sense.worker()                  # retried here once the heartbeat timeout (5 s) passes
     _wait_state(sense, "slow-1", "completed", timeout=120)
     # The killed attempt contributed nothing: each line once, in order.
     assert sense("output", "slow-1").stdout == EXPECTED + "counted 6000000\n"
+
+
+# ----------------------------------------------------------------------------- the crash matrix
+# A run with a tool, a reversible action, an irreversible one, an ask_human and a session; a
+# worker killed (as SIGKILL would: os._exit) at each step, another worker started; outcome,
+# output, audit trail and the effects themselves (a file every body appends to) compared with
+# the uninterrupted run. All cases run at once, each on its own task queue, on one server.
+
+EFFECTS_PY = '''import os
+def hit(what):
+    with open(os.environ["SENSE_TEST_EFFECTS"], "a") as fh:
+        fh.write(what + "\\n")
+    if os.environ.get("SENSE_TEST_DIE_AT") == what:
+        os._exit(137)       # the effect happened; its outcome is never journaled
+    return what
+'''
+
+CRASH_PROGRAM = '''policy: allow python.import
+from python "effects" import hit
+
+tool lookup(name: String) returns String "looks up an address":
+    hit("lookup " + name)
+    print("looked up", name)
+    return "addr-" + name
+
+reversible action reserve(x: String) requires desk.reserve:
+    hit("reserve " + x)
+rollback:
+    hit("unreserve " + x)
+
+irreversible action send(to: String) requires mail.send:
+    hit("send " + to)
+    print("sending to", to)
+
+agent clerk:
+    "asks and sends"
+    print("found", lookup("ada"))
+    answer = ask_human("send to whom?")
+    session mail as s:
+        r = reserve(answer)
+        r.verify()
+        r.commit()
+        print("noted", lookup(answer))
+        m = send(answer)
+        m.verify()
+        m.commit()
+        print("queued", m.state)
+    print("clerk done")
+print("main starts")
+start(clerk)
+print("main done")
+'''
+
+CRASH_OUTPUT = ("main starts\nlooked up ada\nfound addr-ada\nmain done\n"
+                "looked up bob\nnoted addr-bob\nqueued queued\nsending to bob\nclerk done\n")
+CRASH_EFFECTS = ["lookup ada", "reserve bob", "lookup bob", "send bob"]
+
+# The journal entries one worker acknowledges in this run, in order: 1 lookup("ada") done
+# (segment 1); 2 reserve("bob") done, 3 lookup("bob") done (segment 2, which then stops at the
+# session: the run waits for its approval); 4 send("bob") committing, 5 send("bob") done (the
+# segment again, approved: 2 and 3 replayed). SENSE_TEMPORAL_CRASH_AT=K kills the worker
+# right after the K-th; SENSE_TEST_DIE_AT kills it inside a body, after its effect.
+CASES = {
+    "uninterrupted": {},
+    "after-lookup-ada": {"SENSE_TEMPORAL_CRASH_AT": "1"},
+    "after-reserve-commit": {"SENSE_TEMPORAL_CRASH_AT": "2"},
+    "before-send-commit": {"SENSE_TEMPORAL_CRASH_AT": "3"},
+    "send-commit-in-flight": {"SENSE_TEMPORAL_CRASH_AT": "4"},
+    "after-send-commit": {"SENSE_TEMPORAL_CRASH_AT": "5"},
+    "inside-send-after-its-effect": {"SENSE_TEST_DIE_AT": "send bob"},
+    "inside-lookup-after-its-effect": {"SENSE_TEST_DIE_AT": "lookup bob"},
+}
+CRASH_ENV = "SENSE_TEMPORAL_CRASH_AT"
+UNKNOWN = ("commit of send(\"bob\") in flight when worker died; outcome unknown")
+
+
+def _events(audit_text):
+    return [(e["subject"], e["event"]) for e in map(json.loads, audit_text.splitlines())
+            if e["kind"] != "audit"]
+
+
+@pytest.fixture(scope="module")
+def crash_matrix(server, tmp_path_factory):
+    """Every case of CASES driven to its end at once (temporal_crash_driver.py); case name ->
+    what it came to, with its audit log checked by `sensevm audit verify`."""
+    work = tmp_path_factory.mktemp("crash")
+    (work / "effects.py").write_text(EFFECTS_PY)
+    (work / "clerk.sns").write_text(CRASH_PROGRAM)
+    (work / "cases.json").write_text(json.dumps(CASES))
+    env = dict(os.environ, PYTHONPATH=ROOT, NO_COLOR="1")
+    for name in (CRASH_ENV, "SENSE_TEST_DIE_AT", "SENSE_TEMPORAL_QUEUE"):
+        env.pop(name, None)
+    driver = subprocess.run([sys.executable, os.path.join(ROOT, "tests",
+                                                          "temporal_crash_driver.py"),
+                             server, str(work)], capture_output=True, text=True, env=env,
+                            timeout=300)
+    assert driver.returncode == 0, driver.stderr
+    results = json.loads(driver.stdout)
+    for name, case in results.items():
+        assert case["record"] is not None, f"case {name} did not end"
+        case["stdout"], case["stderr"] = case["record"]["output"], case["record"]["errors"]
+        case["audit"] = case["record"]["audit"]
+        log = work / name / "audit.jsonl"
+        log.write_text(case["audit"])
+        case["chain"] = subprocess.run([sys.executable, "-m", "sensevm", "audit", "verify",
+                                        str(log)], capture_output=True, env=env).returncode
+    return results
+
+
+@pytest.mark.parametrize("name", [n for n in CASES if n not in (
+    "send-commit-in-flight", "inside-send-after-its-effect")])
+def test_a_worker_killed_at_any_step_changes_nothing_of_the_run(crash_matrix, name):
+    base, case = crash_matrix["uninterrupted"], crash_matrix[name]
+    if name != "uninterrupted":
+        assert case["crashed"] == 137           # the first worker did die where it was told
+    assert case["run"]["state"] == "completed", case["stderr"]
+    assert case["stdout"] == base["stdout"] == CRASH_OUTPUT      # no line lost or repeated
+    assert _events(case["audit"]) == _events(base["audit"])       # the same audit trail
+    assert case["chain"] == 0                                     # ... and one intact chain
+    if name == "inside-lookup-after-its-effect":
+        # Killed inside a tool's body, after its effect, before its outcome was journaled:
+        # the one body run again (a tool or reversible body is journaled when it ends).
+        assert case["effects"] == CRASH_EFFECTS[:3] + ["lookup bob", "send bob"]
+    else:
+        assert case["effects"] == CRASH_EFFECTS              # every body's effect once
+
+
+@pytest.mark.parametrize("name", ["send-commit-in-flight", "inside-send-after-its-effect"])
+def test_an_irreversible_commit_in_flight_is_unknown_and_never_fires_again(crash_matrix,
+                                                                           name):
+    base, case = crash_matrix["uninterrupted"], crash_matrix[name]
+    assert case["crashed"] == 137
+    run = case["run"]
+    assert run["state"] == "failed" and run["reason"].startswith(UNKNOWN), run
+    assert UNKNOWN in case["stderr"]
+    # Before the body ran, or after its effect: either way it is not fired a second time.
+    fired = CRASH_EFFECTS if name == "inside-send-after-its-effect" else CRASH_EFFECTS[:3]
+    assert case["effects"] == fired
+    # What ran before it is replayed, not repeated; the trail says the outcome is unknown.
+    assert case["stdout"] == CRASH_OUTPUT[:CRASH_OUTPUT.index("sending")]
+    events = _events(case["audit"])
+    assert events[-1] == ("irreversible action 'send'", "unknown")
+    assert events[:-1] == _events(base["audit"])[:len(events) - 1]
+    assert case["chain"] == 0
+
+
+SESSION_PROGRAM = '''irreversible action send(to: String) requires mail.send:
+    print("SENT", to)
+session weekly as s:
+    m = send("ann")
+    m.verify()
+    m.commit()
+print("after")
+'''
+
+
+def test_a_session_waits_for_its_approval_and_only_its_whole_hash_approves(sense, tmp_path):
+    (tmp_path / "weekly.sns").write_text(SESSION_PROGRAM)
+    sense.worker()
+    sense("submit", "weekly.sns", "--id", "weekly-1")
+    run = _wait_state(sense, "weekly-1", "waiting for approval")
+    digest = run["approval"]["hash"]
+    # The hash binds exactly as `sensevm run --approve` does: the same program's run takes it.
+    local = sense("run", "weekly.sns", "--approve", digest, check=False)
+    assert local.returncode == 0 and local.stdout == "SENT ann\nafter\n", local.stderr
+    shown = sense("runs").stdout
+    assert (f"weekly-1  waiting for a session approval: session 'weekly' "
+            f"(sensevm approve weekly-1 {digest})") in shown
+    assert '#1 send("ann") requires mail.send' in shown and f"hash {digest}" in shown
+    short = sense("approve", "weekly-1", digest[:20], check=False)
+    assert short.returncode == 1 and "a short hash does not approve" in short.stderr
+    other = sense("approve", "weekly-1", "sha256:" + "0" * 64, check=False)
+    assert other.returncode == 1 and "nothing was approved" in other.stderr
+    assert "Traceback" not in short.stderr + other.stderr
+    assert sense("output", "weekly-1").stdout == ""         # nothing ran meanwhile
+    sense("approve", "weekly-1", digest)
+    _wait_state(sense, "weekly-1", "completed")
+    assert sense("output", "weekly-1").stdout == "SENT ann\nafter\n"
+    again = sense("approve", "weekly-1", digest, check=False)
+    assert again.returncode == 1 and again.stderr == (
+        "sensevm: run 'weekly-1' has completed: no session waits for an approval\n")

@@ -1,4 +1,4 @@
-"""What the Temporal commands do (``sensevm worker|submit|runs|answer|output``), each a
+"""What the Temporal commands do (``sensevm worker|submit|runs|answer|approve|output``), each a
 function returning the exit status; commands.py gives them their command lines.
 
 temporalio is imported here, inside each function: without the ``[temporal]`` extra the
@@ -106,14 +106,14 @@ def load_program(path: str, import_root=None):
 
 
 def submit(path, run_id, address, namespace, task_queue, args=(), request=None,
-           import_root=None) -> int:
+           import_root=None, heartbeat=10) -> int:
     program = load_program(path, import_root)
     if program is None:
         return 1
 
     async def body(cl, client):
         print(await cl.submit(client, program, run_id or cl.new_run_id(), task_queue,
-                              args=args, request=request))
+                              args=args, request=request, heartbeat=heartbeat))
     return _client_call(address, namespace, body)
 
 
@@ -135,6 +135,13 @@ def answer(run_id, agent, text, address, namespace) -> int:
     async def body(cl, client):
         await cl.answer(client, run_id, agent, text)
         sys.stderr.write(f"answered agent '{agent}' of run '{run_id}'\n")
+    return _client_call(address, namespace, body)
+
+
+def approve(run_id, digest, address, namespace) -> int:
+    async def body(cl, client):
+        await cl.approve(client, run_id, digest)
+        sys.stderr.write(f"approved the session run '{run_id}' waits on\n")
     return _client_call(address, namespace, body)
 
 

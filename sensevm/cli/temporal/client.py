@@ -1,4 +1,4 @@
-"""The client side of the Temporal commands: submit, runs, answer, output (docs/temporal.md)."""
+"""The client side of the Temporal commands: submit, runs, answer, approve, output (docs/temporal.md)."""
 
 from __future__ import annotations
 
@@ -27,11 +27,11 @@ def new_run_id() -> str:
 
 
 async def submit(client: Client, program: bytes, run_id: str, task_queue: str,
-                 args=(), request=None) -> str:
+                 args=(), request=None, heartbeat=10) -> str:
     """Start the run of the verified ``program``; return its id."""
     from temporalio.exceptions import WorkflowAlreadyStartedError
     job = {"snb": base64.b64encode(program).decode("ascii"), "args": list(args),
-           "request": request}
+           "request": request, "heartbeat_timeout": heartbeat}
     try:
         handle = await client.start_workflow(SenseRun.run, job, id=run_id,
                                              task_queue=task_queue,
@@ -57,6 +57,7 @@ async def runs(client: Client) -> list[dict]:
         memo = (await wf.memo()).get(MEMO) or {}
         state = _CLOSED.get(wf.status) or memo.get("state", "running")
         found.append({"id": wf.id, "state": state, "waiting": memo.get("waiting", []),
+                      "approval": memo.get("approval"), "reason": memo.get("reason"),
                       "started": wf.start_time.isoformat() if wf.start_time else None})
     return found
 
@@ -66,6 +67,14 @@ def describe_state(run: dict) -> str:
     if run["state"] == "waiting":
         return "; ".join(f"waiting for an answer: agent '{printable(w['agent'])}' asks: "
                          f"{printable(w['question'])}" for w in run["waiting"]) or "waiting"
+    approval = run.get("approval")
+    if run["state"] == "waiting for approval" and approval:
+        manifest = "".join(f"\n    {printable(line)}" for line in
+                           approval["manifest"].splitlines())
+        return (f"waiting for a session approval: session '{printable(approval['session'])}' "
+                f"(sensevm approve {run['id']} {approval['hash']}){manifest}")
+    if run["state"] == "failed" and run.get("reason"):
+        return f"failed: {printable(run['reason'])}"
     return run["state"]
 
 
@@ -77,7 +86,34 @@ async def answer(client: Client, run_id: str, agent: str, text: str) -> None:
         cause = exc.cause
         raise RunError(f"answer refused: {getattr(cause, 'message', None) or cause}") from None
     except RPCError as exc:
-        raise RunError(f"cannot answer run '{run_id}': {exc}") from None
+        raise await _not_delivered(handle, run_id, "answer", exc) from None
+
+
+async def approve(client: Client, run_id: str, digest: str) -> None:
+    handle = client.get_workflow_handle(run_id)
+    try:
+        await handle.execute_update("approve", {"hash": digest})
+    except WorkflowUpdateFailedError as exc:
+        cause = exc.cause
+        raise RunError(f"approval refused: {getattr(cause, 'message', None) or cause}") from None
+    except RPCError as exc:
+        raise await _not_delivered(handle, run_id, "approve", exc) from None
+
+
+async def _not_delivered(handle, run_id: str, verb: str, exc) -> RunError:
+    """Why an answer or approval could not reach the run: it has ended, or the server said."""
+    try:
+        status = (await handle.describe()).status
+    except RPCError:
+        status = None
+    if status is not None and status != WorkflowExecutionStatus.RUNNING:
+        ended = "completed" if status == WorkflowExecutionStatus.COMPLETED else \
+            _CLOSED.get(status, "ended")
+        what = "no agent waits for an answer" if verb == "answer" else \
+            "no session waits for an approval"
+        return RunError(f"run '{run_id}' has {ended.replace('failed', 'ended: failed')}: "
+                        f"{what}")
+    return RunError(f"cannot {verb} run '{run_id}': {exc}")
 
 
 async def record(client: Client, run_id: str) -> dict:

@@ -2,25 +2,60 @@
 
 The activity runs one segment (segment.py) on a thread of its own and heartbeats while it
 runs, so that a worker killed mid-segment is noticed within the heartbeat timeout and the
-segment is given to another worker, from the same saved state."""
+segment is given to another worker, from the same saved state. It journals the segment's
+effects (runtime/journal.py) to its own workflow, as updates: each entry is acknowledged, once
+in the workflow's history, before the segment goes on; a retried attempt first takes the
+journal over (``claim``), which fences off any older attempt still running somewhere.
+
+``SENSE_TEMPORAL_CRASH_AT=K`` (tests only) makes the worker process die, as SIGKILL would,
+right after its K-th journal entry is acknowledged (counted over the process's life)."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+from datetime import timedelta
 
 from temporalio import activity
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.worker import Worker
 
 from sensevm.cli.temporal.workflow import SEGMENT, SenseRun
 
-HEARTBEAT_SECONDS = 2.0
+HEARTBEAT_SECONDS = 1.0
+CRASH_ENV = "SENSE_TEMPORAL_CRASH_AT"
+_acknowledged = 0
 
 
 @activity.defn(name=SEGMENT)
 async def segment(job: dict) -> dict:
     from sensevm.cli.temporal.segment import run_segment
-    task = asyncio.get_running_loop().run_in_executor(None, run_segment, job)
+    from sensevm.runtime.journal import JournalStop
+    info = activity.info()
+    handle = activity.client().get_workflow_handle(info.workflow_id,
+                                                   run_id=info.workflow_run_id)
+    lease, attempt = job["lease"], info.attempt
+    journal = job.get("journal") or {}
+    if attempt > 1:         # the journal as the attempts before this one left it
+        journal = await handle.execute_update(
+            "journal", {"op": "claim", "lease": lease, "attempt": attempt})
+    loop = asyncio.get_running_loop()
+    crash_at = int(os.environ.get(CRASH_ENV) or 0)
+
+    def send(entry: dict) -> None:
+        global _acknowledged
+        call = handle.execute_update("journal", {"op": "record", "lease": lease,
+                                                 "attempt": attempt, "entry": entry})
+        try:
+            asyncio.run_coroutine_threadsafe(call, loop).result()
+        except WorkflowUpdateFailedError as exc:
+            cause = getattr(exc.cause, "message", None) or exc.cause
+            raise JournalStop("fenced", f"the journal refused effect #{entry['k']}: {cause}")
+        _acknowledged += 1
+        if crash_at and _acknowledged == crash_at:
+            os._exit(137)
+
+    task = loop.run_in_executor(None, run_segment, job, send, journal)
     while True:
         done, _ = await asyncio.wait({task}, timeout=HEARTBEAT_SECONDS)
         if done:
@@ -33,8 +68,13 @@ async def serve(address: str, namespace: str, task_queue: str, *, ready=None) ->
     client = await Client.connect(address, namespace=namespace)
     # One segment at a time per worker: a VM is one thread's, and its stdout is the
     # segment's (the reason to run more workers, not more slots).
+    # Heartbeats reach the server at least every second (temporalio would otherwise hold
+    # them back for 80% of the heartbeat timeout, leaving a busy machine little slack before
+    # a live segment is taken for dead and given to another worker).
     worker = Worker(client, task_queue=task_queue, workflows=[SenseRun],
-                    activities=[segment], max_concurrent_activities=1)
+                    activities=[segment], max_concurrent_activities=1,
+                    max_heartbeat_throttle_interval=timedelta(seconds=HEARTBEAT_SECONDS),
+                    default_heartbeat_throttle_interval=timedelta(seconds=HEARTBEAT_SECONDS))
     async with worker:
         if ready is not None:
             ready()
