@@ -245,3 +245,30 @@ def test_a_session_left_undecided_stops_for_an_approval_bound_as_run_approve(tmp
     # Without a journal (no Temporal), a segment with no approval fails closed as before.
     plain = run_segment(job)
     assert plain["status"] == 1 and "ended without a verdict" in plain["stderr"]
+
+
+
+def test_threads_of_one_process_making_the_first_host_key_agree_on_it(tmp_path, monkeypatch):
+    """A worker's segments run on threads: the first of them to need the host key may make it
+    at once, and all of them must end up with the one key, no temporary left (keys._create)."""
+    import os
+    import threading
+    from sensevm.guard import keys
+    path = tmp_path / "k" / "host.key"
+    monkeypatch.setenv("SENSE_KEY_FILE", str(path))
+    got, errors = [], []
+    start = threading.Barrier(8)
+
+    def make():
+        start.wait()
+        try:
+            got.append(keys.host_key())
+        except Exception as exc:        # noqa: BLE001 - the test reports it
+            errors.append(exc)
+    threads = [threading.Thread(target=make) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and len(got) == 8 and len(set(got)) == 1
+    assert sorted(os.listdir(path.parent)) == ["host.key"]
