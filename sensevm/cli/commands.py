@@ -430,11 +430,14 @@ def temporal_options(command, *, queue: bool = True):
 
 
 @main.command(epilog=TEMPORAL_EPILOG)
+@click.option("--concurrency", type=click.IntRange(1, 64), default=None, metavar="N",
+              help="Segments run at once, each on a thread of its own [default: 4].")
 @temporal_options
-def worker(address, namespace, task_queue):
+def worker(concurrency, address, namespace, task_queue):
     """Run Sense runs' segments for a Temporal server, until Ctrl-C (docs/temporal.md)."""
     from sensevm.cli.temporal import cli
-    sys.exit(cli.worker(*cli.settings(address, namespace, task_queue)))
+    sys.exit(cli.worker(*cli.settings(address, namespace, task_queue),
+                        concurrency=concurrency))
 
 
 @main.command(cls=_RunCommand, epilog=TEMPORAL_EPILOG)

@@ -54,20 +54,21 @@ def _leave(status: int):
     os._exit(status)
 
 
-def worker(address, namespace, task_queue) -> int:
+def worker(address, namespace, task_queue, concurrency=None) -> int:
     try:
-        from sensevm.cli.temporal.worker import serve
+        from sensevm.cli.temporal.worker import DEFAULT_CONCURRENCY, serve
     except ImportError:
         sys.stderr.write(MISSING)
         return 1
+    slots = concurrency or DEFAULT_CONCURRENCY
 
     def ready():
         sys.stderr.write(f"sensevm worker: polling task queue '{task_queue}' on {address} "
-                         f"(namespace {namespace})\n")
+                         f"(namespace {namespace}; up to {slots} segments at once)\n")
         sys.stderr.flush()
     status = 0
     try:
-        asyncio.run(serve(address, namespace, task_queue, ready=ready))
+        asyncio.run(serve(address, namespace, task_queue, ready=ready, concurrency=slots))
     except KeyboardInterrupt:
         pass
     except RuntimeError as exc:         # the connection (the bridge's errors)

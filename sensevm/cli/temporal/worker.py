@@ -23,6 +23,7 @@ from temporalio.worker import Worker
 from sensevm.cli.temporal.workflow import SEGMENT, SenseRun
 
 HEARTBEAT_SECONDS = 1.0
+DEFAULT_CONCURRENCY = 4
 CRASH_ENV = "SENSE_TEMPORAL_CRASH_AT"
 _acknowledged = 0
 
@@ -63,16 +64,25 @@ async def segment(job: dict) -> dict:
         activity.heartbeat(job.get("segment"))
 
 
-async def serve(address: str, namespace: str, task_queue: str, *, ready=None) -> None:
-    """Poll ``task_queue`` until cancelled (Ctrl-C, SIGTERM); ``ready()`` once connected."""
+async def serve(address: str, namespace: str, task_queue: str, *, ready=None,
+                concurrency: int = DEFAULT_CONCURRENCY) -> None:
+    """Poll ``task_queue`` until cancelled (Ctrl-C, SIGTERM); ``ready()`` once connected.
+
+    Up to ``concurrency`` segments at once, each on a thread of its own. That is safe because
+    a segment shares nothing with another but the process: its own VM (made from its own
+    copy of the program), its own output buffer, audit file, temporary directory and journal;
+    the VM writes to no process-wide stream, and its time limit uses no signal off the main
+    thread. What runs Python in a segment (interop) shares that module with the other
+    segments of the worker, as async tools of one program share it. The slots do not add CPU
+    (one interpreter lock): they let segments overlap their round trips to the server."""
+    from sensevm.world import install
+    install()           # once, before segments race to do it
     client = await Client.connect(address, namespace=namespace)
-    # One segment at a time per worker: a VM is one thread's, and its stdout is the
-    # segment's (the reason to run more workers, not more slots).
     # Heartbeats reach the server at least every second (temporalio would otherwise hold
     # them back for 80% of the heartbeat timeout, leaving a busy machine little slack before
     # a live segment is taken for dead and given to another worker).
     worker = Worker(client, task_queue=task_queue, workflows=[SenseRun],
-                    activities=[segment], max_concurrent_activities=1,
+                    activities=[segment], max_concurrent_activities=concurrency,
                     max_heartbeat_throttle_interval=timedelta(seconds=HEARTBEAT_SECONDS),
                     default_heartbeat_throttle_interval=timedelta(seconds=HEARTBEAT_SECONDS))
     async with worker:
