@@ -152,17 +152,19 @@ def test_policy_denial_shown_as_the_vms_error(browser, program):
         prepared = page.locator("tr.prepared[data-id='2']")
         prepared.locator("button[data-step='verify']").click()
         page.locator("tr.prepared[data-id='2'][data-state='denied']").wait_for()
-        message = page.locator("#message")
-        assert message.get_attribute("class") == "error"
-        assert message.inner_text() == ("SensePolicyError: action 'launch' requires capability "
-                                        "'rockets.launch', which is denied by policy")
+        # A refused request: the VM's error in the alert, the success message gone.
+        alert = page.get_by_role("alert")
+        assert alert.is_visible() and alert.get_attribute("id") == "error"
+        assert alert.inner_text() == ("SensePolicyError: action 'launch' requires capability "
+                                      "'rockets.launch', which is denied by policy")
+        assert not page.locator("#message").is_visible()
         assert page.locator("#audit-tree li.record[data-event='denied'][data-name='launch']"
                             ).count() == 1
         # Wrong arity: the VM's own error, nothing prepared.
         row.locator("input.args").fill("")
         row.locator("button.prepare").click()
         page.wait_for_function(
-            "document.getElementById('message').textContent.includes('expects 1 argument')")
+            "document.getElementById('error').textContent.includes('expects 1 argument')")
         assert page.locator("tr.prepared").count() == 2
     finally:
         stop(proc)
@@ -206,10 +208,10 @@ def test_page_without_token_drives_nothing(browser, program):
         bare = url.split("?", 1)[0]
         page = browser.new_page()
         page.goto(bare)
-        message = page.locator("#message")
-        message.wait_for(state="visible")
-        page.wait_for_function(
-            "document.getElementById('message').textContent.includes('token')")
+        alert = page.get_by_role("alert")
+        alert.wait_for(state="visible")
+        assert "needs the token" in alert.inner_text()
+        assert not page.locator("#loading").is_visible()
         assert page.locator("tr.decl").count() == 0            # no data, nothing to click
         # Calls made from the page itself are refused ...
         statuses = page.evaluate("""async () => {
@@ -229,5 +231,169 @@ def test_page_without_token_drives_nothing(browser, program):
         page.locator("tr.prepared").first.wait_for()
         assert page.locator("tr.prepared").count() == 1
         assert page.locator("#audit-tree li.record[data-event='prepared']").count() == 1
+    finally:
+        stop(proc)
+
+
+# ----------------------------------------------------------------------------- paused agents
+
+ASKING = '''\
+import std.time
+
+trusted tool address_of(name: String) returns String "an address book that takes its time":
+    time.sleep(SLOW)
+    return name + "@team.example"
+
+irreversible action send_mail(to: String) requires email.send:
+    print("sending to " + to)
+
+agent clerk:
+    who = ask_human("to whom?")
+    m = send_mail(address_of(who))
+    m.verify()
+    m.commit()
+    more = ask_human("anything else?")
+    print("clerk: " + more)
+
+start(clerk)
+'''
+
+
+def asking(tmp_path, slow):
+    path = tmp_path / "asking.sns"
+    path.write_text(ASKING.replace("SLOW", str(slow)), encoding="utf-8")
+    return str(path)
+
+
+def test_answer_a_paused_agent_in_the_page(browser, tmp_path):
+    proc, url = start_console(asking(tmp_path, 3))
+    try:
+        page = browser.new_page()
+        page.goto(url)
+        card = page.locator(".paused-agent[data-name='clerk']")
+        assert card.locator(".question-text").inner_text() == "to whom?"
+        assert card.locator(".status").inner_text() == "paused"
+        card.get_by_label("answer to agent clerk").fill("ann")
+        card.locator("button.answer").click()
+        # While the agent runs (its tool sleeps), the page says it is working and nothing
+        # can be clicked.
+        busy = page.locator("#busy")
+        busy.wait_for(state="visible")
+        assert busy.inner_text() == "working…"
+        assert card.locator("button.answer").is_disabled()
+        assert page.locator("tr.decl button.prepare").first.is_disabled()
+        assert page.locator("#refresh").is_disabled()
+        assert page.locator("body").get_attribute("aria-busy") == "true"
+        busy.wait_for(state="hidden")
+        # Then: what the answer did, and the agent's next question.
+        card.locator(".question-text", has_text="anything else?").wait_for()
+        done = card.locator("ol.answers > li[data-question='1']")
+        assert done.locator(".answer-text").inner_text() == "ann"
+        assert done.locator(".agent-output").text_content() == "sending to ann@team.example\n"
+        assert done.locator(".agent-records li[data-event='committed']").count() == 1
+        assert done.locator(".after .state").inner_text() == "paused"
+        assert "sending to ann@team.example" in page.locator("#output").inner_text()
+        assert "answered agent clerk: now paused, asking: anything else?" in \
+            page.locator("#message").inner_text()
+        assert page.locator("tr.prepared[data-id='1'][data-state='committed']").count() == 1
+        agent = page.locator("#audit-tree li.frame[data-tag='agent:clerk']")
+        assert agent.locator("li.record[data-event='committed']").count() == 1
+        assert not card.locator("button.answer").is_disabled()
+        assert not page.get_by_role("alert").is_visible()
+        # The last answer: the agent completes and asks nothing more.
+        card.get_by_label("answer to agent clerk").fill("no")
+        card.get_by_label("answer to agent clerk").press("Enter")
+        page.locator(".paused-agent[data-name='clerk'][data-status='completed']").wait_for()
+        assert card.locator("input.answer").count() == 0
+        assert card.locator("ol.answers > li[data-question='2'] .agent-output").text_content() \
+            == "clerk: no\n"
+        assert page.locator("tr.agent[data-name='clerk'] .status").inner_text() == "completed"
+    finally:
+        stop(proc)
+
+
+def test_the_page_shows_loading_until_the_state_arrives(browser, tmp_path):
+    proc, url = start_console(asking(tmp_path, 0))
+    try:
+        page = browser.new_page()
+        held = []
+        page.route("**/api/state*", lambda route: held.append(route))
+        page.goto(url)
+        for _ in range(200):                # the request is held, unanswered, from here on
+            if held:
+                break
+            page.wait_for_timeout(50)
+        assert held, "the page asked for no state"
+        loading = page.locator("#loading")
+        assert loading.is_visible() and loading.inner_text() == "Loading the console…"
+        assert loading.get_attribute("role") == "status"
+        assert not page.locator("main").is_visible()
+        assert page.locator("#refresh").is_disabled()
+        for route in held:
+            route.continue_()
+        page.unroute("**/api/state*")
+        page.locator(".paused-agent[data-name='clerk']").wait_for()
+        assert not loading.is_visible()
+        assert page.locator("main").is_visible() and not page.locator("#refresh").is_disabled()
+    finally:
+        stop(proc)
+
+
+def test_a_refused_answer_is_shown_and_the_page_stays_usable(browser, tmp_path):
+    proc, url = start_console(asking(tmp_path, 0))
+    try:
+        first, second = browser.new_page(), browser.new_page()
+        first.goto(url)
+        second.goto(url)
+        for page in (first, second):
+            page.locator(".paused-agent[data-name='clerk'] .question-text").wait_for()
+        # The first page answers; the second still shows the question and answers it too.
+        first.get_by_label("answer to agent clerk").fill("ann")
+        first.locator(".paused-agent button.answer").click()
+        first.locator(".question-text", has_text="anything else?").wait_for()
+        second.get_by_label("answer to agent clerk").fill("bob")
+        second.locator(".paused-agent button.answer").click()
+        alert = second.get_by_role("alert")
+        alert.wait_for(state="visible")
+        assert alert.inner_text() == ("AlreadyAnswered: agent 'clerk' was already answered "
+                                      "(question 1, \"to whom?\"): it now asks question 2: "
+                                      "\"anything else?\"")
+        # Still usable: it shows the agent as it is now, and answering that works.
+        second.locator(".question-text", has_text="anything else?").wait_for()
+        button = second.locator(".paused-agent button.answer")
+        assert not button.is_disabled() and not second.locator("#busy").is_visible()
+        assert second.locator("ol.answers .answer-text").all_inner_texts() == ["ann"]
+        second.get_by_label("answer to agent clerk").fill("that's all")
+        button.click()
+        second.locator(".paused-agent[data-status='completed']").wait_for()
+        assert not alert.is_visible()
+        assert "clerk: that's all" in second.locator("#output").inner_text()
+        assert "bob" not in second.locator("#output").inner_text()
+    finally:
+        stop(proc)
+
+
+def test_the_page_says_when_the_console_is_gone(browser, tmp_path):
+    proc, url = start_console(asking(tmp_path, 0))
+    try:
+        page = browser.new_page()
+        page.goto(url)
+        page.locator(".paused-agent[data-name='clerk']").wait_for()
+        assert not page.locator("#unreachable").is_visible()
+        proc.kill()
+        proc.wait(15)
+        # Noticed without a click (the page asks every few seconds) ...
+        alert = page.get_by_role("alert")
+        alert.wait_for(state="visible")
+        assert alert.inner_text().startswith("Console unreachable: the `sensevm inspect` "
+                                             "server does not answer")
+        assert page.locator("#unreachable").inner_text() == "console unreachable"
+        # ... and a request made now says the same, and leaves the page usable.
+        page.get_by_label("answer to agent clerk").fill("ann")
+        page.locator(".paused-agent button.answer").click()
+        page.wait_for_function("document.body.getAttribute('aria-busy') === 'false'")
+        assert alert.inner_text().startswith("Console unreachable")
+        assert not page.locator(".paused-agent button.answer").is_disabled()
+        assert not page.locator("#busy").is_visible()
     finally:
         stop(proc)

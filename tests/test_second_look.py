@@ -548,6 +548,55 @@ def test_labels_and_open_pc_labels_survive_a_saved_agent(tmp_path):
     assert "'send' goes to 'x@evil.example'" in lines[1] and "the tool fetch" in lines[1]
 
 
+def test_container_shapes_survive_a_saved_agent(tmp_path):
+    """What an Array's length and its elements' places depend on (a tool's empty list; the
+    program's letter after the tool's list; a loop part-way over the tool's list) is saved
+    with the agent and checked when it comes back: after the resume each is still asked
+    about, the program's own element before the tool's is not, and a state whose shape
+    breakpoint lies past its Array's end is refused."""
+    import os
+    program = ('policy:\n    allow web.fetch\n    allow vault.write\n'
+               'tool items() returns Array requires web.fetch:\n    return [7]\n'
+               'tool none() returns Array requires web.fetch:\n    return []\n'
+               'irreversible action rotate(password: String) requires vault.write:\n    nil\n'
+               'def asks(v):\n    local s = rotate("<<" + str(v) + ">>")\n'
+               '    s.verify()\n    return s.second_look != nil\n'
+               'agent clerk:\n    e = none()\n    w = ["a"] + items() + ["b", "c"]\n'
+               '    n = 0\n    for x in ["q"] + none():\n        go = pause("in the loop")\n'
+               '        n = n + 1\n'
+               '    print(asks(len(e)), asks(w[-3]), asks(w[0]), asks(w[-1]), asks(n),'
+               ' asks(w[2]))\n'
+               'start(clerk)\nprint(clerk.status)\n')
+    (tmp_path / "c.sns").write_text(program)
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(__file__)))
+    cmd = [sys.executable, "-m", "sensevm"]
+    first = subprocess.run(cmd + ["run", "c.sns", "--state-dir", "st"], cwd=tmp_path,
+                           capture_output=True, text=True, env=env)
+    assert first.returncode == 0, first.stderr
+    state = (tmp_path / "st" / "clerk.json").read_text()
+    assert '"shape"' in state and '"origins"' in state     # the lengths, the loop's count
+    second = subprocess.run(cmd + ["resume", "st", "clerk", "go"], cwd=tmp_path,
+                            capture_output=True, text=True, env=env)
+    assert second.returncode == 0, second.stderr
+    # w = ["a", 7, "b", "c"]: w[-3] is the tool's 7 (its own label), w[-1] the program's "c"
+    # counted from the end, w[0] its "a" from the start; n counts passes over a tool's list;
+    # w[2] is the program's "b", at an index the tool's list decided.
+    assert second.stdout.split() == ["true", "true", "false", "false", "true", "true"]
+    # Behind the MAC (re-signed with the host key): a breakpoint past the Array's end.
+    import json as _json
+    from saved_state import write_state
+    saved = _json.loads(state)["state"]
+    shaped = [o for o in saved["objects"] if o.get("type") == "array" and "shape" in o
+              and o["shape"]["starts"]]
+    assert shaped
+    shaped[0]["shape"]["starts"] = [[99, shaped[0]["shape"]["length"]]]
+    write_state(tmp_path / "st", "clerk", saved)
+    third = subprocess.run(cmd + ["resume", "st", "clerk", "go"], cwd=tmp_path,
+                           capture_output=True, text=True, env=env)
+    assert third.returncode != 0 and "not a breakpoint" in third.stderr, third.stderr
+    assert "Traceback" not in third.stderr
+
+
 # ----------------------------------------------------------------------------- the property
 
 from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402

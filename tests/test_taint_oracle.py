@@ -38,10 +38,10 @@ raises is an implicit flow the VM documents it does not track); ``await``, ``aud
 each with route tests of its own in test_provenance_routes.py); maps, methods, slices, ``in``,
 ``+=`` and f-strings (EXTENSIONS.md E1-E3, written after this oracle: their labels have
 properties of their own in test_maps_provenance.py, test_string_method_spans.py and
-test_slices_and_fstrings.py); a tool that returns nil (nil cannot carry a label: gap 3); an
+test_slices_and_fstrings.py); a tool that returns nil (nil cannot carry a label: gap 1); an
 `if` whose arms give an Array and something else, and `and`/`or` between an Array and
 something else (which *type* a variable holds would depend on the input, and type_of of an
-Array is never labelled: gap 2 in another form).
+Array is never labelled).
 
 Found by this test and fixed (provenance.py): the tool's empty String lost its label when
 joined to anything, so `page + "abc"` from an empty page was the program's own "abc"; and a
@@ -49,26 +49,28 @@ character read by index had only its own span's origins, so `(page + "abc")[k]` 
 program's letters, chosen by the page's length -- was clean, and a page could spell an address
 out of the program's alphabet with no branch at all.
 
-Found by this test's gap list and closed (vm.py ``_branch``, provenance.py ``JoinPoints.stores``
+Found by this test's gap list and closed (vm.py ``_branch``, guard/joins.py ``JoinPoints.stores``
 and ``emptiness_origins``): the arm not taken (``x = "a"`` then ``if labelled: x = "b"`` left
 ``x`` clean when the condition was false; so did a ``while`` whose labelled test failed at once),
 and a branch on an Array (``if``, ``while``, ``and``/``or``, ``not``: whether it is empty
 opened no pc label, even when its elements were labelled). Both are now checked by the oracle,
 and their routes are tests below (``CLOSED``).
 
-Known gaps (values the oracle leaves unchecked):
+Found by this test's gap list and closed (provenance.py ``SHAPES``, guard/joins.py ``JoinPoints.changed``,
+vm.py ``_label_changed``): an Array changed in place in an arm not taken (``push(a, v)``,
+``a[i] = v``, a method, a function it is handed to), which left its length and other slots
+clean; the values that could not carry a label (a tool's empty Array, its ``len``/``str``,
+the number of passes over it, an Array's length apart from its elements: each container's
+length now has labels of its own, kept beside it); and where an element sits:
+``(tool_array + ["a", "b"])[1]`` is one of the program's own elements, chosen by how long
+the tool made its array. An Array whose elements are labelled opens a label when branched on
+even if its length is the program's (the VM reads both, as len() does): an
+over-approximation, which the oracle follows.
 
-1. an Array changed in an arm not taken: ``a[labelled_index] = v`` leaves the other slots
-   clean, as ``if labelled: push(a, v)`` leaves ``a`` (the VM labels the variables an arm may
-   assign, not the Arrays it may change in place);
-2. an Array whose length and elements disagree: branching on it reads its elements (as
-   ``len`` does), so one made long under a branch not taken, from clean elements, opens no
-   label (gap 1 in another form), and one whose elements are labelled opens one even when its
-   length is the program's;
-3. values that cannot carry a label: nil, an empty Array (``len``/``str`` of a tool's
-   ``[]``), an Array's length apart from its elements;
-4. where an Array's element sits: ``(tool_array + ["a", "b"])[1]`` is one of the program's
-   own elements, but the tool chose which by its array's length.
+Known gap (values the oracle leaves unchecked):
+
+1. nil carries no label: ``x = nil`` under a labelled branch leaves a clean nil (the VM
+   tests ``v is None`` everywhere; a labelled nil would be a value of its own kind).
 """
 
 from __future__ import annotations
@@ -176,23 +178,22 @@ def shown(x) -> int:
     """The dependence of everything a value's text shows (str(), len(), Arrays compared)."""
     if type(x) is not Ar:
         return own(x)
-    return max([shown(i) for i in x.items] + [gap(x.ld)])
+    return max([shown(i) for i in x.items] + [x.ld])
 
 
 def cond(x) -> int:
     """What branching on ``x`` depends on: its own label, or for an Array, whether it is
-    empty. The VM reads that from the Array's elements (as len() does); where they and the
-    length disagree (the length chosen under a branch not taken, or elements labelled in an
-    Array whose length is the program's) the Array is unchecked (gap 3)."""
+    empty: its length. The VM reads that, as len() does, from its length's labels and its
+    elements' (provenance.emptiness_origins): an Array whose elements are labelled opens a
+    label even when its length is the program's (a deliberate over-approximation: it asks)."""
     if type(x) is not Ar:
         return own(x)
-    items = max((shown(i) for i in x.items), default=C)
-    return x.ld if items == x.ld else G
+    return shown(x)
 
 
 def relabel(x, d: int, seen=None):
     """``x`` with ``d`` added, as provenance.label does: a new value, except an Array, whose
-    elements are relabelled where they are (every alias sees it)."""
+    elements and length are relabelled where they are (every alias sees it)."""
     if d == C:
         return x
     if type(x) is Sc:
@@ -203,6 +204,7 @@ def relabel(x, d: int, seen=None):
     if id(x) not in seen:
         seen.add(id(x))
         x.items[:] = [relabel(i, d, seen) for i in x.items]
+        x.ld = max(x.ld, d)
     return x
 
 
@@ -225,7 +227,7 @@ def eq(a, b):
     if type(a) is Ar or type(b) is Ar:
         if a is b:
             return True, C          # the same Array is equal without a look at its contents
-        lengths = gap(max(x.ld for x in (a, b) if type(x) is Ar))
+        lengths = max(x.ld for x in (a, b) if type(x) is Ar)
         if type(a) is Ar and type(b) is Ar and len(a.items) == len(b.items):
             d = C
             for x, y in zip(a.items, b.items):
@@ -584,8 +586,8 @@ class Gen:
             if type(s) is Tx:
                 return char_at(s, i.v, i.d)
             where = s.start[i.v] if i.v >= 0 else s.end[i.v]
-            # The element, labelled with the index; where it sits is gap 4.
-            return relabel(relabel(s.items[i.v], i.d), gap(where))
+            # The element, labelled with the index and with where it sits.
+            return relabel(relabel(s.items[i.v], i.d), where)
         return f"{seq[0]}[{idx[0]}]", thunk
 
     def joined(self, usable, want):
@@ -698,14 +700,14 @@ class Gen:
             if type(items) is Tx:
                 item, where = Tx(items.text[k], [items.ds[k]]), C
             else:
-                item, where = items.items[k], gap(items.start[k])
+                item, where = items.items[k], items.start[k]
             # A labelled item (not an Array: it is never labelled itself) labels the rest of
             # the loop, from the store of the loop variable on.
             pc = max(pc, cond(item) if type(item) is not Ar else C, where)
             item = stored(item, pc)
             self.env[acc] = stored(body(self.env[acc], item, pc), pc)
-        length = own(items) if type(items) is Tx else gap(items.ld)
-        self.env[acc] = relabel(self.env[acc], gap(length))    # how many passes: gap 3
+        length = own(items) if type(items) is Tx else items.ld
+        self.env[acc] = relabel(self.env[acc], length)          # how many passes
 
     def loop_body(self, acc, e, start, elements):
         """What a pass adds to the accumulator: 1, the element itself, or the text of the
@@ -771,8 +773,57 @@ class Gen:
         arr.items[i.v] = relabel(x[1](), i.d)
         for j in range(n):
             if j != i.v % n:
-                # Where it did not land depends on the index too: the arm not taken, gap 1.
-                arr.items[j] = relabel(arr.items[j], gap(i.d))
+                # Where it did not land depends on the index too (values.index_set).
+                arr.items[j] = relabel(arr.items[j], i.d)
+
+
+    def changing_branch(self):
+        """``if c: push(a, x)`` or ``if c: a[i] = x``, with or without an ``else`` that
+        changes another Array (or the same one) so: what an arm changes in place."""
+        arms = []
+        for _ in range(2 if self.draw(st.booleans()) else 1):
+            target = self.var(lambda v: type(v) is Ar and len(v.items) <= 8)
+            if target is None:
+                return self.assign()
+            x = self.atom(not_array)
+            n = len(target[1]().items)
+            idx = None
+            if n and self.draw(st.booleans()):
+                idx = self.atom(lambda v: type(v) is Sc and v.kind == "Int" and -n <= v.v < n,
+                                ("Int",), [Sc("Int", i) for i in range(-n, n)])
+            arms.append((target, x, idx))
+        c = self.atom(anything)
+        self.emit(f"if {c[0]}:")
+        for k, ((name, _), x, idx) in enumerate(arms):
+            if k:
+                self.emit("else:")
+            if idx is None:
+                self.emit(f"push({name}, {x[0]})", 1)
+            else:
+                self.emit(f"{name}[{idx[0]}] = {x[0]}", 1)
+        condition = c[1]()
+        d = cond(condition)
+        # The VM labels what either arm may change, where it is, when the branch opens.
+        for (_, get), _, _ in arms:
+            relabel(get(), d)
+        if truthy(condition):
+            arm = arms[0]
+        elif len(arms) == 2:
+            arm = arms[1]
+        else:
+            return
+        (_, get), x, idx = arm
+        arr, value = get(), stored(x[1](d), d)
+        if idx is None:
+            arr.items.append(value)
+            arr.start.append(arr.ld)
+            arr.end.append(C)
+            return
+        n, i = len(arr.items), idx[1](d)
+        arr.items[i.v] = relabel(value, i.d)
+        for j in range(n):
+            if j != i.v % n:
+                arr.items[j] = relabel(arr.items[j], i.d)
 
 
 def touched(x) -> bool:
@@ -851,7 +902,8 @@ OPS = [("index", "any", Gen.index), ("concat_text", "scalar", Gen.concat_text),
                                                        Gen.array_literal),
        ("not", "scalar", Gen.negation), ("negate", "scalar", Gen.negate),
        ("range", "Array", Gen.ranged)]
-STATEMENTS = ("assign", "assign", "branch", "loop", "counting", "mutate")   # assign: twice
+STATEMENTS = ("assign", "assign", "branch", "loop", "counting", "mutate",    # assign: twice
+              "changing_branch")
 
 HEAD = """tool t_in() returns {kind} requires web.fetch:
     return {value}
@@ -1079,6 +1131,84 @@ for i in range(20):
             out = out + k
 print(out, sends(out))
 ''', "mallory@evil.example", id="2-route-an-array-per-letter"),
+    # Gaps 1, 3 and 4 of stop 24, closed with container shapes (provenance.SHAPES) and what
+    # a region may change in place (guard/joins.py JoinPoints.changed).
+    pytest.param('''xs = ["a"]
+ys = ["a", "b"]
+zs = []
+def add_to(a, v):
+    a.push(v)
+if page() == "nothing":
+    push(xs, "b")
+    ys[0] = "c"
+    add_to(zs, 1)
+print(asks(len(xs)), asks(ys[1]), asks(len(zs)))
+''', None, id="A1-an-array-changed-in-an-arm-not-taken"),
+    pytest.param('''x = "a"
+def rebind():
+    x = "b"
+def deeper():
+    rebind()
+if page() == "nothing":
+    deeper()
+print(asks(x))
+''', None, id="A1-a-function-an-arm-calls-assigns-an-outer-variable"),
+    pytest.param('''g = []
+def mine():
+    return g
+def outer():
+    return mine()
+if page() == "nothing":
+    mine().push(1)
+h = {"k": []}
+def inner():
+    return h
+if page() == "nothing":
+    outer().push(1)
+    push(inner()["k"], 1)
+print(asks(len(g)), asks(len(h["k"])))
+''', None, id="A1-a-container-a-function-gives-back-from-its-own-scope"),
+    # A1 as a route: a flag per letter cleared in the arms not taken (the one left set is
+    # clean), then the program's own letter pushed onto an empty Array where the flag is set.
+    pytest.param('''p = page()
+out = ""
+for i in range(20):
+    flags = []
+    for k in ''' + LETTERS + ''':
+        push(flags, true)
+    at = 0
+    for k in ''' + LETTERS + ''':
+        if p[i] != k:
+            flags[at] = false
+        at = at + 1
+    picked = []
+    at = 0
+    for k in ''' + LETTERS + ''':
+        if flags[at]:
+            push(picked, k)
+        at = at + 1
+    out = out + picked.join("")
+print(out, sends(out))
+''', "mallory@evil.example", id="A1-route-flags-then-push"),
+    pytest.param('''e = no_items()
+n = 0
+for x in e:
+    n = n + 1
+print(asks(len(e)), asks(str(e)), asks(e == []), asks(n), asks(e.join("")), asks(len(range(len(e)))))
+''', None, id="A3-the-empty-array"),
+    pytest.param('''print(asks((items() + ["a", "b"])[1]), asks((["a", "b"] + items())[-3]))
+''', None, id="A4-where-an-element-sits"),
+    # A4 as a route: the program's alphabet after the tool's list, indexed at a fixed place.
+    pytest.param('''tool pad(i: Int) returns Array requires web.fetch:
+    local out = []
+    for k in range(27 - "abcdefghijklmnopqrstuvwxyz@.".find("mallory@evil.example"[i])):
+        push(out, 0)
+    return out
+out = ""
+for i in range(20):
+    out = out + (pad(i) + ''' + LETTERS + ''')[27]
+print(out, sends(out))
+''', "mallory@evil.example", id="A4-route-a-list-as-long-as-the-letter"),
 ]
 
 
@@ -1108,23 +1238,34 @@ print(y, asks(y))
 ''', tier) == ["b", "false"]
 
 
+@pytest.mark.parametrize("tier", TIERS)
+def test_the_programs_own_elements_and_lengths_stay_clean(tmp_path, tier):
+    """Where nothing of the tool's comes before an element (from the start, or from the end
+    for a negative index), it is the program's own; an Array the program changes under a
+    branch on its own values, or hands to a function that only reads it, keeps a clean
+    length."""
+    assert lines(tmp_path, '''w = ["a", "b"] + items() + ["c"]
+def size(a):
+    return len(a)
+own = [1, 2]
+mine = []
+if len(own) == 2:
+    push(mine, 3)
+if page() == "nothing":
+    size(own)
+print(asks(w[0]), asks(w[1]), asks(w[-1]), asks(len(own)), asks(len(mine)), asks(mine))
+print(asks(w[2]), asks(w[3]), asks(w[-2]), asks(len(w)))
+''', tier) == ["false"] * 6 + ["true"] * 4
+
+
 # The known gaps: each a program the oracle leaves unchecked, which the VM gets wrong today;
 # with the address a route spells (so that a second look that does not ask is not vacuous).
 GAPS = [
-    pytest.param('''xs = ["a"]
-ys = ["a", "b"]
-if page() == "nothing":
-    push(xs, "b")
-    ys[0] = "c"
-print(asks(len(xs)), asks(ys[1]))
-''', None, id="1-an-array-changed-in-an-arm-not-taken"),
     pytest.param('''x = 1
 if count() == 41:
     x = nil
-print(asks(len(no_items())), asks(str(no_items())), asks(x))
-''', None, id="3-nil-and-the-empty-array"),
-    pytest.param('''print(asks((items() + ["a", "b"])[1]), asks((["a", "b"] + items())[-3]))
-''', None, id="4-where-an-element-sits"),
+print(asks(x))
+''', None, id="1-nil"),
 ]
 
 

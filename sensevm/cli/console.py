@@ -8,6 +8,8 @@ lineage tags. So policy is asked about the same scopes a line appended to the pr
 denials raise the same errors and the audit log gets the same records. Bodies that run (a
 commit, a rollback, a tool) run through ``VM.run_now`` on an execution state of their own, and
 every request that touches the VM holds one lock: the HTTP server is threaded, the VM is not.
+An answer to a paused agent resumes it through ``VM.resume_paused``, the resume ``sensevm
+resume`` gives a saved agent, on an execution state of its own.
 
 Security: the server binds 127.0.0.1 unless ``--host`` says otherwise; every ``/api`` request
 must carry the random token printed with the URL (constant-time comparison, 403 otherwise);
@@ -24,6 +26,7 @@ import os
 import secrets
 import sys
 import threading
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -32,7 +35,8 @@ from sensevm.guard import policy as P
 from sensevm.guard.lifecycle import threads_start
 from sensevm.guard.provenance import plain
 from sensevm.runtime.frames import Frame
-from sensevm.runtime.values import Builtin, PreparedAction, type_name, format_float, to_str
+from sensevm.runtime.values import (Builtin, PreparedAction, format_float, sized_string,
+                                    to_str, type_name)
 from sensevm.runtime.vm import VM
 from sensevm.world import install
 from sensevm.world.memory import PersistentMemory, SessionMemory
@@ -64,6 +68,16 @@ class ConsoleError(Exception):
         self.status = status
         self.kind = kind
         self.message = message
+
+
+class AfterError(Exception):
+    """A request the VM failed part way (an answered agent's body raised): the Sense error,
+    and what the reply reports beside it (the output so far, the agent's state)."""
+
+    def __init__(self, err: SenseError, reply: dict):
+        super().__init__(err.message)
+        self.err = err
+        self.reply = reply
 
 
 class _NoPosition:
@@ -462,6 +476,7 @@ class Console:
         self.status = None            # the run's exit status
         self.run_error = None         # the SenseError that ended the run, if one did
         self.program_records = 0      # audit records made by the program itself
+        self.answers: dict = {}       # index in vm.agents -> [what each answer from here did]
 
     # -- reading
 
@@ -488,10 +503,7 @@ class Console:
                 "trusted": decl.trusted, "returns": code.return_type,
                 "params": self._params(decl.body), "declared": i in vm.tool_defs,
                 "policy": self.decision(decl.capability)})
-        agents = [{"index": i, "name": a.name, "async": a.decl.is_async, "status": a.status,
-                   "pause_reason": None if a.pause_reason is None else show(a.pause_reason),
-                   "doc": a.decl.doc}
-                  for i, a in enumerate(vm.agents)]
+        agents = [self.agent_json(i) for i in range(len(vm.agents))]
         return {
             "program": self.path, "dry_run": vm.dry_run,
             "second_look": vm.look is not None,
@@ -527,6 +539,25 @@ class Console:
             "origin": "console" if id(a) in self.vm.console_made else "program",
             "in_session": a.session is not None,
         }
+
+    def agent_json(self, i: int) -> dict:
+        """An agent as the console lists it: while paused, the question it asked (the text
+        ``ask_human`` was given, or ``pause``'s reason), which question from this console
+        that is (1 for the one it paused on when the run ended) and whether the console can
+        answer it; and what every answer from here did."""
+        a = self.vm.agents[i]
+        paused = a.status == "paused"
+        reason = a.pause_reason
+        question = None
+        if paused and reason is not None:
+            question = plain(reason) if type(plain(reason)) is str else show(reason)
+        given = self.answers.get(i, [])
+        return {"index": i, "name": a.name, "async": a.decl.is_async, "status": a.status,
+                "pause_reason": None if reason is None else show(reason),
+                "question": question,
+                "question_number": len(given) + 1 if paused else None,
+                "answerable": paused and not a.decl.is_async,
+                "answers": given, "doc": a.decl.doc}
 
     def memory_json(self, i: int, m) -> dict:
         if type(m) is SessionMemory:
@@ -567,18 +598,25 @@ class Console:
 
     def _capture(self, run):
         """Run ``run()`` with the program's output also captured; (value, output)."""
+        with self._capturing() as tee:
+            value = run()
+        return value, "".join(tee.parts)
+
+    @contextmanager
+    def _capturing(self):
+        """While inside, the program's output (of this VM and of workers made meanwhile) is
+        also kept in the ``_Tee`` given."""
         vm = self.vm
         tee = _Tee(vm.out)
         vm.out = tee
         try:
-            value = run()
+            yield tee
         finally:
             vm.out = tee.out
             try:
                 tee.out.flush()
             except (OSError, ValueError):
                 pass
-        return value, "".join(tee.parts)
 
     @staticmethod
     def _declared(kind: str, index: int, decls, defs: dict, verb: str):
@@ -641,6 +679,72 @@ class Console:
 
         result, output = self._capture(run)
         return {"result": show(result), "output": output}
+
+    def answer(self, index: int, body: dict) -> dict:
+        """Give paused agent ``index`` its answer and let it run until it pauses again or
+        ends, as ``sensevm resume`` continues a saved agent (``VM.resume_paused``), on an
+        execution state of its own. ``body``: ``{"answer": TEXT}``, and optionally
+        ``"question": N`` (the agent's ``question_number``): then an answer meant for a
+        question already answered is refused, not given to the next one."""
+        vm = self.vm
+        if not 0 <= index < len(vm.agents):
+            raise ConsoleError(404, "UnknownAgent", f"no agent #{index} in this run")
+        agent = vm.agents[index]
+        text = body.get("answer")
+        if type(text) is not str:
+            raise ConsoleError(400, "BadAnswer", "'answer' must be a string: what the agent's "
+                                                 "ask_human() (or pause()) returns")
+        asked = body.get("question")
+        if asked is not None and type(asked) is not int:
+            raise ConsoleError(400, "BadAnswer", "'question' must be an integer: the "
+                                                 "question_number the answer is for")
+        try:
+            text = sized_string(text)
+        except SenseError as err:
+            raise ConsoleError(400, "BadAnswer", err.message) from None
+        given = self.answers.setdefault(index, [])
+        number = len(given) + 1
+        name = agent.name
+        paused = agent.status == "paused"
+        if asked is not None and 1 <= asked < number or not paused and given:
+            which = asked if asked is not None and 1 <= asked < number else len(given)
+            now = (f"it now asks question {number}: {show(self.agent_json(index)['question'])}"
+                   if paused else f"its status is now '{agent.status}'")
+            raise ConsoleError(409, "AlreadyAnswered",
+                               f"agent '{name}' was already answered (question {which}, "
+                               f"{show(given[which - 1]['question'])}): {now}")
+        if not paused:
+            raise ConsoleError(409, "NotPaused", f"agent '{name}' is not waiting for an answer "
+                                                 f"(status: '{agent.status}')")
+        if asked is not None and asked != number:
+            raise ConsoleError(409, "NoSuchQuestion", f"agent '{name}' is waiting on question "
+                                                      f"{number}, not {asked}")
+        if agent.decl.is_async:
+            raise ConsoleError(409, "AsyncAgent",
+                               f"agent '{name}' is async: it waits on a thread of its own, and "
+                               "only resume() in its program can continue it")
+        entry = {"question": self.agent_json(index)["question"], "answer": text}
+        given.append(entry)         # used, whatever happens next: it is never given twice
+        value = text if vm.look is None else vm.look.user_text(text)   # the user's own words
+        records, prepared = len(vm.audit.records), len(vm.prepared_actions)
+        error = None
+        with self._capturing() as tee:
+            try:
+                vm.worker().resume_paused(agent, value)
+            except SenseError as err:
+                error = err
+        new_records = [self.record_json(n, vm.audit.records[n])
+                       for n in range(records, len(vm.audit.records))]
+        new_actions = [self.action_json(i) for i in range(prepared, len(vm.prepared_actions))]
+        entry.update(output="".join(tee.parts), status=agent.status,
+                     records=[r["seq"] for r in new_records],
+                     prepared=[a["id"] for a in new_actions],
+                     error=error_json(error) if error is not None else None)
+        reply = {"agent": self.agent_json(index), "output": entry["output"],
+                 "records": new_records, "prepared": new_actions}
+        if error is not None:
+            raise AfterError(error, reply)
+        return reply
 
 
 def audit_tree(records: list) -> dict:
@@ -875,6 +979,9 @@ class ConsoleHandler(BaseHTTPRequestHandler):
         with console.lock:
             try:
                 reply = run(console, body)
+            except AfterError as exc:
+                self._json(409, {"ok": False, "error": error_json(exc.err), **exc.reply})
+                return
             except SenseError as err:
                 status = 422 if parts[0] in ("actions", "tools") else 409
                 payload = {"ok": False, "error": error_json(err)}
@@ -891,6 +998,14 @@ class ConsoleHandler(BaseHTTPRequestHandler):
             return "GET", lambda c, b: c.state()
         if parts == ["audit"]:
             return "GET", lambda c, b: c.audit()
+        if parts == ["ping"]:
+            return "GET", lambda c, b: {}
+        if len(parts) == 3 and parts[0] == "agents" and parts[2] == "answer":
+            try:
+                n = int(parts[1], 10)
+            except ValueError:
+                return None
+            return "POST", lambda c, b: c.answer(n, b)
         if len(parts) == 3 and parts[0] in ("actions", "tools", "prepared"):
             try:
                 n = int(parts[1], 10)
@@ -923,8 +1038,11 @@ def inspect_file(path: str, *, dry_run: bool = False, host: str = "127.0.0.1", p
     if host not in ("127.0.0.1", "::1", "localhost"):
         stderr.write(f"note: listening on {host}: other machines may reach this console "
                      "(every request still needs the token)\n")
+    paused = sum(1 for a in console.vm.agents if a.status == "paused")
+    waiting = (f"  {paused} agent{'s' if paused != 1 else ''} paused, waiting for an answer: "
+               f"answer {'them' if paused != 1 else 'it'} under Paused agents\n" if paused else "")
     stdout.write(f"\nSense console for {path}{' (DRY RUN)' if dry_run else ''}\n"
-                 f"  {server.url}\n"
+                 f"  {server.url}\n{waiting}"
                  f"  (Ctrl-C to stop)\n")
     stdout.flush()
     try:

@@ -12,7 +12,8 @@ concatenation keeps exact provenance), ``LInt``, ``LFloat`` and ``LBool`` (a wra
 bool cannot be subclassed). A plain value is clean. The VM's fast paths test exact types, so a
 labelled value always takes the slow path, and the slow paths in values.py hand it here just
 before they would have raised a type error: programs that never meet outside data pay nothing.
-Arrays and Maps are never labelled themselves; their elements (a Map's keys and values) are.
+Arrays and Maps are never labelled themselves; their elements (a Map's keys and values) are,
+and what their length and an element's place depend on is kept beside them (``SHAPES``).
 
 Operations take the union of their inputs' origins; branching on a labelled condition labels
 what the branch stores (the VM's ``pc`` labels, see vm.py ``_run_tainted``).
@@ -289,6 +290,10 @@ def deep_origins(v, _seen=None) -> frozenset:
         if id(items) in seen:
             continue
         seen.add(id(items))
+        if SHAPES:
+            s = SHAPES.get(id(items))
+            if s is not None:
+                out = union(out, s.length)
         if type(items) is dict:
             for k in items:
                 if type(k) not in _PLAIN_TYPES:
@@ -307,6 +312,194 @@ def deep_origins(v, _seen=None) -> frozenset:
                 if own is not None:
                     out = union(out, own())
     return out
+
+
+# ----------------------------------------------------------------------------- container shapes
+# An Array or Map is never labelled itself (it is a plain list or dict: the VM's fast paths
+# test exact types), yet how long it is can be the data's choice: a tool's empty list, the
+# Array an arm not taken left alone, range() of a tool's count. Those lengths, and where the
+# elements of an Array sit (after a tool's elements, an element's index is the tool's choice),
+# are kept beside the container, in SHAPES, by id. An entry holds its container, so the id
+# stays its own while the entry lives; entries whose container nothing else holds are dropped
+# when the table has doubled (so a program that labels Arrays in a loop keeps the table near
+# the number of live ones). Only a labelled value makes an entry: `live` is set first.
+
+class Shape:
+    """What one container's length depends on (``length``) and, for an Array, where its
+    elements sit: ``starts`` and ``ends`` are breakpoints ((index, origins), ...), by index
+    increasing and origins growing, meaning that the position of every element at ``index``
+    or after it, counted from the start (``starts``) or from the end (``ends``, 0 the last),
+    depends on ``origins``. Every breakpoint's origins are within ``length``."""
+
+    __slots__ = ("box", "length", "starts", "ends")
+
+    def __init__(self, box, length: frozenset):
+        self.box = box
+        self.length = length
+        self.starts = ()
+        self.ends = ()
+
+
+SHAPES: dict = {}
+_prune_at = 1024
+
+
+def shape_of(c):
+    """The Shape of container ``c``, or None (the program's own length)."""
+    return SHAPES.get(id(c)) if SHAPES else None
+
+
+def length_origins(c) -> frozenset:
+    """What container ``c``'s length depends on (not its items: deep_origins adds those)."""
+    if not SHAPES:
+        return EMPTY
+    s = SHAPES.get(id(c))
+    return EMPTY if s is None else s.length
+
+
+def _shape_for(c) -> Shape:
+    global live, _prune_at
+    s = SHAPES.get(id(c))
+    if s is None:
+        if len(SHAPES) >= _prune_at:
+            _prune()
+            _prune_at = max(1024, 2 * len(SHAPES))
+        live = True
+        s = SHAPES[id(c)] = Shape(c, EMPTY)
+    return s
+
+
+def _prune() -> None:
+    """Drop the entries whose container only the table holds (its reference, and the one
+    getrefcount's argument makes)."""
+    from sys import getrefcount
+    for key, s in list(SHAPES.items()):
+        if getrefcount(s.box) <= 2:
+            del SHAPES[key]
+
+
+def add_length(c, origins: frozenset) -> None:
+    """Container ``c``'s length (so every element's place in it) depends on ``origins`` too."""
+    if origins:
+        s = _shape_for(c)
+        s.length = union(s.length, origins)
+
+
+def derive(result, *sources, also: frozenset = EMPTY):
+    """``result``, a container made from ``sources`` (containers): its length depends on
+    theirs, and on ``also``; where its elements sit, on all of that (no finer)."""
+    origins = also
+    if SHAPES:
+        for src in sources:
+            s = SHAPES.get(id(src))
+            if s is not None:
+                origins = union(origins, s.length)
+    if origins:
+        s = _shape_for(result)
+        s.length = union(s.length, origins)
+        s.starts = s.ends = ((0, s.length),)
+    return result
+
+
+def copy_shape(result: list, source: list) -> list:
+    """``result``, an element-for-element copy of Array ``source``, with its shape."""
+    s = SHAPES.get(id(source)) if SHAPES else None
+    if s is not None and s.length:
+        t = _shape_for(result)
+        t.length, t.starts, t.ends = s.length, s.starts, s.ends
+    return result
+
+
+def restore_shape(c, length: frozenset, starts: tuple, ends: tuple) -> None:
+    """Give container ``c`` the shape a saved state kept for it (world/persist.py)."""
+    if length:
+        s = _shape_for(c)
+        s.length, s.starts, s.ends = length, starts, ends
+
+
+def reversed_shape(result: list, source: list) -> list:
+    """``result``, Array ``source`` reversed, with its shape (starts and ends swap)."""
+    s = SHAPES.get(id(source)) if SHAPES else None
+    if s is not None and s.length:
+        t = _shape_for(result)
+        t.length, t.starts, t.ends = s.length, s.ends, s.starts
+    return result
+
+
+def _shifted(points: tuple, by: int, origins: frozenset) -> list:
+    return [(k + by, union(o, origins)) for k, o in points]
+
+
+def _points(points: list) -> tuple:
+    """Breakpoints in order, the ones that add nothing dropped."""
+    out = []
+    for k, o in points:
+        if not o or (out and out[-1][1] is o or out and o <= out[-1][1]):
+            continue
+        if out and out[-1][0] == k:
+            out[-1] = (k, union(out[-1][1], o))
+        else:
+            out.append((k, o))
+    return tuple(out)
+
+
+def joined_shape(result: list, a: list, b: list) -> list:
+    """The shape of ``result = a + b``: its length is both lengths'; the elements of ``b``
+    sit after however many ``a`` has, those of ``a`` before however many ``b`` has."""
+    sa, sb = SHAPES.get(id(a)), SHAPES.get(id(b))
+    la = sa.length if sa is not None else EMPTY
+    lb = sb.length if sb is not None else EMPTY
+    if not la and not lb:
+        return result
+    n, m = len(a), len(b)
+    starts = list(sa.starts if sa is not None else ())
+    if m:
+        starts.append((n, la))
+        starts.extend(_shifted(sb.starts if sb is not None else (), n, la))
+    ends = list(sb.ends if sb is not None else ())
+    if n:
+        ends.append((m, lb))
+        ends.extend(_shifted(sa.ends if sa is not None else (), m, lb))
+    s = _shape_for(result)
+    s.length = union(la, lb)
+    s.starts, s.ends = _points(starts), _points(ends)
+    return result
+
+
+def pushed(items: list) -> None:
+    """``items`` has just grown by one element at its end (``push``): that element sits
+    after however many there were; every other one is one further from the end."""
+    s = SHAPES.get(id(items))
+    if s is None or not s.length:
+        return
+    s.starts = _points(list(s.starts) + [(len(items) - 1, s.length)])
+    s.ends = tuple((k + 1, o) for k, o in s.ends)
+
+
+def reshaped(items: list, also: frozenset = EMPTY) -> None:
+    """``items`` was changed in place some other way (insert, remove, pop, sort): every
+    element may sit anywhere its length (and ``also``: what decided an order) allows."""
+    s = SHAPES.get(id(items)) if SHAPES else None
+    origins = union(s.length if s is not None else EMPTY, also)
+    if origins:
+        s = _shape_for(items)
+        s.length = origins
+        s.starts = s.ends = ((0, origins),)
+
+
+def position_origins(items: list, i: int) -> frozenset:
+    """What decides which element is at index ``i`` (already checked; negative from the end)
+    of Array ``items``, beyond the element's own labels."""
+    s = SHAPES.get(id(items))
+    if s is None:
+        return EMPTY
+    points, k = (s.starts, i) if i >= 0 else (s.ends, -i - 1)
+    found = EMPTY
+    for at, o in points:
+        if at > k:
+            break
+        found = o
+    return found
 
 
 def spans_of(s: str) -> tuple:
@@ -366,6 +559,9 @@ def _label_items(items, origins, seen) -> None:
         if id(items) in seen:
             continue
         seen.add(id(items))
+        # Which container a variable holds under a branch, or how long a tool made it, is
+        # as much the label's as its items are (an empty one has no item to carry it).
+        add_length(items, origins)
         if type(items) is list:
             for i, x in enumerate(items):
                 if type(x) is list or type(x) is dict:
@@ -474,11 +670,13 @@ CONTAINERS = frozenset({list, dict})
 
 
 def emptiness_origins(v) -> frozenset:
-    """What the truth of an Array or Map (is it empty?) reads: its items' origins, as its
-    length's are (builtins.b_len), once any value is labelled; a branch or ``not`` on it
-    carries them."""
-    if not live or not v:
+    """What the truth of an Array or Map (is it empty?) reads: its length's origins and its
+    items', as len() does (builtins.b_len), once any value is labelled; a branch or ``not``
+    on it carries them (on an empty one too: a tool's [] is empty by the tool's choice)."""
+    if not live:
         return EMPTY
+    if not v:
+        return length_origins(v)
     return deep_origins(v)
 
 
@@ -601,109 +799,3 @@ def _best(origins) -> tuple:
     return ranked[0]
 
 
-# ----------------------------------------------------------------------------- join points
-
-class JoinPoints:
-    """Where the branches of one code object join again: each instruction's immediate
-    post-dominator, from post-dominator sets (bitsets) over the instruction graph.
-
-    Computed from the bytecode itself, not from what the compiler meant, so hand-made
-    bytecode cannot end a pc label early. A branch with no join inside its code object (one
-    arm returns, or loops forever) keeps its label to the end of the frame."""
-
-    __slots__ = ("pdom", "exit", "cache", "succ", "instrs", "stored", "region")
-
-    def __init__(self, instrs):
-        from sensevm.bytecode.opcodes import JUMPS, TERMINATORS, Op
-        n = len(instrs)
-        succ = []
-        for i, (op, a, b) in enumerate(instrs):
-            o = Op(op)
-            out = []
-            if o in JUMPS:
-                out.append(b if o is Op.TEST_BEGIN or o is Op.EXCEPT_JUMP else a)
-            if o not in TERMINATORS:
-                out.append(i + 1 if i + 1 < n else n)
-            if o is Op.RETURN or (not out and o is not Op.RAISE):
-                # (A RAISE joins nothing: its error leaves the frame or resumes at a handler,
-                # which carries the open labels on, vm.py _handled_under.)
-                out.append(n)
-            succ.append(out)
-        everything = (1 << (n + 1)) - 1
-        pdom = [everything] * n + [1 << n]
-        changed = True
-        while changed:
-            changed = False
-            for i in range(n - 1, -1, -1):
-                acc = everything
-                for j in succ[i]:
-                    acc &= pdom[j]
-                acc |= 1 << i
-                if acc != pdom[i]:
-                    pdom[i] = acc
-                    changed = True
-        self.pdom = pdom
-        self.exit = n
-        self.cache = {}
-        self.succ = succ
-        self.instrs = instrs
-        self.stored = {}
-        self.region = {}
-
-    def stores(self, i: int) -> tuple:
-        """The names a variable store can reach from branch ``i`` before its join: those its
-        arms may assign. Either arm's, the one not taken as much as the one taken: `x` left
-        as it was says as much about the condition as `x` changed (vm.py labels each of them
-        when the branch opens)."""
-        from sensevm.bytecode.opcodes import Op
-        return self._names(i, self.stored, (int(Op.STORE_NAME), int(Op.STORE_LOCAL)))
-
-    def names_read(self, i: int) -> tuple:
-        """The variable names read between instruction ``i`` and its join (either way)."""
-        from sensevm.bytecode.opcodes import Op
-        return self._names(i, self.region, (int(Op.LOAD_NAME),))
-
-    def _names(self, i: int, cache: dict, ops: tuple) -> tuple:
-        """The name operands of the ``ops`` instructions reachable from ``i`` before its join
-        (the frame's end if it has none), in the order found; cached per ``i``."""
-        found = cache.get(i)
-        if found is not None:
-            return found
-        join = self.join(i)
-        end = self.exit if join is None else join
-        instrs = self.instrs
-        names = []
-        seen = {i, end}
-        todo = list(self.succ[i])
-        while todo:
-            j = todo.pop()
-            if j in seen or j >= self.exit:
-                continue
-            seen.add(j)
-            op, a, _ = instrs[j]
-            if op in ops and a not in names:
-                names.append(a)
-            todo.extend(self.succ[j])
-        found = cache[i] = tuple(names)
-        return found
-
-    def join(self, i: int):
-        """The immediate post-dominator of instruction ``i``, or None (the frame's end)."""
-        if i in self.cache:
-            return self.cache[i]
-        pdom = self.pdom
-        strict = pdom[i] & ~(1 << i)
-        found = None
-        if not strict >> self.exit & 1 or strict == (1 << self.exit):
-            found = None
-        else:
-            rest = strict
-            while rest:
-                low = rest & -rest
-                d = low.bit_length() - 1
-                if pdom[d] == strict:
-                    found = d if d != self.exit else None
-                    break
-                rest ^= low
-        self.cache[i] = found
-        return found

@@ -136,6 +136,8 @@ def b_push(vm, args):
     if len(arr) >= vm.max_array:
         raise array_limit(len(arr) + 1, vm.max_array, located=False)
     arr.append(value)
+    if PV.SHAPES:
+        PV.pushed(arr)
     return arr
 
 

@@ -189,7 +189,8 @@ def s_split(s, vm, args):
             at = text.find(piece, at)
             found.append((at, at + len(piece)))
             at += len(piece)
-        return V.sized_array(_pieces(s, found))
+        # How many pieces, and which is where, is the text's.
+        return PV.derive(V.sized_array(_pieces(s, found)), also=PV.origins_of(s))
     sep = args[0]
     _string_arg("split", sep, "a String separator")
     sep_text = _text(sep)
@@ -203,8 +204,9 @@ def s_split(s, vm, args):
     for part in parts:
         found.append((at, at + len(part)))
         at += len(part) + len(sep_text)
-    # Where the String was cut depends on the separator too.
-    return [_with_origins(p, PV.origins_of(sep)) for p in _pieces(s, found)]
+    # Where the String was cut depends on the separator too; how many pieces, on both.
+    return PV.derive([_with_origins(p, PV.origins_of(sep)) for p in _pieces(s, found)],
+                     also=PV.union(PV.origins_of(s), PV.origins_of(sep)))
 
 
 def s_lines(s, vm, args):
@@ -216,7 +218,7 @@ def s_lines(s, vm, args):
         body = line.splitlines()[0] if line.splitlines() else ""
         found.append((at, at + len(body)))
         at += len(line)
-    return V.sized_array(_pieces(s, found))
+    return PV.derive(V.sized_array(_pieces(s, found)), also=PV.origins_of(s))
 
 
 def _test(method, s, args, test):
@@ -369,12 +371,20 @@ def a_push(xs, vm, args):
     if len(xs) >= vm.max_array:
         raise array_limit(len(xs) + 1, vm.max_array)
     xs.append(args[0])
+    if PV.SHAPES:
+        PV.pushed(xs)
     return xs
 
 
 def a_pop(xs, vm, args):
     if not xs:
         raise _error("pop from an empty array")
+    if PV.SHAPES:
+        # Which element is last is as much the data's as where it sits.
+        where = PV.position_origins(xs, -1)
+        x = xs.pop()
+        PV.reshaped(xs)
+        return PV.label(x, where)
     return xs.pop()
 
 
@@ -396,6 +406,8 @@ def a_insert(xs, vm, args):
     if len(xs) >= vm.max_array:
         raise array_limit(len(xs) + 1, vm.max_array)
     xs.insert(at, _labelled(value, i))      # (out-of-range positions clamp, as Python's do)
+    if PV.live:
+        PV.reshaped(xs, PV.origins_of(i))   # what follows moved by one: where depends on i
     return None
 
 
@@ -405,7 +417,12 @@ def a_remove_at(xs, vm, args):
         at = _position("remove_at", i, len(xs))
     except SenseRuntimeError as err:
         raise err.quoting(PV.origins_of(i))
-    return _labelled(xs.pop(at), i)
+    if PV.live:
+        where = PV.union(PV.position_origins(xs, at), PV.origins_of(i))
+        x = xs.pop(at)
+        PV.reshaped(xs, PV.origins_of(i))
+        return PV.label(x, where)
+    return xs.pop(at)
 
 
 def _index_of(xs, v) -> int:
@@ -435,6 +452,11 @@ def a_join(xs, vm, args):
             if len(text) > V.MAX_STRING:
                 raise string_limit(len(text), V.MAX_STRING)
             return text
+    length = PV.length_origins(xs)
+    if length:
+        # How many pieces (and separators) there are is the data's: [].join(",") is "" for
+        # a tool's empty list only because the tool made it empty.
+        return PV.label(a_join(list(xs), vm, args), length)
     for i, x in enumerate(xs):
         if not _is_str(x):
             raise _error(f"join() needs Strings, element {i} is {type_name(x)}")
@@ -452,11 +474,11 @@ def a_join(xs, vm, args):
 
 
 def a_reversed(xs, vm, args):
-    return xs[::-1]
+    return PV.reversed_shape(xs[::-1], xs) if PV.SHAPES else xs[::-1]
 
 
 def a_copy(xs, vm, args):
-    return list(xs)
+    return PV.copy_shape(list(xs), xs) if PV.SHAPES else list(xs)
 
 
 def a_sum(xs, vm, args):
@@ -470,12 +492,14 @@ def a_sum(xs, vm, args):
             plain = False
     if plain:
         try:
-            return sum(xs)
+            total = sum(xs)
         except OverflowError as exc:
             raise _error(f"numeric result out of range ({exc})") from None
-    for x in xs:
-        total = V.add(total, x)
-    return total
+    else:
+        for x in xs:
+            total = V.add(total, x)
+    # (How many terms there were: a tool's count of them.)
+    return PV.label(total, PV.length_origins(xs)) if PV.SHAPES else total
 
 
 def _extreme(method, xs, pick):
@@ -509,7 +533,8 @@ def a_slice(xs, vm, args):
     origins = PV.EMPTY
     for bound in args:
         origins = PV.union(origins, PV.origins_of(bound))
-    return [PV.label(x, origins) for x in part] if origins else part
+    part = [PV.label(x, origins) for x in part] if origins else part
+    return PV.derive(part, xs, also=origins) if PV.live else part
 
 
 def a_sorted(xs, vm, frame, args):
@@ -519,7 +544,9 @@ def a_sorted(xs, vm, frame, args):
         return start_callback(vm, frame, "sorted", args[0], xs, None)
     _check_comparable(xs)
     result = sorted(xs, key=PV.plain)
-    frame.stack.append(_decided_by(result, PV.deep_origins(xs) if PV.live else PV.EMPTY))
+    if PV.live:
+        result = PV.derive(_decided_by(result, PV.deep_origins(xs)), xs)
+    frame.stack.append(result)
     return False
 
 
@@ -538,15 +565,16 @@ def a_reduce(xs, vm, frame, args):
 # ----------------------------------------------------------------------------- Map methods
 
 def m_keys(m, vm, args):
-    return list(m)
+    return PV.derive(list(m), m) if PV.SHAPES else list(m)
 
 
 def m_values(m, vm, args):
-    return list(m.values())
+    return PV.derive(list(m.values()), m) if PV.SHAPES else list(m.values())
 
 
 def m_items(m, vm, args):
-    return [[k, x] for k, x in m.items()]
+    items = [[k, x] for k, x in m.items()]
+    return PV.derive(items, m) if PV.SHAPES else items
 
 
 def m_get(m, vm, args):
@@ -576,7 +604,7 @@ def m_remove(m, vm, args):
 
 
 def m_copy(m, vm, args):
-    return dict(m)
+    return PV.derive(dict(m), m) if PV.SHAPES else dict(m)
 
 
 def m_merged(m, vm, args):
@@ -587,7 +615,7 @@ def m_merged(m, vm, args):
     out.update(other)       # a key of both keeps its place here and takes other's value
     if len(out) > vm.max_array:
         raise map_limit(len(out), vm.max_array)
-    return out
+    return PV.derive(out, m, other) if PV.SHAPES else out
 
 
 # ----------------------------------------------------------------------------- the tables
@@ -673,7 +701,7 @@ class Callback:
     the Array being made (map, filter), the accumulator (reduce) or the keys so far (sorted).
     The items are the live Array, as a ``for`` loop walks it."""
 
-    __slots__ = ("kind", "fn", "items", "i", "out")
+    __slots__ = ("kind", "fn", "items", "i", "out", "decided")
 
     def __init__(self, kind: str, fn, items: list, out):
         self.kind = kind
@@ -681,6 +709,7 @@ class Callback:
         self.items = items
         self.i = 0
         self.out = out
+        self.decided = PV.EMPTY     # filter: the labels of the answers that kept or dropped
 
     def args(self) -> list:
         x = self.items[self.i]
@@ -693,16 +722,29 @@ class Callback:
             self.out.append(result)
         elif kind == "reduce":
             self.out = result
-        elif result:
-            x = self.items[self.i - 1]
-            if type(result) in LABELLED and PV.is_influenced(PV.origins_of(result)):
-                x = PV.label(x, PV.origins_of(result))     # kept because of labelled data
-            self.out.append(x)
+        else:
+            labelled = type(result) in LABELLED and PV.is_influenced(PV.origins_of(result))
+            if labelled:
+                # Kept or dropped because of labelled data: how long the result is, too.
+                self.decided = PV.union(self.decided, PV.origins_of(result))
+            if result:
+                x = self.items[self.i - 1]
+                if labelled:
+                    x = PV.label(x, PV.origins_of(result))     # kept because of labelled data
+                self.out.append(x)
 
     def finish(self):
         if self.kind == "sorted":
-            return _sorted_by_keys(self.items[:len(self.out)], self.out)
-        return self.out
+            result = _sorted_by_keys(self.items[:len(self.out)], self.out)
+        else:
+            result = self.out
+        if PV.live:
+            # As many results (calls, for reduce) as the items: the items' length's.
+            length = PV.union(PV.length_origins(self.items), self.decided)
+            if self.kind == "reduce":
+                return PV.label(result, length)
+            PV.derive(result, also=length)
+        return result
 
 
 # The code every callback frame runs: one instruction, the VM's own (never in a program).

@@ -232,7 +232,7 @@ _RUNTIME = {
     "add": add_slow, "arith": V.arith, "compare": V.compare, "equal": V.equal,
     "not_equal": V.not_equal,
     "negate": V.negate, "LT": PV.LABELLED, "negation": PV.negation,
-    "CT": PV.CONTAINERS, "decides": PV.decides_branch,
+    "CT": PV.CONTAINERS, "decides": PV.decides_branch, "SHAPES": PV.SHAPES,
     "container_negation": PV.container_negation, "PV": PV,
     "materialize": materialize, "function_scope": function_scope, "Deoptimize": Deoptimize, "DIRECT_LIMIT": DIRECT_LIMIT, "Scope": Scope, "Closure": Closure, "Builtin": Builtin,
     "ArrayIterator": ArrayIterator, "SenseRuntimeError": SenseRuntimeError, "V": V,
@@ -1170,8 +1170,11 @@ class _Gen:
             else:
                 e(indent, f"{push} = {{}}", ip)
         elif op is Op.INDEX:
+            # (While no Array's length is the data's: then values.index_get labels an element
+            # by where it sits.)
             e(indent, f"if type({sec}) is list and type({top}) is int and "
-                      f"-len({sec}) <= {top} < len({sec}): {sec} = {sec}[{top}]", ip)
+                      f"-len({sec}) <= {top} < len({sec}) and not SHAPES: {sec} = {sec}[{top}]",
+              ip)
             # A Map read by a plain key it holds (values.map_get's first case).
             e(indent, f"elif type({sec}) is dict and (type({top}) is str or type({top}) is int) "
                       f"and {top} in {sec}: {sec} = {sec}[{top}]", ip)
@@ -1221,6 +1224,10 @@ class _Gen:
         elif op is Op.GET_ITER:
             e(indent, f"{top} = get_iter({top})", ip)
         elif op is Op.FOR_ITER:
+            # An Array whose length is the data's (provenance.SHAPES): tier 1 labels each
+            # element by where it sits and the loop's end by how many passes there were.
+            e(indent, f"if {top}.origins:", ip)
+            self.to_tier1(i, depth, indent + 1)
             e(indent, f"if {top}.i < len({top}.items):", ip)
             e(indent + 1, f"{push} = {top}.items[{top}.i]", ip)
             # A labelled item decides that the loop goes on: tier 1 takes this FOR_ITER again
@@ -1336,14 +1343,20 @@ class _Gen:
                       f"or type({top}) in CT and decides({top})):", i + 1)
         else:
             e(indent, f"if type({top}) in LT:", i + 1)
+        self.to_tier1(i, depth, indent + 1)
+
+    def to_tier1(self, i, depth, indent):
+        """Give the frame to tier 1 at instruction ``i`` (not yet run), with the ``depth``
+        slots below it on its stack."""
+        e = self.emit
         if self.direct:
-            self.deoptimize(i, depth, indent + 1)
+            self.deoptimize(i, depth, indent)
             return
-        self.spill(i, [f"s{j}" for j in range(depth)], indent + 1)
-        e(indent + 1, f"f.ip = {i}", i + 1)
-        e(indent + 1, "f.gen = None", i + 1)
-        e(indent + 1, "yield", i + 1)
-        e(indent + 1, "return", i + 1)
+        self.spill(i, [f"s{j}" for j in range(depth)], indent)
+        e(indent, f"f.ip = {i}", i + 1)
+        e(indent, "f.gen = None", i + 1)
+        e(indent, "yield", i + 1)
+        e(indent, "return", i + 1)
 
     def spill(self, i, items, indent):
         ip = i + 1
@@ -1402,7 +1415,7 @@ class _Gen:
                               f"and not PV.live): {c} = len({a[0]})", ip)
         elif name == "push" and n == 2:
             self.emit(indent, f"if {c} is B_PUSH and type({a[0]}) is list and "
-                              f"len({a[0]}) < vm.max_array:", ip)
+                              f"len({a[0]}) < vm.max_array and not SHAPES:", ip)
             self.emit(indent + 1, f"{a[0]}.append({a[1]})", ip)
             self.emit(indent + 1, f"{c} = {a[0]}", ip)
         elif name == "str" and n == 1:

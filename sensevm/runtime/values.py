@@ -174,13 +174,16 @@ class ModuleValue:
 
 
 class ArrayIterator:
-    """Iterates the live array: pushing during a ``for`` extends the loop (spec 4.6)."""
+    """Iterates the live array: pushing during a ``for`` extends the loop (spec 4.6).
+    ``origins``: what the number of passes depends on (the Array's length, provenance.SHAPES),
+    empty for the program's own."""
 
-    __slots__ = ("items", "i")
+    __slots__ = ("items", "i", "origins")
 
-    def __init__(self, items: list):
+    def __init__(self, items: list, origins=_P.EMPTY):
         self.items = items
         self.i = 0
+        self.origins = origins
 
 
 class StringIterator:
@@ -189,11 +192,14 @@ class StringIterator:
     a view that gives each character its span's origins (provenance.Chars). ``text`` is the
     String, which is what a saved agent keeps."""
 
-    __slots__ = ("items", "i", "text")
+    __slots__ = ("items", "i", "text", "origins")
 
     def __init__(self, text: str):
         self.text = text
-        self.items = text if type(text) is str else _P.Chars(text)
+        if type(text) is str:
+            self.items, self.origins = text, _P.EMPTY
+        else:
+            self.items, self.origins = _P.Chars(text), _P.origins_of(text)
         self.i = 0
 
 
@@ -216,9 +222,9 @@ def get_iter(obj):
     its keys, taken now, so the loop may change the map)."""
     t = type(obj)
     if t is list:
-        return ArrayIterator(obj)
+        return ArrayIterator(obj, _P.length_origins(obj)) if _P.SHAPES else ArrayIterator(obj)
     if t is dict:
-        return ArrayIterator(list(obj))
+        return ArrayIterator(list(obj), _P.length_origins(obj))
     if t is str:
         return ArrayIterator(list(obj)) if len(obj) <= COPIED_CHARS else StringIterator(obj)
     if t is _P.LStr:
@@ -432,6 +438,11 @@ def index_get(obj, index):
             raise SenseRuntimeError(f"index must be Int, got {type_name(index)}")
         if not -len(obj) <= index < len(obj):
             raise SenseRuntimeError(f"index {index} out of bounds")
+        if _P.SHAPES and t is list:
+            # After a tool's elements, which element is at an index is the tool's choice.
+            where = _P.position_origins(obj, index)
+            if where:
+                return _P.label(obj[index], where)
         return obj[index]
     if t is dict:
         return map_get(obj, index)
@@ -448,11 +459,18 @@ def index_set(obj, index, value) -> None:
     if type(obj) is list:
         if type(index) is not int:
             if type(index) in _P.INT_TYPES:
-                # Where the value lands depends on the index: it carries the index's origins.
+                # Where the value lands depends on the index: it carries the index's origins,
+                # and so does every element it did not replace (which one is still there
+                # says as much about the index as the new one does).
                 try:
-                    return index_set(obj, int(index), _P.label(value, index.origins))
+                    index_set(obj, int(index), _P.label(value, index.origins))
                 except SenseRuntimeError as err:    # "array index 7 out of bounds"
                     raise err.quoting(index.origins)
+                at = int(index) % len(obj)
+                for j, x in enumerate(obj):
+                    if j != at:
+                        obj[j] = _P.label(x, index.origins)
+                return
             raise SenseRuntimeError(f"array index must be Int, got {type_name(index)}")
         if not -len(obj) <= index < len(obj):
             raise SenseRuntimeError(f"array index {index} out of bounds")
@@ -501,7 +519,8 @@ def slice_get(obj, lo, hi, written: int):
     labels of the characters kept; labelled bounds label the result (which elements it holds
     depends on them), as an index does."""
     t = type(obj)
-    if written == 3 and type(lo) is int and type(hi) is int and (t is list or t is str):
+    if written == 3 and type(lo) is int and type(hi) is int and (
+            t is str or t is list and not _P.SHAPES):
         return obj[lo:hi]
     origins = _P.EMPTY
     if written & 1:
@@ -514,7 +533,9 @@ def slice_get(obj, lo, hi, written: int):
             origins = _P.union(origins, more)
     else:
         hi = None
-    if t is list or t is str:
+    if t is list:
+        part = _P.derive(obj[lo:hi], obj) if _P.SHAPES else obj[lo:hi]
+    elif t is str:
         part = obj[lo:hi]
     elif t is _LStr:
         part = _P.slice_str(obj, lo, hi)
@@ -532,7 +553,8 @@ def contains(item, container):
     itself (how a Map says whether ``item`` is one of its keys)."""
     t = type(container)
     if t is list:
-        origins = None              # of the comparisons that decided it, when labelled
+        # Of the comparisons that decided it, when labelled, and of how many there were.
+        origins = _P.length_origins(container) or None if _P.SHAPES else None
         for x in container:
             same = equal(item, x)
             if type(same) is not bool:
@@ -686,7 +708,9 @@ def equal(a: Any, b: Any) -> bool:
         if a is b:
             return True
         if tb is list and len(a) == len(b):
-            origins = None
+            # How long each is decided that they could be equal: a tool's [] equals [].
+            origins = _P.union(_P.length_origins(a), _P.length_origins(b)) or None \
+                if _P.SHAPES else None
             for x, y in zip(a, b):
                 same = equal(x, y)
                 if type(same) is not bool:          # a labelled comparison decided it
@@ -709,7 +733,8 @@ def equal(a: Any, b: Any) -> bool:
             return True
         if tb is dict and len(a) == len(b):
             # The same keys with equal values; the order of insertion is no part of it.
-            origins = None
+            origins = _P.union(_P.length_origins(a), _P.length_origins(b)) or None \
+                if _P.SHAPES else None
             for key, x in a.items():
                 y = b.get(key, _ABSENT)
                 if y is _ABSENT:
@@ -773,7 +798,7 @@ def add(a: Any, b: Any) -> Any:
     if ta is list and tb is list:
         if len(a) + len(b) > MAX_ARRAY:
             raise array_limit(len(a) + len(b), MAX_ARRAY)
-        return a + b
+        return _P.joined_shape(a + b, a, b) if _P.SHAPES else a + b
     if (ta is int or ta is float) and (tb is int or tb is float):
         try:
             return a + b

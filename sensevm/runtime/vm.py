@@ -328,7 +328,7 @@ class VM:
                     if op == _POP_JUMP_IF_FALSE:
                         value = stack.pop()
                         if value is True or value is False or type(value) not in _LT and (
-                                type(value) not in _CONTAINERS or not value or not PV.live):
+                                type(value) not in _CONTAINERS or not PV.live):
                             if not value:
                                 if a < ip and budget is not None:     # backward: a step
                                     frame.ip = ip
@@ -799,10 +799,11 @@ class VM:
             if not PV.plain(value):
                 f.ip = a
             return tainted
+        # (An Array or Map, empty or not: how long it is can be the data's.)
+        tainted = type(value) in _CONTAINERS and PV.live and self._branch(f, value, len(f.stack))
         if not value:
             f.ip = a
-        elif type(value) in _CONTAINERS and PV.live:
-            return self._branch(f, value, len(f.stack))
+        return tainted
 
     def op_POP_JUMP_IF_TRUE(self, f, a, b):
         value = f.stack.pop()
@@ -811,11 +812,10 @@ class VM:
             if PV.plain(value):
                 f.ip = a
             return tainted
+        tainted = type(value) in _CONTAINERS and PV.live and self._branch(f, value, len(f.stack))
         if value:
-            tainted = type(value) in _CONTAINERS and PV.live and self._branch(
-                f, value, len(f.stack))
             f.ip = a
-            return tainted
+        return tainted
 
     def op_JUMP_IF_FALSE_OR_POP(self, f, a, b):
         value = f.stack[-1]
@@ -866,6 +866,9 @@ class VM:
         # condition chose, assigned or not; labelled now, in its binding, since labels only
         # add and a store under the label labels anything newer (no state to keep or save).
         _label_bound(f.scope, joins.stores(f.ip - 1), origins)
+        # ... and so does an Array or Map either arm may change in place (`push(a, x)`,
+        # `a[i] = x`, in a function it calls too): left as it was, it says as much.
+        _label_changed(f.scope, joins.changed(f.ip - 1), origins)
         f.gen = None        # tier 2 keeps no pc labels: the frame continues in tier 1
         return True
 
@@ -989,6 +992,11 @@ class VM:
         it = f.stack[-1]
         if it.i < len(it.items):
             item = it.items[it.i]
+            if it.origins and type(it) is V.ArrayIterator:
+                # After a tool's elements, which element comes at this pass is the tool's.
+                where = PV.position_origins(it.items, it.i)
+                if where:
+                    item = PV.label(item, where)
             f.stack.append(item)
             it.i += 1
             if type(item) in _LT:
@@ -998,6 +1006,13 @@ class VM:
                 return self._branch(f, item, len(f.stack) - 2)
         else:
             f.stack.pop()
+            if it.origins:
+                # How many passes there were (none, for a tool's empty list) was the data's:
+                # what the body would have assigned is labelled, as at a labelled `while`
+                # test that fails (the label closes at once, at the exit).
+                opened = self._branch(f, PV.label(False, it.origins), len(f.stack))
+                f.ip = a
+                return opened
             f.ip = a
 
     def op_MAKE_FUNCTION(self, f, a, b):
@@ -1110,6 +1125,7 @@ class VM:
             origins = PV.union(origins, f.pc[-1][1])
         if PV.is_influenced(origins):
             _label_bound(scope, stored, origins)
+            _label_changed(scope, joins.changed(handler.begin), origins)
 
     def op_EXCEPT_JUMP(self, f, a, b):
         value = f.stack[-1]
@@ -1865,10 +1881,22 @@ class VM:
 
     def resume_saved(self, agent, value) -> Any:
         """Continue a saved, paused agent in this (new) process until it pauses or ends."""
+        self._must_be_paused(agent)
+        self.agents.append(agent)
+        return self.resume_paused(agent, value)
+
+    @staticmethod
+    def _must_be_paused(agent) -> None:
         if agent.status != "paused":
             raise SenseRuntimeError(f"cannot resume agent '{agent.name}' — status is "
                                     f"'{agent.status}', not 'paused'", located=False)
-        self.agents.append(agent)
+
+    def resume_paused(self, agent, value) -> Any:
+        """Continue a paused plain agent from the host, with ``value`` as what its ``pause()``
+        or ``ask_human()`` returns, until it pauses again or ends; no frame of the program is
+        its caller, so either way control comes back here. ``sensevm resume`` (resume_saved)
+        and the inspect console's answer both come this way."""
+        self._must_be_paused(agent)
         agent.status = "running"
         agent.pause_reason = None
         agent.base.caller = None
@@ -1935,11 +1963,17 @@ class VM:
         f.stack.append(agent)
 
 
-def _joins(prepared) -> "PV.JoinPoints":
-    """A code object's join points (provenance.JoinPoints), made at its first labelled branch."""
+_J = None       # guard/joins.py, loaded at the first labelled branch (not at start-up)
+
+
+def _joins(prepared) -> "JoinPoints":
+    """A code object's join points (guard/joins.py), made at its first labelled branch."""
     joins = prepared.joins
     if joins is None:
-        joins = prepared.joins = PV.JoinPoints(prepared.instrs)
+        global _J
+        if _J is None:
+            from sensevm.guard import joins as _J
+        joins = prepared.joins = _J.JoinPoints(prepared.instrs)
     return joins
 
 
@@ -1951,6 +1985,89 @@ def _label_bound(scope, names, origins) -> None:
         if found is not None:
             bindings = found.vars
             bindings[name] = PV.label(bindings[name], origins)
+
+
+def _label_changed(scope, changes, origins, params=None, visiting=None) -> None:
+    """Label in place each Array or Map that code may change (JoinPoints.changed: the
+    variables it changes in place, resolved from ``scope``, and the calls it makes, looked
+    into): what a branch or try statement may change, whichever way it went. ``params`` maps
+    a callee's parameter names to what its caller handed it (the caller's variables)."""
+    names, calls, _ = changes
+
+    def places(found):
+        out = []
+        for name in found:
+            if params is not None and name in params:
+                out.extend(params[name])
+            else:
+                out.append((scope, name))
+        return out
+
+    visiting = set() if visiting is None else visiting
+    for place in places(names):
+        _label_place(place, origins, visiting)
+    if not calls:
+        return
+    for callee_name, args in calls:
+        handed = [places(arg) for arg in args]
+        callees = [_place_value(p) for p in places((callee_name,))] if callee_name else [None]
+        for callee in callees:
+            _label_call(callee, handed, origins, visiting)
+
+
+def _label_call(callee, handed, origins, visiting) -> None:
+    """What a call of ``callee`` (with arguments from the places ``handed``) may change."""
+    t = type(callee)
+    if t is Builtin:
+        if callee.receiver is not None:         # a method of an Array or Map
+            method = callee.name.partition(".")[2]
+            if method in _J.CHANGING_METHODS or method in _J.CALLBACK_METHODS:
+                if type(callee.receiver) in _CONTAINERS:
+                    PV.label(callee.receiver, origins)
+                if method in _J.CALLBACK_METHODS:
+                    for places in handed:
+                        for place in places:
+                            _label_place(place, origins, visiting)
+        elif callee.name == "push" and handed:
+            for place in handed[0]:
+                _label_place(place, origins, visiting)
+        return          # (the other builtins change no Array or Map of the program's)
+    if t is Closure:
+        code = callee.code
+        if id(code) in visiting:
+            return
+        visiting.add(id(code))
+        params = {name: handed[k] if k < len(handed) else []
+                  for k, name in enumerate(code.code.params)}
+        joins = _joins(code)
+        _label_changed(callee.scope, joins.changed(-1), origins, params, visiting)
+        # A variable of an outer scope it assigns (`x = v` binds the nearest existing `x`).
+        _label_bound(callee.scope, [n for n in joins.assigned() if n not in params], origins)
+        return
+    # A tool, a Python function, a value not known until the call: whatever it was handed.
+    for places in handed:
+        for place in places:
+            _label_place(place, origins, visiting)
+
+
+def _place_value(place):
+    scope, name = place
+    found = scope.find(name) if scope is not None else None
+    return found.vars[name] if found is not None else None
+
+
+def _label_place(place, origins, visiting) -> None:
+    """Label the Array or Map a variable holds; for a function (a call's result was changed
+    or handed on: ``mine().push(x)``), what its body may return from its own scope."""
+    value = _place_value(place)
+    if type(value) in _CONTAINERS:
+        PV.label(value, origins)
+    elif type(value) is Closure and ("returns", id(value.code)) not in visiting:
+        visiting.add(("returns", id(value.code)))
+        params = value.code.code.params
+        for name in _joins(value.code).changed(-1)[2]:
+            if name not in params:      # (what it was handed is labelled at its call)
+                _label_place((value.scope, name), origins, visiting)
 
 
 _methods = None      # methods.py, loaded at the first method a program reads (not at start-up)

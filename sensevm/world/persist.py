@@ -123,13 +123,12 @@ class _Saver:
                         "spans": [[a, b, _origins(o)] for a, b, o in v.spans]}
             return {"labelled": self.value(PV.plain(v), where), "origins": _origins(v.origins)}
         if t is list:
-            return self.ref(v, lambda: {"type": "array",
-                                        "items": [self.value(x, where) for x in v]})
+            return self.ref(v, lambda: _shaped(v, {"type": "array",
+                                                   "items": [self.value(x, where) for x in v]}))
         if t is dict:
             # Pairs, in insertion order (the state file is written with sorted keys).
-            return self.ref(v, lambda: {"type": "map",
-                                        "items": [[self.value(k, where), self.value(x, where)]
-                                                  for k, x in v.items()]})
+            return self.ref(v, lambda: _shaped(v, {"type": "map", "items": [
+                [self.value(k, where), self.value(x, where)] for k, x in v.items()]}))
         if t is Scope:
             return self.scope(v)
         if t is Closure:
@@ -164,7 +163,8 @@ class _Saver:
             return self.ref(v, lambda: self.agent(v, where))
         if t is ArrayIterator:
             return self.ref(v, lambda: {"type": "iter", "items": self.value(v.items, where),
-                                        "i": v.i})
+                                        "i": v.i, **({"origins": _origins(v.origins)}
+                                                     if v.origins else {})})
         if t is StringIterator:
             return self.ref(v, lambda: {"type": "str_iter", "text": self.value(v.text, where),
                                         "i": v.i})
@@ -297,7 +297,9 @@ class _Saver:
         return self.ref(driver, lambda: {"type": "callback", "kind": driver.kind,
                                          "fn": self.value(driver.fn, where),
                                          "items": self.value(driver.items, where),
-                                         "i": driver.i, "out": self.value(driver.out, where)})
+                                         "i": driver.i, "out": self.value(driver.out, where),
+                                         **({"decided": _origins(driver.decided)}
+                                            if driver.decided else {})})
 
     def frame(self, f, where: str) -> dict:
         if M.is_callback(f.prepared):
@@ -617,12 +619,33 @@ class _Shape:
 
     # -- one method per kind of object: o_TYPE(raw, at)
 
+    def shape(self, raw, at: str, size: int) -> None:
+        """A container's shape (provenance.Shape): what its length and its elements' places
+        depend on; the breakpoints at increasing indexes within the container."""
+        self.fields(raw, {"length", "starts", "ends"}, at)
+        self.origins(raw["length"], at + ".length")
+        for side in ("starts", "ends"):
+            self.listed(raw[side], f"{at}.{side}")
+            last = -1
+            for j, point in enumerate(raw[side]):
+                where = f"{at}.{side}[{j}]"
+                if (type(point) is not list or len(point) != 2 or type(point[0]) is not int
+                        or not last < point[0] < max(size, 1)):
+                    self.where(where, "not a breakpoint (an index in order, then origins)")
+                self.origins(point[1], where)
+                last = point[0]
+
     def o_array(self, raw, at):
-        self.fields(raw, {"type", "items"}, at)
+        self.fields(raw, {"type", "items"} | ({"shape"} & raw.keys()), at)
         self.values(raw["items"], at + ".items")
+        if "shape" in raw:
+            self.shape(raw["shape"], at + ".shape", len(raw["items"]))
 
     def o_map(self, raw, at):
-        self.fields(raw, {"type", "items"}, at)
+        self.fields(raw, {"type", "items"} | ({"shape"} & raw.keys()), at)
+        if "shape" in raw:
+            self.listed(raw["items"], at + ".items")
+            self.shape(raw["shape"], at + ".shape", len(raw["items"]))
         self.listed(raw["items"], at + ".items")
         seen = set()
         for j, pair in enumerate(raw["items"]):
@@ -654,7 +677,10 @@ class _Shape:
             self.ref(receiver, at + ".receiver", ("array",) if kind == "Array" else ("map",))
 
     def o_callback(self, raw, at):
-        self.fields(raw, {"type", "kind", "fn", "items", "i", "out"}, at)
+        self.fields(raw, {"type", "kind", "fn", "items", "i", "out"} | ({"decided"} & raw.keys()),
+                    at)
+        if "decided" in raw:
+            self.origins(raw["decided"], at + ".decided")
         if raw["kind"] not in M.KINDS:
             self.where(at + ".kind", f"not a method that calls back: {raw['kind']!r}")
         self.value(raw["fn"], at + ".fn")
@@ -807,9 +833,11 @@ class _Shape:
         self.origins(raw["origins"], at + ".origins")
 
     def o_iter(self, raw, at):
-        self.fields(raw, {"type", "items", "i"}, at)
+        self.fields(raw, {"type", "items", "i"} | ({"origins"} & raw.keys()), at)
         self.ref(raw["items"], at + ".items", ("array",))
         self.nat(raw["i"], at + ".i")
+        if "origins" in raw:
+            self.origins(raw["origins"], at + ".origins")
 
     def o_str_iter(self, raw, at):
         self.fields(raw, {"type", "text", "i"}, at)
@@ -1373,9 +1401,13 @@ class _Loader:
         value = self.value
         if kind == "array":
             made.extend(value(x) for x in raw["items"])
+            if "shape" in raw:
+                _unshaped(made, raw["shape"])
         elif kind == "map":
             for k, x in raw["items"]:
                 made[value(k)] = value(x)
+            if "shape" in raw:
+                _unshaped(made, raw["shape"])
         elif kind == "method":
             type_, _, name = raw["name"].partition(".")
             receiver = value(raw["receiver"])
@@ -1386,6 +1418,7 @@ class _Loader:
             made.items = value(raw["items"])
             made.i = raw["i"]
             made.out = value(raw["out"])
+            made.decided = _unorigins(raw.get("decided", ()))
         elif kind == "scope":
             made.parent = value(raw["parent"]) if raw["parent"] is not None else None
             if raw["policy"]:
@@ -1425,6 +1458,7 @@ class _Loader:
         elif kind == "iter":
             made.items = value(raw["items"])
             made.i = raw["i"]
+            made.origins = _unorigins(raw.get("origins", ()))
         elif kind == "future":
             made.tool = value(raw["tool"])
             made.value = value(raw["value"])
@@ -1489,6 +1523,23 @@ def _origins(origins) -> list:
 
 def _unorigins(raw) -> frozenset:
     return frozenset(tuple(o) for o in raw)
+
+
+def _shaped(container, saved: dict) -> dict:
+    """``saved`` (an Array's or Map's object) with the container's shape, if it has one."""
+    shape = PV.shape_of(container)
+    if shape is not None and shape.length:
+        size = max(len(container), 1)
+        saved["shape"] = {"length": _origins(shape.length),
+                          "starts": [[k, _origins(o)] for k, o in shape.starts if k < size],
+                          "ends": [[k, _origins(o)] for k, o in shape.ends if k < size]}
+    return saved
+
+
+def _unshaped(container, raw: dict) -> None:
+    PV.restore_shape(container, _unorigins(raw["length"]),
+                     tuple((k, _unorigins(o)) for k, o in raw["starts"]),
+                     tuple((k, _unorigins(o)) for k, o in raw["ends"]))
 
 
 def _builtin(vm, name):

@@ -1,10 +1,13 @@
 // The Sense console's page: reads /api/state and /api/audit, and posts the buttons' requests.
-// Every value from the program is put into the page as text (never as HTML).
+// Every value from the program is put into the page as text (never as HTML). While a request
+// is in flight every control is disabled and "working…" shows; a refused request's error is
+// shown in #error (role="alert"); a server that stops answering is said to be unreachable.
 "use strict";
 
 (function () {
   const token = new URLSearchParams(window.location.search).get("token") || "";
   const $ = (id) => document.getElementById(id);
+  const PING_MS = 3000;
 
   function el(tag, attrs, ...children) {
     const node = document.createElement(tag);
@@ -32,8 +35,10 @@
     try {
       response = await fetch("/api" + path, init);
     } catch (err) {
-      return { ok: false, status: 0, error: { kind: "ConnectionError", text: "the console is not reachable (was it stopped?)" } };
+      setReachable(false);
+      return { ok: false, status: 0, error: { kind: "Unreachable", text: UNREACHABLE } };
     }
+    setReachable(true);
     let data;
     try {
       data = await response.json();
@@ -44,8 +49,16 @@
     return data;
   }
 
+  const UNREACHABLE = "Console unreachable: the `sensevm inspect` server does not answer " +
+    "(was it stopped?). Start it again and open the new address it prints.";
+
+  // A success goes to #message (a status); an error to #error (an alert), which stays until
+  // the next request succeeds.
   function say(text, kind) {
-    const box = $("message");
+    const box = kind === "error" ? $("error") : $("message");
+    const other = kind === "error" ? $("message") : $("error");
+    other.hidden = true;
+    other.textContent = "";
     box.hidden = false;
     box.className = kind || "";
     box.textContent = text;
@@ -53,7 +66,38 @@
 
   function errorText(reply) {
     const e = reply.error || {};
+    if (e.kind === "Unreachable") return e.text;
     return (e.kind ? e.kind + ": " : "") + (e.text || e.message || "failed");
+  }
+
+  let reachable = true;
+  function setReachable(yes) {
+    if (yes === reachable) return;
+    reachable = yes;
+    $("unreachable").hidden = yes;
+    if (!yes) say(UNREACHABLE, "error");
+    else if ($("error").textContent === UNREACHABLE) $("error").hidden = true;
+  }
+
+  // Requests in flight: while there is one, every control is disabled (the server runs one
+  // request at a time anyway) and "working…" shows.
+  let inFlight = 0;
+  function setBusy(delta) {
+    inFlight += delta;
+    const on = inFlight > 0;
+    $("busy").hidden = !on;
+    $("controls").disabled = on;
+    $("refresh").disabled = on || !loaded;
+    document.body.setAttribute("aria-busy", on ? "true" : "false");
+  }
+
+  async function busy(work) {
+    setBusy(1);
+    try {
+      await work();
+    } finally {
+      setBusy(-1);
+    }
   }
 
   function appendOutput(text) {
@@ -103,8 +147,8 @@
       });
       const button = el("button", { class: "prepare", type: "button", disabled: !a.declared,
         title: a.declared ? "Prepare (the body does not run)" : "its declaration never ran" }, "Prepare");
-      button.addEventListener("click", () => prepare(a, input.value, button));
-      input.addEventListener("keydown", (ev) => { if (ev.key === "Enter") prepare(a, input.value, button); });
+      button.addEventListener("click", () => prepare(a, input.value));
+      input.addEventListener("keydown", (ev) => { if (ev.key === "Enter" && a.declared) prepare(a, input.value); });
       return el("tr", { class: "decl", "data-action-index": a.index, "data-name": a.name },
         el("td", {}, el("span", { class: "mono" }, a.name + "(" + signature(a.params) + ")"),
           el("span", { class: "tag", text: a.kind })),
@@ -130,7 +174,7 @@
       const next = nextSteps(p);
       const buttons = ["verify", "approve", "commit", "rollback"].map((step) => {
         const b = el("button", { type: "button", class: next.has(step) ? "step next" : "step", "data-step": step }, step);
-        b.addEventListener("click", () => lifecycle(p, step, b));
+        b.addEventListener("click", () => lifecycle(p, step));
         return b;
       });
       const look = p.second_look || (p.reason && p.state !== "committed" ? p.reason : null);
@@ -152,7 +196,7 @@
       const input = el("input", { class: "args", type: "text", spellcheck: "false",
         "aria-label": "arguments of " + t.name, placeholder: signature(t.params) || "(no arguments)" });
       const button = el("button", { class: "call", type: "button", disabled: !t.declared }, "Call");
-      button.addEventListener("click", () => callTool(t, input.value, button));
+      button.addEventListener("click", () => callTool(t, input.value));
       return el("tr", { class: "tool", "data-tool-index": t.index, "data-name": t.name },
         el("td", {}, el("span", { class: "mono", text: t.name + "(" + signature(t.params) + ")" + (t.returns ? " returns " + t.returns : "") }),
           t.async ? el("span", { class: "tag", text: "async" }) : null,
@@ -164,6 +208,46 @@
         el("td", {}, button));
     });
     fill($("tools"), rows, 5, "this program declares no tools");
+  }
+
+  function renderPaused(state, records) {
+    const shown = state.agents.filter((a) => a.status === "paused" || a.answers.length);
+    const box = $("paused");
+    if (!shown.length) {
+      box.replaceChildren(el("p", { class: "hint empty", text: "no agent is waiting for an answer" }));
+      return;
+    }
+    box.replaceChildren(...shown.map((a) => {
+      const history = a.answers.map((an, n) => el("li", { class: "answered", "data-question": n + 1 },
+        el("div", {}, el("span", { class: "label", text: "asked " }), el("span", { class: "mono", text: an.question === null ? "(paused)" : an.question })),
+        el("div", {}, el("span", { class: "label", text: "answered " }), el("span", { class: "mono answer-text", text: an.answer })),
+        an.output ? el("pre", { class: "mono agent-output", text: an.output }) : null,
+        an.records.length ? el("ul", { class: "agent-records tree" }, ...an.records.map((seq) => {
+          const r = records.get(seq);
+          return r ? renderRecord(r) : el("li", { class: "mono", "data-seq": seq, text: "#" + seq });
+        })) : null,
+        el("div", { class: "after" }, "then: ", el("span", { class: "state state-" + an.status, text: an.status }),
+          an.error ? el("span", { class: "agent-error", text: " — " + (an.error.kind + ": " + an.error.text) }) : null)));
+      let ask = null;
+      if (a.status === "paused") {
+        const input = el("input", { class: "answer", type: "text", spellcheck: "false",
+          "aria-label": "answer to agent " + a.name, placeholder: "your answer" });
+        const button = el("button", { class: "answer", type: "button", disabled: !a.answerable,
+          title: a.answerable ? "Give the agent this answer and let it run" : "an async agent is answered only by resume() in its program" }, "Answer");
+        button.addEventListener("click", () => answerAgent(a, input.value));
+        input.addEventListener("keydown", (ev) => { if (ev.key === "Enter" && a.answerable) answerAgent(a, input.value); });
+        ask = el("div", { class: "ask" },
+          el("div", { class: "question" }, el("span", { class: "label", text: "asks " }),
+            el("span", { class: "mono question-text", text: a.question === null ? "(paused, no question)" : a.question })),
+          el("div", { class: "answer-row" }, input, button),
+          a.answerable ? null : el("p", { class: "hint", text: "async agent: it waits on a thread of its own, and only resume() in its program can continue it" }));
+      }
+      return el("div", { class: "paused-agent", "data-index": a.index, "data-name": a.name, "data-status": a.status },
+        el("h3", {}, el("span", { class: "mono", text: a.name }),
+          el("span", { class: "state status state-" + a.status, text: a.status })),
+        history.length ? el("ol", { class: "answers" }, ...history) : null,
+        ask);
+    }));
   }
 
   function renderAgents(state) {
@@ -231,13 +315,23 @@
     box.replaceChildren(el("ul", {}, ...audit.tree.children.map(renderNode)));
   }
 
+  let loaded = false;
+
   async function refresh() {
     const [state, audit] = await Promise.all([api("GET", "/state"), api("GET", "/audit")]);
+    $("loading").hidden = true;
     if (!state.ok) {
       say(errorText(state), "error");
       return false;
     }
+    if (!loaded) {
+      loaded = true;
+      $("main").hidden = false;
+      $("refresh").disabled = inFlight > 0;
+    }
+    const records = new Map(audit.ok ? audit.records.map((r) => [r.seq, r]) : []);
     renderHeader(state);
+    renderPaused(state, records);
     renderActions(state);
     renderPrepared(state);
     renderTools(state);
@@ -250,17 +344,8 @@
 
   // ---------------------------------------------------------------- requests
 
-  async function busy(button, work) {
-    if (button) button.disabled = true;
-    try {
-      await work();
-    } finally {
-      if (button) button.disabled = false;
-    }
-  }
-
-  function prepare(action, text, button) {
-    return busy(button, async () => {
+  function prepare(action, text) {
+    return busy(async () => {
       const reply = await api("POST", "/actions/" + action.index + "/prepare", { text });
       if (reply.ok) say("prepared " + action.name + " as #" + reply.action.id + " (state: " + reply.action.state + ")", "ok");
       else say(errorText(reply), "error");
@@ -268,8 +353,8 @@
     });
   }
 
-  function lifecycle(p, step, button) {
-    return busy(button, async () => {
+  function lifecycle(p, step) {
+    return busy(async () => {
       const reply = await api("POST", "/prepared/" + p.id + "/" + step);
       if (reply.output) appendOutput(reply.output);
       if (reply.ok) {
@@ -284,8 +369,8 @@
     });
   }
 
-  function callTool(tool, text, button) {
-    return busy(button, async () => {
+  function callTool(tool, text) {
+    return busy(async () => {
       const reply = await api("POST", "/tools/" + tool.index + "/call", { text });
       if (reply.output) appendOutput(reply.output);
       if (reply.ok) say(tool.name + " returned " + reply.result, "ok");
@@ -294,9 +379,47 @@
     });
   }
 
+  function answerAgent(agent, text) {
+    return busy(async () => {
+      const reply = await api("POST", "/agents/" + agent.index + "/answer",
+        { answer: text, question: agent.question_number });
+      if (reply.output) appendOutput(reply.output);
+      if (reply.ok) {
+        const now = reply.agent;
+        let said = "answered agent " + agent.name + ": now " + now.status;
+        if (now.status === "paused" && now.question !== null) said += ", asking: " + now.question;
+        if (reply.prepared.length) said += " (prepared " + reply.prepared.map((p) => "#" + p.id + " " + p.name).join(", ") + ")";
+        say(said, "ok");
+      } else {
+        say(errorText(reply), "error");
+      }
+      await refresh();
+    });
+  }
+
+  // Every few seconds, when nothing else is in flight, ask whether the server is still there,
+  // so that a stopped console is said to be unreachable before anything is clicked.
+  let pinging = false;
+  async function ping() {
+    if (pinging || inFlight > 0 || !token) return;
+    pinging = true;
+    try {
+      const was = reachable;
+      const reply = await api("GET", "/ping");
+      if (reply.ok && !was) await busy(refresh);
+    } finally {
+      pinging = false;
+    }
+  }
+
   document.addEventListener("DOMContentLoaded", () => {
-    $("refresh").addEventListener("click", () => refresh());
-    if (!token) say("This page needs the token: open the full URL that `sensevm inspect` printed.", "error");
+    $("refresh").addEventListener("click", () => busy(refresh));
+    if (!token) {
+      $("loading").hidden = true;
+      say("This page needs the token: open the full URL that `sensevm inspect` printed.", "error");
+      return;
+    }
     refresh();
+    window.setInterval(ping, PING_MS);
   });
 })();
