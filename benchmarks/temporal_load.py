@@ -124,7 +124,8 @@ async def measure(address: str, runs: int, workers: int, work: str,
             proc.kill()
             proc.wait()
     latencies.sort()
-    return {"runs": runs, "workers": workers, "concurrency": concurrency, "submit_s": round(submitted, 2),
+    return {"runs": runs, "workers": workers, "concurrency": concurrency,
+            "submit_s": round(submitted, 2),
             "to_all_waiting_s": round(all_waiting, 2), "resume_all_s": round(resumed, 2),
             "total_s": round(total, 2), "runs_per_s": round(runs / total, 1),
             "first_segments_per_s": round(runs / all_waiting, 1),

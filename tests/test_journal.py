@@ -272,3 +272,19 @@ def test_threads_of_one_process_making_the_first_host_key_agree_on_it(tmp_path, 
         t.join()
     assert errors == [] and len(got) == 8 and len(set(got)) == 1
     assert sorted(os.listdir(path.parent)) == ["host.key"]
+
+
+def test_a_journaled_value_keeps_its_labels_and_its_containers_shapes():
+    """What a replayed body returns is what it returned: labels on Strings and Ints, and the
+    shape of an Array whose length came from a tool, through JSON (as the workflow keeps it)."""
+    from sensevm.guard import provenance as PV
+    from sensevm.runtime.journal import decode, encode
+    page = frozenset({("tool", "fetch")})
+    value = [PV.label("ada@example.com", page), PV.label(3, page), {"k": [1.5, None, True]}]
+    PV.restore_shape(value, page, ((1, page),), ())
+    back = decode(json.loads(json.dumps(encode(value))))
+    assert back == value
+    assert PV.origins_of(back[0]) == page and PV.origins_of(back[1]) == page
+    assert type(back[2]["k"][0]) is float and PV.origins_of(back[2]["k"][0]) == frozenset()
+    shape = PV.shape_of(back)
+    assert shape is not None and shape.length == page and shape.starts == ((1, page),)

@@ -1,5 +1,5 @@
 """The ``sensevm`` click commands (run, resume, recover, audit, test, memory-path, repl, inspect;
-worker, submit, runs, answer, output on Temporal), entered through launch.py."""
+worker, submit, runs, answer, approve, output on Temporal), entered through launch.py."""
 
 from __future__ import annotations
 
@@ -490,7 +490,7 @@ def answer_command(run_id, agent, text, address, namespace):
 
 @main.command("approve", epilog=TEMPORAL_EPILOG)
 @click.argument("run_id")
-@click.argument("hash_")
+@click.argument("hash_", metavar="HASH")
 @functools.partial(temporal_options, queue=False)
 def approve_command(run_id, hash_, address, namespace):
     """Approve the session run RUN_ID waits on: HASH is its manifest's whole hash

@@ -38,7 +38,8 @@ class JournalStop(BaseException):
     when a worker died), ``mismatch`` (the replay and the journal disagree), ``opaque`` (a
     body completed whose result the journal could not keep), ``unreached`` (a journaled body
     the replay did not reach), ``fenced`` (a newer attempt took the journal over) or
-    ``approval`` (a session waits for one; see ``detail``). A BaseException, so that nothing in the VM catches it."""
+    ``approval`` (a session waits for one; see ``detail``). A BaseException, so that nothing
+    in the VM catches it."""
 
     def __init__(self, reason: str, message: str, detail=None):
         super().__init__(message)
@@ -53,7 +54,8 @@ class Opaque(Exception):
 
 def encode(v):
     """A body's value as JSON data: nil, Bool, String, Int, Float, Arrays and Maps of them,
-    each with its provenance labels (as saved states keep them). Raises Opaque otherwise."""
+    each with its provenance labels and each container with its shape (as saved states keep
+    them). Raises Opaque otherwise."""
     t = type(v)
     if v is None or t is bool or t is str:
         return v
@@ -67,9 +69,9 @@ def encode(v):
                     "spans": [[a, b, _origins(o)] for a, b, o in v.spans]}
         return {"labelled": encode(PV.plain(v)), "origins": _origins(v.origins)}
     if t is list:
-        return {"array": [encode(x) for x in v]}
+        return _shaped(v, {"array": [encode(x) for x in v]})
     if t is dict:
-        return {"map": [[encode(k), encode(x)] for k, x in v.items()]}
+        return _shaped(v, {"map": [[encode(k), encode(x)] for k, x in v.items()]})
     from sensevm.runtime.values import type_name
     raise Opaque(type_name(v))
 
@@ -86,8 +88,27 @@ def decode(raw):
     if "labelled" in raw:
         return PV.label(decode(raw["labelled"]), _unorigins(raw["origins"]))
     if "array" in raw:
-        return [decode(x) for x in raw["array"]]
-    return {decode(k): decode(x) for k, x in raw["map"]}
+        made = [decode(x) for x in raw["array"]]
+    else:
+        made = {decode(k): decode(x) for k, x in raw["map"]}
+    shape = raw.get("shape")
+    if shape is not None:
+        PV.restore_shape(made, _unorigins(shape["length"]),
+                         tuple((k, _unorigins(o)) for k, o in shape["starts"]),
+                         tuple((k, _unorigins(o)) for k, o in shape["ends"]))
+    return made
+
+
+def _shaped(container, raw: dict) -> dict:
+    """``raw`` with the container's shape (what its length and its elements' places depend
+    on: provenance.Shape), kept as saved states keep it."""
+    shape = PV.shape_of(container)
+    if shape is not None and shape.length:
+        size = max(len(container), 1)
+        raw["shape"] = {"length": _origins(shape.length),
+                        "starts": [[k, _origins(o)] for k, o in shape.starts if k < size],
+                        "ends": [[k, _origins(o)] for k, o in shape.ends if k < size]}
+    return raw
 
 
 def _origins(origins) -> list:
