@@ -288,3 +288,12 @@ def test_a_journaled_value_keeps_its_labels_and_its_containers_shapes():
     assert type(back[2]["k"][0]) is float and PV.origins_of(back[2]["k"][0]) == frozenset()
     shape = PV.shape_of(back)
     assert shape is not None and shape.length == page and shape.starts == ((1, page),)
+
+
+def test_a_record_naming_an_agent_outside_the_segment_is_refused(tmp_path):
+    """The saved states come through the cluster: an agent's name that would make a path
+    outside the segment's directory is refused before anything is written or run."""
+    job = dict(_job(tmp_path, 'print("ran")\n'), states={"../../escaped": "{}"})
+    result = run_segment(job)
+    assert result["status"] == 1 and result["stdout"] == ""
+    assert "is not a name: '../../escaped'" in result["stderr"]

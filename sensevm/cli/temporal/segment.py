@@ -48,6 +48,11 @@ def run_segment(job: dict, send=None, journal=None) -> dict:
         with open(os.path.join(state_dir, PROGRAM), "wb") as fh:
             fh.write(program)
         for name, text in job.get("states", {}).items():
+            if not _plain_name(name):
+                # The record came through the cluster: a name that is not a file's own name
+                # would write outside this directory. Refused, as a forged state is.
+                return _refused(f"a saved agent's name in the run's record is not a name: "
+                                f"{name!r}")
             with open(os.path.join(state_dir, f"{name}.json"), "w", encoding="utf-8") as fh:
                 fh.write(text)
         audit_path = os.path.join(work, AUDIT)
@@ -85,6 +90,16 @@ def run_segment(job: dict, send=None, journal=None) -> dict:
             "audit": after[len(before):] if after.startswith(before) else after,
             "states": states, "paused": paused, "stopped": host.stopped,
             "replayed": host.journal.replayed if host.journal is not None else 0}
+
+
+def _plain_name(name) -> bool:
+    return (isinstance(name, str) and name not in ("", ".", "..") and "/" not in name
+            and os.sep not in name and "\0" not in name and not name.startswith("."))
+
+
+def _refused(message: str) -> dict:
+    return {"status": 1, "stdout": "", "stderr": f"sensevm: {message}\n", "audit": "",
+            "states": {}, "paused": [], "stopped": None, "replayed": 0}
 
 
 class _Host:
