@@ -418,3 +418,36 @@ def test_load_200_runs_that_each_wait_for_an_answer_on_two_workers(server, tmp_p
     assert numbers["runs"] == 200 and numbers["workers"] == 2
     assert numbers["total_s"] <= time.monotonic() - started
     assert 0 < numbers["resume_latency_median_s"] <= numbers["resume_latency_max_s"]
+
+
+BIG = '''agent big:
+    "holds a lot while it waits"
+    blob = "x"
+    for i in range(DOUBLINGS):
+        blob = blob + blob
+    answer = ask_human("keep it?")
+    print("kept", len(blob), answer)
+start(big)
+'''
+
+
+def test_a_large_saved_state_goes_through_and_one_over_the_payload_limit_fails_saying_so(
+        sense, tmp_path):
+    """Temporal refuses a payload over 2 MB: a 1 MB saved state crosses the cluster twice (the
+    segment's result, the next segment's input) and resumes; a 2 MB one stops the run with
+    the reason, instead of leaving it stuck."""
+    (tmp_path / "one.sns").write_text(BIG.replace("DOUBLINGS", "20"))
+    (tmp_path / "two.sns").write_text(BIG.replace("DOUBLINGS", "21"))
+    sense.worker()
+    sense("submit", "one.sns", "--id", "big-1")
+    sense("submit", "two.sns", "--id", "big-2")
+    _wait_state(sense, "big-1", "waiting")
+    sense("answer", "big-1", "big", "yes")
+    _wait_state(sense, "big-1", "completed")
+    assert sense("output", "big-1").stdout == "kept 1048576 yes\n"
+    failed = _wait_state(sense, "big-2", "failed")
+    assert "over Temporal's payload limit (1,900,000)" in failed["reason"]
+    assert "the saved state of agent 'big', 2,09" in failed["reason"]
+    assert "big-2  failed: the segment's result is 2,09" in sense("runs").stdout
+    out = sense("output", "big-2", check=False)
+    assert out.returncode == 1 and "payload limit" in out.stderr

@@ -13,6 +13,7 @@ right after its K-th journal entry is acknowledged (counted over the process's l
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from datetime import timedelta
 
@@ -20,7 +21,7 @@ from temporalio import activity
 from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.worker import Worker
 
-from sensevm.cli.temporal.workflow import SEGMENT, SenseRun
+from sensevm.cli.temporal.workflow import PAYLOAD_LIMIT, SEGMENT, SenseRun
 
 HEARTBEAT_SECONDS = 1.0
 DEFAULT_CONCURRENCY = 4
@@ -60,8 +61,25 @@ async def segment(job: dict) -> dict:
     while True:
         done, _ = await asyncio.wait({task}, timeout=HEARTBEAT_SECONDS)
         if done:
-            return task.result()
+            return fits(task.result())
         activity.heartbeat(job.get("segment"))
+
+
+def fits(result: dict) -> dict:
+    """``result``, or, when it would be over the payload limit (which the server would refuse,
+    leaving the run stuck), a failed segment saying so: nothing of it enters the record."""
+    size = len(json.dumps(result, separators=(",", ":")))
+    if size <= PAYLOAD_LIMIT:
+        return result
+    largest = max(result["states"].items(), key=lambda kv: len(kv[1]), default=(None, ""))
+    what = (f"; the largest part is the saved state of agent '{largest[0]}', "
+            f"{len(largest[1]):,} bytes" if largest[0] is not None else "")
+    return {"status": 1, "stdout": "", "audit": "", "states": {}, "paused": [], "replayed": 0,
+            "stderr": f"sensevm: the segment's result is {size:,} bytes, over Temporal's "
+                      f"payload limit ({PAYLOAD_LIMIT:,} bytes){what}; the run stops here\n",
+            "stopped": {"reason": "size", "detail": None,
+                        "message": f"the segment's result is {size:,} bytes, over Temporal's "
+                                   f"payload limit ({PAYLOAD_LIMIT:,}){what}"}}
 
 
 async def serve(address: str, namespace: str, task_queue: str, *, ready=None,

@@ -19,6 +19,7 @@ only, reads no clock, does no I/O; everything it decides follows from its histor
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 from temporalio import workflow
@@ -30,6 +31,9 @@ MEMO = "sense"          # the run's state, in the memo: `sensevm runs` reads it 
 
 RUNNING, WAITING, COMPLETED, FAILED = "running", "waiting", "completed", "failed"
 APPROVAL = "waiting for approval"
+# Temporal refuses a payload over 2 MB (its default blob size limit); what a segment is given
+# and gives back is kept under this, with room for the envelope.
+PAYLOAD_LIMIT = 1_900_000
 
 
 @workflow.defn(name=WORKFLOW)
@@ -62,10 +66,20 @@ class SenseRun:
             self._publish()
             self.lease += 1
             self.claimed = [self.lease, 1]
+            given = dict(self.job, states=self.states, audit=self.audit, resume=resume,
+                         segment=self.segments, lease=self.lease, journal=dict(self.journal),
+                         approvals=list(self.approvals))
+            size = len(json.dumps(given, separators=(",", ":")))
+            if size > PAYLOAD_LIMIT:
+                # The server would refuse to schedule it, and the run would be stuck.
+                self.state, self.status = FAILED, 1
+                self.reason = (f"the next segment's input (the program, the saved agents and "
+                               f"the audit log so far) is {size:,} bytes, over Temporal's "
+                               f"payload limit ({PAYLOAD_LIMIT:,})")
+                self.errors.append(f"sensevm: {self.reason}\n")
+                break
             result = await workflow.execute_activity(
-                SEGMENT, dict(self.job, states=self.states, audit=self.audit, resume=resume,
-                              segment=self.segments, lease=self.lease,
-                              journal=dict(self.journal), approvals=list(self.approvals)),
+                SEGMENT, given,
                 start_to_close_timeout=timeout, heartbeat_timeout=heartbeat,
                 retry_policy=RetryPolicy(maximum_attempts=job.get("segment_attempts", 5)))
             self.claimed = None
