@@ -297,3 +297,28 @@ def test_a_record_naming_an_agent_outside_the_segment_is_refused(tmp_path):
     result = run_segment(job)
     assert result["status"] == 1 and result["stdout"] == ""
     assert "is not a name: '../../escaped'" in result["stderr"]
+
+
+def test_a_replayed_tool_result_keeps_its_label_and_meets_the_second_look_again(tmp_path,
+                                                                               effects):
+    """A tool's result replayed from the journal is the tool's, not clean: an action that
+    would send to it meets the second look in the replay as it did in the run."""
+    source = '''policy: allow python.import
+from python "journal_effects" import hit
+tool lookup(name: String) returns String "looks up an address":
+    hit("lookup " + name)
+    return "addr-" + name
+irreversible action send(to: String) requires mail.send:
+    hit("send " + to)
+m = send(lookup("bob"))
+m.verify()
+m.commit()
+'''
+    job = _job(tmp_path, source)
+    first, sent = _segment(job, {})
+    assert first["status"] == 1 and "needs a second look before commit()" in first["stderr"]
+    assert effects.FIRED == ["lookup bob"] and [e["name"] for e in sent] == ["lookup"]
+    effects.FIRED.clear()
+    again, _ = _segment(job, _fold(sent))
+    assert effects.FIRED == [] and again["replayed"] == 1
+    assert again["status"] == 1 and again["stderr"] == first["stderr"]
