@@ -115,10 +115,11 @@ def sense(server, tmp_path):
             assert proc.returncode == 0, proc.stderr
         return proc
 
-    def worker():
+    def worker(extra=None):
         log = tmp_path / f"worker{len(workers)}.log"
         proc = subprocess.Popen([sys.executable, "-m", "sensevm", "worker"], cwd=tmp_path,
-                                stdout=subprocess.DEVNULL, stderr=open(log, "wb"), env=env)
+                                stdout=subprocess.DEVNULL, stderr=open(log, "wb"),
+                                env=dict(env, **(extra or {})))
         workers.append(proc)
         _wait(lambda: proc.poll() is None and "polling" in log.read_text()
               or proc.poll() is not None, "a worker")
@@ -454,3 +455,56 @@ def test_a_large_saved_state_goes_through_and_one_over_the_payload_limit_fails_s
     assert "big-2  failed: the segment's result is 2,09" in sense("runs").stdout
     out = sense("output", "big-2", check=False)
     assert out.returncode == 1 and "payload limit" in out.stderr
+
+
+ZOMBIE_PY = '''import os, signal
+def hit(what):
+    with open(os.environ["SENSE_TEST_EFFECTS"], "a") as fh:
+        fh.write(what + "\\n")
+    if os.environ.get("SENSE_TEST_STOP_AT") == what:
+        os.kill(os.getpid(), signal.SIGSTOP)    # alive, but silent: taken for dead
+    return what
+'''
+
+ZOMBIE = '''policy: allow python.import
+from python "effects" import hit
+tool lookup(name: String) returns String "looks up":
+    return hit("lookup " + name)
+irreversible action send(to: String) requires mail.send:
+    hit("send " + to)
+agent clerk:
+    "sends, then asks"
+    print("found", lookup("ada"))
+    m = send("ada")
+    m.verify()
+    m.commit()
+    print("sent", m.state)
+    print("heard", ask_human("anything else?"))
+start(clerk)
+'''
+
+
+def test_a_worker_taken_for_dead_that_wakes_up_is_fenced_off_and_fires_nothing(sense,
+                                                                              tmp_path):
+    """A worker stopped (SIGSTOP) inside a tool is taken for dead; another takes the segment
+    over and its journal with it. When the first wakes, its next journal entry is refused and
+    it stops there: the irreversible commit after the tool fires once, by the second."""
+    (tmp_path / "effects.py").write_text(ZOMBIE_PY)
+    (tmp_path / "zombie.sns").write_text(ZOMBIE)
+    effects = tmp_path / "effects.log"
+    env = {"PYTHONPATH": os.pathsep.join([ROOT, str(tmp_path)]),
+           "SENSE_TEST_EFFECTS": str(effects)}
+    first = sense.worker(dict(env, SENSE_TEST_STOP_AT="lookup ada"))
+    sense("submit", "zombie.sns", "--id", "zombie-1", "--heartbeat-timeout", "3")
+    _wait(lambda: effects.exists() and "lookup ada" in effects.read_text(), "the first lookup")
+    sense.worker(env)               # takes the segment over after the heartbeat timeout
+    _wait_state(sense, "zombie-1", "waiting", timeout=90)
+    first.send_signal(signal.SIGCONT)
+    # Its lookup returns and it records it: refused, it stops before its own send (unfenced,
+    # it would go on to fire send("ada") a second time within milliseconds).
+    time.sleep(3)
+    assert effects.read_text().splitlines() == ["lookup ada", "lookup ada", "send ada"]
+    sense("answer", "zombie-1", "clerk", "no")
+    _wait_state(sense, "zombie-1", "completed")
+    assert sense("output", "zombie-1").stdout == "found lookup ada\nsent committed\nheard no\n"
+    assert effects.read_text().splitlines() == ["lookup ada", "lookup ada", "send ada"]

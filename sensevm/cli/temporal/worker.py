@@ -39,8 +39,10 @@ async def segment(job: dict) -> dict:
     lease, attempt = job["lease"], info.attempt
     journal = job.get("journal") or {}
     if attempt > 1:         # the journal as the attempts before this one left it
-        journal = await handle.execute_update(
-            "journal", {"op": "claim", "lease": lease, "attempt": attempt})
+        # (Heartbeating while it waits: the update may wait seconds for the workflow's
+        # worker, when that is the worker that died.)
+        journal = await _beating(handle.execute_update(
+            "journal", {"op": "claim", "lease": lease, "attempt": attempt}), job)
     loop = asyncio.get_running_loop()
     crash_at = int(os.environ.get(CRASH_ENV) or 0)
 
@@ -53,15 +55,24 @@ async def segment(job: dict) -> dict:
         except WorkflowUpdateFailedError as exc:
             cause = getattr(exc.cause, "message", None) or exc.cause
             raise JournalStop("fenced", f"the journal refused effect #{entry['k']}: {cause}")
+        except Exception as exc:        # noqa: BLE001 - the server, the run: gone or ended
+            # Nothing goes on without its record: the segment stops here.
+            raise JournalStop("fenced", f"effect #{entry['k']} could not be journaled: {exc}")
         _acknowledged += 1
         if crash_at and _acknowledged == crash_at:
             os._exit(137)
 
-    task = loop.run_in_executor(None, run_segment, job, send, journal)
+    return fits(await _beating(loop.run_in_executor(None, run_segment, job, send, journal),
+                               job))
+
+
+async def _beating(work, job):
+    """Await ``work`` (a coroutine or future), heartbeating every HEARTBEAT_SECONDS."""
+    task = asyncio.ensure_future(work)
     while True:
         done, _ = await asyncio.wait({task}, timeout=HEARTBEAT_SECONDS)
         if done:
-            return fits(task.result())
+            return task.result()
         activity.heartbeat(job.get("segment"))
 
 
