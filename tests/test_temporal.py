@@ -508,3 +508,37 @@ def test_a_worker_taken_for_dead_that_wakes_up_is_fenced_off_and_fires_nothing(s
     _wait_state(sense, "zombie-1", "completed")
     assert sense("output", "zombie-1").stdout == "found lookup ada\nsent committed\nheard no\n"
     assert effects.read_text().splitlines() == ["lookup ada", "lookup ada", "send ada"]
+
+
+TWICE = '''irreversible action send(to: String) requires mail.send:
+    print("SENT", to)
+agent clerk:
+    "sends twice, asking first each time"
+    for i in range(2):
+        print("asked", ask_human("again?"))
+        session mail as s:
+            m = send("ann")
+            m.verify()
+            m.commit()
+start(clerk)
+'''
+
+
+def test_an_approval_holds_for_its_segment_only_the_same_manifest_later_is_asked_again(
+        sense, tmp_path):
+    (tmp_path / "twice.sns").write_text(TWICE)
+    sense.worker()
+    sense("submit", "twice.sns", "--id", "twice-1")
+    _wait_state(sense, "twice-1", "waiting")
+    sense("answer", "twice-1", "clerk", "one")
+    digest = _wait_state(sense, "twice-1", "waiting for approval")["approval"]["hash"]
+    sense("approve", "twice-1", digest)
+    _wait_state(sense, "twice-1", "waiting")
+    sense("answer", "twice-1", "clerk", "two")
+    # The same session, the same manifest, in a later segment: asked again, not taken as done.
+    again = _wait_state(sense, "twice-1", "waiting for approval")
+    assert again["approval"]["hash"] == digest
+    assert sense("output", "twice-1").stdout == "asked one\nSENT ann\n"
+    sense("approve", "twice-1", digest)
+    _wait_state(sense, "twice-1", "completed")
+    assert sense("output", "twice-1").stdout == "asked one\nSENT ann\nasked two\nSENT ann\n"

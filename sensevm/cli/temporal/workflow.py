@@ -91,7 +91,10 @@ class SenseRun:
                 await workflow.wait_condition(lambda: self.awaiting is None)
                 self.state = RUNNING
                 continue
-            self.journal = {}
+            # An approval is for the segment that waited on it (its session's occurrence in
+            # that segment's VM): a later segment's session, even one with the same manifest,
+            # is asked again, as a second run of `sensevm run --approve` would be.
+            self.journal, self.approvals = {}, []
             self.segments += 1
             self.output.append(result["stdout"])
             if result["stderr"]:
