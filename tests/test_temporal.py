@@ -542,3 +542,29 @@ def test_an_approval_holds_for_its_segment_only_the_same_manifest_later_is_asked
     sense("approve", "twice-1", digest)
     _wait_state(sense, "twice-1", "completed")
     assert sense("output", "twice-1").stdout == "asked one\nSENT ann\nasked two\nSENT ann\n"
+
+
+DECLINED = '''irreversible action send(to: String) requires mail.send:
+    print("SENT", to)
+try:
+    session weekly as s:
+        m = send("ann")
+        m.verify()
+        m.commit()
+except SenseSessionError as e:
+    print("declined:", e.message)
+'''
+
+
+def test_a_session_declined_from_outside_aborts_and_fires_nothing(sense, tmp_path):
+    (tmp_path / "weekly.sns").write_text(DECLINED)
+    sense.worker()
+    sense("submit", "weekly.sns", "--id", "weekly-2")
+    digest = _wait_state(sense, "weekly-2", "waiting for approval")["approval"]["hash"]
+    short = sense("approve", "weekly-2", digest[:12], "--decline", check=False)
+    assert short.returncode == 1 and "a short hash does not approve" in short.stderr
+    declined = sense("approve", "weekly-2", digest, "--decline")
+    assert declined.stderr == "declined the session run 'weekly-2' waits on\n"
+    _wait_state(sense, "weekly-2", "completed")
+    out = sense("output", "weekly-2").stdout
+    assert "SENT" not in out and out.startswith("declined: session 'weekly' was declined")

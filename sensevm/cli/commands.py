@@ -491,14 +491,17 @@ def answer_command(run_id, agent, text, address, namespace):
 @main.command("approve", epilog=TEMPORAL_EPILOG)
 @click.argument("run_id")
 @click.argument("hash_", metavar="HASH")
+@click.option("--decline", is_flag=True,
+              help="Decline it instead: the session aborts (its rollbacks run), nothing "
+                   "irreversible runs, as when a person at the terminal says no.")
 @functools.partial(temporal_options, queue=False)
-def approve_command(run_id, hash_, address, namespace):
+def approve_command(run_id, hash_, decline, address, namespace):
     """Approve the session run RUN_ID waits on: HASH is its manifest's whole hash
     (sha256:..., as `sensevm runs` shows it), which binds exactly as `run --approve` does;
     a short or another manifest's hash is refused. Any worker then goes on with the run."""
     from sensevm.cli.temporal import cli
     address, namespace, _ = cli.settings(address, namespace, None)
-    sys.exit(cli.approve(run_id, hash_, address, namespace))
+    sys.exit(cli.approve(run_id, hash_, address, namespace, decline=decline))
 
 
 @main.command("output", epilog=TEMPORAL_EPILOG)

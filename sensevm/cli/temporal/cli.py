@@ -139,10 +139,11 @@ def answer(run_id, agent, text, address, namespace) -> int:
     return _client_call(address, namespace, body)
 
 
-def approve(run_id, digest, address, namespace) -> int:
+def approve(run_id, digest, address, namespace, decline=False) -> int:
     async def body(cl, client):
-        await cl.approve(client, run_id, digest)
-        sys.stderr.write(f"approved the session run '{run_id}' waits on\n")
+        await cl.approve(client, run_id, digest, decline)
+        sys.stderr.write(f"{'declined' if decline else 'approved'} the session run "
+                         f"'{run_id}' waits on\n")
     return _client_call(address, namespace, body)
 
 

@@ -89,10 +89,10 @@ async def answer(client: Client, run_id: str, agent: str, text: str) -> None:
         raise await _not_delivered(handle, run_id, "answer", exc) from None
 
 
-async def approve(client: Client, run_id: str, digest: str) -> None:
+async def approve(client: Client, run_id: str, digest: str, decline: bool = False) -> None:
     handle = client.get_workflow_handle(run_id)
     try:
-        await handle.execute_update("approve", {"hash": digest})
+        await handle.execute_update("approve", {"hash": digest, "decline": decline})
     except WorkflowUpdateFailedError as exc:
         cause = exc.cause
         raise RunError(f"approval refused: {getattr(cause, 'message', None) or cause}") from None

@@ -27,8 +27,8 @@ def run_segment(job: dict, send=None, journal=None) -> dict:
     """Run one segment. ``job``: ``snb`` (base64 of the verified program), ``states`` (agent
     name -> the text of its saved state), ``audit`` (the audit log's lines so far), ``resume``
     (None for the program's start, else ``{"agent": NAME, "answer": TEXT}``), ``args`` (the
-    program's arguments), ``request`` and ``approvals`` (the session manifest hashes an
-    operator approved for this run).
+    program's arguments), ``request``, ``approvals`` and ``declines`` (the session manifest
+    hashes an operator approved, or declined, for this segment).
 
     ``send``, when given, journals the segment's effects (runtime/journal.py): each entry is
     passed to it, and it returns once the entry is durable; ``journal`` is what earlier
@@ -107,6 +107,7 @@ class _Host:
 
     def __init__(self, job, send, entries, stdout):
         self.approvals = set(job.get("approvals") or ())
+        self.declines = set(job.get("declines") or ())
         self.journal = None
         if send is not None:
             from sensevm.runtime.journal import Journal
@@ -123,6 +124,8 @@ class _Host:
         def approver(session, manifest, shown):
             if manifest.hash in self.approvals:
                 return manifest.hash        # confirm() checks it is this manifest's
+            if manifest.hash in self.declines:
+                return False                # as a person at the terminal saying no
             # The run waits for an operator (`sensevm approve RUN_ID HASH`); the segment runs
             # again with the approval, its effects so far replayed from the journal.
             raise JournalStop("approval", f"session '{session.name}' waits for approval",

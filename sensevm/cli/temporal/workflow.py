@@ -53,6 +53,7 @@ class SenseRun:
         self.lease = 0                           # segment invocations so far
         self.claimed = None                      # [lease, attempt] that may journal now
         self.approvals: list[str] = []          # manifest hashes an operator approved
+        self.declines: list[str] = []           # ... and declined
         self.awaiting = None                     # the session a segment stopped at
 
     @workflow.run
@@ -68,7 +69,7 @@ class SenseRun:
             self.claimed = [self.lease, 1]
             given = dict(self.job, states=self.states, audit=self.audit, resume=resume,
                          segment=self.segments, lease=self.lease, journal=dict(self.journal),
-                         approvals=list(self.approvals))
+                         approvals=list(self.approvals), declines=list(self.declines))
             size = len(json.dumps(given, separators=(",", ":")))
             if size > PAYLOAD_LIMIT:
                 # The server would refuse to schedule it, and the run would be stuck.
@@ -94,7 +95,7 @@ class SenseRun:
             # An approval is for the segment that waited on it (its session's occurrence in
             # that segment's VM): a later segment's session, even one with the same manifest,
             # is asked again, as a second run of `sensevm run --approve` would be.
-            self.journal, self.approvals = {}, []
+            self.journal, self.approvals, self.declines = {}, [], []
             self.segments += 1
             self.output.append(result["stdout"])
             if result["stderr"]:
@@ -184,7 +185,7 @@ class SenseRun:
 
     @workflow.update(name="approve")
     def approve(self, given: dict) -> str:
-        self.approvals.append(given["hash"])
+        (self.declines if given.get("decline") else self.approvals).append(given["hash"])
         self.awaiting = None
         self._publish()
         return "approved"
