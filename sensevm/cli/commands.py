@@ -408,6 +408,7 @@ Examples (docs/temporal.md):
   sensevm runs                             clerk-1  waiting for an answer: agent ...
   sensevm answer clerk-1 clerk bob         accepted once; any worker goes on
   sensevm approve clerk-1 sha256:83c3...   the whole hash `sensevm runs` shows
+  sensevm approve clerk-1 sha256:83c3... --decline    or decline it
   sensevm output clerk-1 --audit           its audit log, one chain
 
 \b
