@@ -685,3 +685,53 @@ def test_rollback_blocks_run_direct_and_deoptimize_with_their_role(tmp_path):
     assert [p.direct is not None for p in vm.prepared
             if p.code.name == "credit.rollback"] == [True]
     assert vm.deopts >= 5
+
+
+def _direct_source(vm, name):
+    """The source of the direct form of the function called ``name``, made as tier 2 makes it."""
+    from sensevm.runtime.tier2 import _Gen
+    prepared = next(p for p in vm.prepared if p.code.name == name)
+    gen = _Gen(prepared)
+    gen.analyse()
+    gen.direct = True
+    gen.lazy = gen.scope_is_lazy()
+    return gen.generate()
+
+
+SELF_CALLS = """\
+def other(n):
+    return 1000 + n
+def fib(n):
+    if n < 2:
+        return n
+    if n == REBIND:
+        fib = other
+    return fib(n - 1) + fib(n - 2)
+def make(k):
+    def f(n, g):
+        if n == 0:
+            return k
+        return g(n - 1, f) * 2 + k
+    return f
+a = make(1)
+b = make(5)
+alias = fib
+print(fib(16), alias(12), a(9, b), b(9, a), a(8, a), fib(14))
+"""
+
+
+@pytest.mark.parametrize("rebind", [-1, 3, 9])
+def test_a_function_calling_itself_skips_the_type_dispatch(tmp_path, rebind):
+    """A call in a direct form, by the function's own name, of the very closure it runs as
+    (``cl``) calls ``direct`` by name, skipping the type test and the look-up in PREP.dx; any
+    other callee (the global rebound halfway through the recursion, an alias, another closure
+    of the same code) takes the general path, with tier 1's result."""
+    (out, error, *_), vm = both(tmp_path, SELF_CALLS.replace("REBIND", str(rebind)))
+    assert error is None
+    if rebind == -1:
+        assert out == "987 144 3751 2387 511 377\n"
+    source = _direct_source(vm, "fib")
+    assert "if s0 is cl:\n" in source and "s0 = direct(vm, s0, D + 1, N + 1, s1)" in source
+    # f calls g (f itself only when the caller passed f): a call by another name is not
+    # given the test.
+    assert " is cl:" not in _direct_source(vm, "f")

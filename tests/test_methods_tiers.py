@@ -184,3 +184,54 @@ def test_method_calls_and_callbacks_take_the_same_steps_in_both_tiers(tmp_path):
             VM(verified, stdout=io.StringIO(), tier=tier, max_steps=used[tier] - 1).run()
         stops.append(info.value.pos)
     assert stops[0] == stops[1]
+
+
+CALLBACKS = """\
+tool lab(k: Int) returns Int requires calc:
+    return k
+policy:
+    allow calc
+def double(x):
+    return x * 2 + 1
+def odd(x):
+    return x % 3 != 0
+def add(acc, x):
+    return (acc + x) % 1000003
+def key(x):
+    return (x * 7919) % 10007
+def loud(x):
+    if x == SPECIAL:
+        g = lab
+        return g(x) + 1
+    return x
+xs = []
+i = 0
+while i < 200:
+    xs.push(i)
+    i = i + 1
+xs.push(lab(7))
+ys = xs.map(double)
+zs = ys.filter(odd)
+print(zs.reduce(add, 0), len(zs), zs.sorted(key)[0], xs.map(loud).reduce(add, 0))
+print(xs.map(str).join(",").find("199"))
+"""
+
+
+@pytest.mark.parametrize("special", [-1, 150])
+def test_a_callback_with_a_direct_form_is_called_without_call_t2(tmp_path, monkeypatch, special):
+    """map, filter, reduce and sorted(key) call a function that has a direct form themselves
+    (methods.step), as vm.call_t2 would, with tier 1's results: a labelled item, a callback that
+    deoptimizes (it calls a tool) halfway and one that is no function (str) included."""
+    from sensevm.runtime.vm import VM
+    calls = []
+    real = VM.call_t2
+    monkeypatch.setattr(VM, "call_t2", lambda self, *a: calls.append(a[1]) or real(self, *a))
+    source = CALLBACKS.replace("SPECIAL", str(special))
+    out, error, *_, vm = same_on_both_tiers(tmp_path, source)
+    assert error is None and len(out.splitlines()) == 2
+    # Only the first call of each (which makes its direct form) and those of the builtin str
+    # are made through call_t2.
+    names = [getattr(c, "name", "") for c in calls]
+    assert all(names.count(name) == 1 for name in ("double", "odd", "add", "key", "loud"))
+    # loud deoptimizes where it branches on the labelled item, and where it calls the tool.
+    assert vm.deopts == (2 if special > 0 else 1)

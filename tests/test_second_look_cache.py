@@ -137,6 +137,27 @@ def test_the_audit_records_are_those_made_without_the_cache(go):
         P.LStr("x@evil.example", ((0, 14, P.only(P.untrusted("fetch_page"))),)), "x"])
 
 
+def test_commit_reuses_the_verdict_of_verify_for_arguments_that_cannot_change(go, monkeypatch):
+    # (issue 27) Scalar and String arguments cannot change between verify and commit: the
+    # commit takes verify's verdict without making a key or looking in the cache; an Array
+    # argument is looked at again (it can change: the tests above).
+    from sensevm.guard import secondlook as SL
+    calls = []
+    real = SL.SecondLook._cached
+    monkeypatch.setattr(SL.SecondLook, "_cached",
+                        lambda self, d, args, stage: calls.append(stage) or real(self, d, args,
+                                                                                 stage))
+    src = EXTRA + ('page = fetch_page("u")\nfor i in range(3):\n'
+                   '    m = send_mail(page, "x")\n    m.verify()\n    m.approve()\n'
+                   '    m.commit()\nto = [page]\nsend_all.approve()\n'
+                   'test "arr":\n    send_all(to)\n')
+    out = go(src, page="x@evil.example")
+    assert out.error is None, out.error
+    assert calls == ["verify"] * 3 + ["call"]
+    assert [look["stage"] for look in out.looks][:6] == ["verify", "commit"] * 3
+    assert len({look["digest"] for look in out.looks[:6]}) == 1
+
+
 @pytest.mark.parametrize("a, b", [
     (1, 1.0), (1, True), (0, False), (0.0, -0.0), ("1", 1), (None, "None"),
     ([1], (1,)), ([1, [2]], [1, 2]), ({"a": 1}, [("a", 1)]), ({"a": 1, "b": 2}, {"b": 2, "a": 1}),
@@ -167,3 +188,64 @@ def test_cycles_and_unknown_values_are_not_cached():
     assert _key([xs]) is None
     assert _key([object()]) is None
     assert _key(["a", [1, {"k": [2.5]}]]) is not None
+
+
+# ----------------------------------------------------------------------------- the digest's bytes
+
+def _digest_by_json(name, args) -> str:
+    """The digest as it was first defined (stop 22): json.dumps of the canonical document.
+    secondlook._digest writes the same text by hand (issue 27: no JSON encoder on the hot
+    path); approvals and saved states bound to digests made either way must agree."""
+    import hashlib
+    import json
+
+    def canon(v):
+        if type(v) is list:
+            return ["list", [canon(x) for x in v]]
+        if type(v) is dict:
+            return ["map", [[canon(k), canon(x)] for k, x in v.items()]]
+        origins = sorted(P.origin_text(o) for o in P.origins_of(v))
+        if type(v) is P.LStr:
+            origins = [[a, b, sorted(P.origin_text(o) for o in o_)] for a, b, o_ in v.spans]
+        p = P.plain(v)
+        if type(p) in (str, int, bool) or p is None:
+            return [type(p).__name__, p, origins]
+        if type(p) is float:
+            return ["float", repr(p), origins]
+        return ["other", str(p), origins]
+
+    text = json.dumps([name, [canon(a) for a in args]], separators=(",", ":"),
+                      ensure_ascii=False, sort_keys=True)
+    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+_ORIGINS = st.sampled_from([P.untrusted("web"), P.trusted("crm"), P.USER, P.LITERAL,
+                            P.model("m"), ("untrusted", 'q"\\\u00e9')])
+_TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)) | st.sampled_from(
+    ['"', "\\", "\n", "\x00", "\u2028", "\ud800"]), max_size=8)
+
+
+@st.composite
+def _labelled_text(draw):
+    text = draw(_TEXT.filter(bool))
+    cut = draw(st.integers(0, len(text)))
+    spans = [(0, cut, frozenset(draw(st.sets(_ORIGINS, max_size=2)))),
+             (cut, len(text), frozenset(draw(st.sets(_ORIGINS, min_size=1, max_size=2))))]
+    return P.make_str(text, spans)
+
+
+_SCALARS = st.one_of(
+    _TEXT, _labelled_text(), st.integers(-10 ** 30, 10 ** 30), st.booleans(), st.none(),
+    st.floats(allow_nan=True), st.builds(lambda v, o: P.label(v, frozenset([o])),
+                                         st.integers(-5, 5) | st.booleans() | st.floats(),
+                                         _ORIGINS))
+_VALUES = st.recursive(_SCALARS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+    _TEXT, inner, max_size=3), max_leaves=8)
+
+
+@settings(max_examples=300, deadline=None)
+@given(name=_TEXT, args=st.lists(_VALUES, max_size=3))
+def test_the_digest_is_the_json_definitions_byte_for_byte(name, args):
+    assert _digest(name, args) == _digest_by_json(name, args)

@@ -648,3 +648,62 @@ def test_a_failing_lifecycle_step_in_a_hot_loop_is_placed_alike_on_both_tiers(tm
     name, _, pos, _, _ = one[1]
     assert name == kind and (pos.line, pos.col) == (21, column)
     assert one[0].count("credit") == 41
+
+
+def _unread_per_line(lines):
+    """The prologue lines prune_unread drops, found as it once found them: a regular expression
+    searched in every other line, per candidate (which cost more than the rest of generating
+    the code: such a search tries every position of the line)."""
+    import re
+    from sensevm.runtime.tier2 import _GRAND, _GREAT
+    reads = {"    " + _GRAND: r"\bppv\b", "    " + _GREAT: r"\bP3\b", "    U = UNSET": r"\bU\b",
+             "    L = 0": r"\bL\b(?!\s*=[^=])", "    bk = False": r"\bbk\b(?!\s*=[^=])",
+             "    bsc = None": r"\bbsc\b(?!\s*=[^=])"}
+    body = next((k for k, line in enumerate(lines) if line == "    try:"), len(lines))
+    return {k for k in range(body) if lines[k] in reads and not any(
+        re.search(reads[lines[k]], line) for n, line in enumerate(lines) if n != k)}
+
+
+def test_a_read_is_a_whole_word_not_assigned_to():
+    from sensevm.runtime.tier2 import _reads
+    assert _reads("    bk = False\n    if bk: x", "bk")
+    assert _reads("    bk = False\n    if bk == 3: x", "bk")
+    assert not _reads("    bk = False\n    bk = 3\n    bkx = 1\n    _bk = 2", "bk")
+    assert _reads("L = 0\nx = L", "L") and not _reads("L = 0\nLINEMAP = L2", "L")
+    assert _reads("U = UNSET\nl0 = U", "U") and not _reads("U = UNSET\nUNSET", "U")
+
+
+@pytest.mark.parametrize("path", PROGRAMS[::5] + EXAMPLES, ids=_id)
+def test_unread_prologue_lines_are_the_ones_a_search_per_line_found(path, monkeypatch):
+    """prune_unread (one str.find walk of the text per variable) drops the very lines a
+    regular expression searched in every line dropped."""
+    from sensevm.base.errors import SenseError
+    from sensevm.runtime import tier2
+    try:
+        verified = _verified(path)
+    except SenseError:
+        pytest.skip("does not compile")
+    pruned = []
+    original = tier2._Gen.prune_unread
+
+    def prune(self):
+        before = list(self.lines)
+        original(self)
+        pruned.append((before, self.lines))
+    monkeypatch.setattr(tier2._Gen, "prune_unread", prune)
+    from sensevm.runtime.vm import VM
+    for prepared in VM(verified, stdout=io.StringIO()).prepared:
+        gen = tier2._Gen(prepared)
+        try:
+            gen.analyse()
+        except tier2._Declined:
+            continue
+        gen.generate()
+        if gen.has_direct_form():
+            gen.direct, gen.lazy = True, gen.scope_is_lazy()
+            gen.generate()
+    if not pruned:
+        pytest.skip("tier 2 declines all its code")
+    for before, after in pruned:
+        gone = _unread_per_line(before)
+        assert after == [line for k, line in enumerate(before) if k not in gone]

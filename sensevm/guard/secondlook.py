@@ -36,6 +36,9 @@ def _endorse():
 PREVIEW = 60        # characters of a value shown in a reason or an audit record
 
 _RANK = {"user": 0, "literal": 1, "trusted": 2}
+# A declaration's parameters and their named roles (SecondLook._evaluate), by the id of the
+# declaration, which the entry holds (one entry a declaration a program makes).
+_NAMED: dict = {}
 _PYTHON = P.only(P.untrusted("python"))
 
 
@@ -325,14 +328,27 @@ class SecondLook:
     # -- the check
 
     def evaluate(self, action, stage: str) -> Evaluation:
+        looked = action.looked
+        if looked is not None and looked[1] == len(self.evidence) \
+                and looked[2] == len(self._units):
+            # Its verdict at verify: the same arguments (none of them a container, so none
+            # changed), the same origins, no evidence or code added since.
+            return looked[0].at(stage)
         args = action.args
         for a in args:
             if type(a) not in _PLAIN_TYPES:
                 break
         else:
             return _NOTHING         # nothing labelled, nothing inside: nothing to look at
-        definition = action.definition
-        return self._cached(definition, args, stage)
+        ev = self._cached(action.definition, args, stage)
+        if ev.findings:
+            for a in args:
+                if type(a) not in _PLAIN_TYPES and type(a) not in P.LABELLED:
+                    break
+            else:
+                ev.digest           # (bound now, from the arguments as they are)
+                action.looked = (ev, len(self.evidence), len(self._units))
+        return ev
 
     def evaluate_tool(self, tool, args) -> Evaluation:
         """An outgoing tool's call, before its body runs (stage ``call``)."""
@@ -378,12 +394,24 @@ class SecondLook:
 
     def _evaluate(self, name, params, args, decl, capability, stage) -> Evaluation:
         E = _endorse()
-        roles = dict(getattr(decl, "roles", ()))
+        named = _NAMED.get(id(decl))
+        if named is None or named[0] is not decl or named[1] != params:
+            # What each parameter's declaration or name says its role is: the same for every
+            # call of the declaration, found once.
+            roles = dict(getattr(decl, "roles", ()))
+            named = _NAMED[id(decl)] = (decl, params,
+                                        [E.named_role(p, roles.get(p)) for p in params])
         findings = []
-        for param, value in zip(params, args):
-            named = E.named_role(param, roles.get(param))
+        for param, role_named, value in zip(params, named[2], args):
+            t = type(value)
+            if t in P.LABELLED:         # (a labelled scalar: its own leaf, no walk)
+                role = role_named or E.value_role(capability, P.plain(value))
+                findings.extend(self._check(param, role, value, param, E))
+                continue
+            if t in _PLAIN_TYPES:
+                continue                # (a clean scalar: nothing to find)
             for leaf, hint, path in _leaves(value, param, E):
-                role = named or hint or E.value_role(capability, P.plain(leaf))
+                role = role_named or hint or E.value_role(capability, P.plain(leaf))
                 findings.extend(self._check(param, role, leaf, path, E))
         return Evaluation(name, list(args), findings, stage)
 
@@ -667,28 +695,59 @@ def _k(v, chars, depth):
 
 
 def _digest(name, args) -> str:
-    """The arguments and their origins, hashed: what an approval after a flag is bound to."""
+    """The arguments and their origins, hashed: what an approval after a flag is bound to.
+
+    The SHA-256 of a canonical JSON text, ``[name, [canon(arg), ...]]`` with no spaces, in
+    which a value is ``["str"|"int"|"bool"|"NoneType"|"float"|"other", value, origins]``
+    (a Float as its repr, anything else as its text; a labelled String's origins per span,
+    ``[[start, end, [origin, ...]], ...]``), an Array ``["list", [...]]`` and a Map ``["map",
+    [[key, value], ...]]``. The text is written here directly, string by string with
+    json's own escaping (the same bytes ``json.dumps`` gives: tests/test_second_look_cache.py
+    holds that definition), since it is made for every outgoing call a label reaches."""
+    global _quote
+    if _quote is None:
+        from json.encoder import encode_basestring as _quote
     import hashlib
-    import json
-
-    def canon(v):
-        if type(v) is list:
-            return ["list", [canon(x) for x in v]]
-        if type(v) is dict:
-            return ["map", [[canon(k), canon(x)] for k, x in v.items()]]
-        origins = sorted(P.origin_text(o) for o in P.origins_of(v))
-        if type(v) is P.LStr:
-            origins = [[a, b, sorted(P.origin_text(o) for o in o_)] for a, b, o_ in v.spans]
-        p = P.plain(v)
-        if type(p) in (str, int, bool) or p is None:
-            return [type(p).__name__, p, origins]
-        if type(p) is float:
-            return ["float", repr(p), origins]
-        return ["other", str(p), origins]
-
-    doc = [name, [canon(a) for a in args]]
-    text = json.dumps(doc, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
+    text = "[" + _quote(name) + ",[" + ",".join([_canon(a) for a in args]) + "]]"
     return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+_quote = None
+
+
+def _origin_list(origins) -> str:
+    if not origins:
+        return "[]"
+    return "[" + ",".join([_quote(t) for t in sorted(P.origin_text(o) for o in origins)]) + "]"
+
+
+def _canon(v) -> str:
+    t = type(v)
+    if t is str:
+        return '["str",' + _quote(v) + ',[]]'
+    if t is list:
+        return '["list",[' + ",".join([_canon(x) for x in v]) + "]]"
+    if t is dict:
+        return '["map",[' + ",".join(["[" + _canon(k) + "," + _canon(x) + "]"
+                                       for k, x in v.items()]) + "]]"
+    if t is P.LStr:
+        origins = "[" + ",".join(["[" + int.__repr__(a) + "," + int.__repr__(b) + ","
+                                  + _origin_list(o) + "]" for a, b, o in v.spans]) + "]"
+    else:
+        origins = _origin_list(P.origins_of(v))
+    p = P.plain(v)
+    tp = type(p)
+    if tp is str:
+        return '["str",' + _quote(p) + "," + origins + "]"
+    if tp is bool:
+        return '["bool",' + ("true" if p else "false") + "," + origins + "]"
+    if tp is int:
+        return '["int",' + int.__repr__(p) + "," + origins + "]"
+    if p is None:
+        return '["NoneType",null,' + origins + "]"
+    if tp is float:
+        return '["float",' + _quote(repr(p)) + "," + origins + "]"
+    return '["other",' + _quote(str(p)) + "," + origins + "]"
 
 
 # ----------------------------------------------------------------------------- outgoing tools

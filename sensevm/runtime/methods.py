@@ -32,9 +32,10 @@ from sensevm.guard import provenance as PV
 from sensevm.guard.provenance import LABELLED, LStr
 from sensevm.runtime import values as V
 from sensevm.runtime.builtins import b_float, b_int
-from sensevm.runtime.frames import CALLBACK_OP, Frame, PreparedCode
+from sensevm.runtime.frames import (CALLBACK_OP, DIRECT_ARITIES, Deoptimize, Frame,
+                                     PreparedCode)
 from sensevm.runtime.limits import array_limit, map_limit, string_limit
-from sensevm.runtime.values import Builtin, type_name
+from sensevm.runtime.values import Builtin, Closure, type_name
 
 _INT_TYPES = PV.INT_TYPES
 
@@ -804,15 +805,36 @@ def step(vm, f) -> bool:
     tiered = vm.tier != "1"
     f.ip = 0            # every call returns here: to this instruction, with its result pushed
     items = driver.items
+    fn = driver.fn
+    closure = type(fn) is Closure
     while driver.i < len(items):
         args = driver.args()
         if budget is not None:      # a call: a step, as CALL's is
             vm.count_step()
         if tiered and not f.pc:
             # (Under a pc label every call is a frame of its own, which the label covers.)
-            pushed = vm.call_t2(f, driver.fn, args)
+            # A function with a direct form is called here, as vm.call_t2 would call it (its
+            # result not pushed on this frame's stack only to be popped again); dx is read
+            # afresh for every call: the first makes the direct form.
+            n = len(args)
+            direct = fn.code.dx[n] if closure and n < DIRECT_ARITIES else None
+            if direct is not None:
+                try:
+                    value = direct(vm, fn, vm.depth + 1, 1, *args)
+                except Deoptimize as stop:
+                    if stop.top is not None:
+                        # The callee's activations are frames now (see vm.call_t2).
+                        stop.top.caller = f
+                        vm.depth = stop.depth
+                        return True
+                    pushed = vm.call_frame(f, fn, args)     # refused before it was entered
+                else:
+                    driver.take(value, f)
+                    continue
+            else:
+                pushed = vm.call_t2(f, fn, args)
         else:
-            pushed = vm._call(f, driver.fn, args)
+            pushed = vm._call(f, fn, args)
         if pushed:
             return True
         driver.take(stack.pop(), f)

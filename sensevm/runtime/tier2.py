@@ -31,6 +31,19 @@ writes no policy rule, nobody else can read or write them: the function scope's 
 mirrored in Python locals (stores write through to the scope), and block scopes are not made at
 all, their names living in Python locals that a spill turns back into tier-1 scopes.
 
+Int versions: a block entered from the dispatch loop (the function's entry, a loop header, a
+join) may be emitted twice, guarded by ``type(x) is int`` for the locals it reads before it
+writes them (``_Gen.region``). Under the guard, the arithmetic and comparisons on those locals,
+on Int constants and on what they give are plain Python operators with no test of their own,
+a branch on such a comparison has no test for a label, and a load of such a local no test for
+being unbound; anything else is emitted as in the general version, which runs whenever the
+guard fails (a Float, a Bool, a labelled Int, an unbound name found further out). The guard
+only reads, so falling back is exactly tier 1's behaviour. A block gets its Int version only
+when it spares tests in proportion to the code made twice (SPEC_LINES), and the generator of a
+loopless function with a direct form gets none (it runs only on the first call and after a
+deoptimization). A direct form's call of itself by its own name tests only that the callee is
+the closure it runs as (``cl``) and calls ``direct``.
+
 Declined (they stay in tier 1): code containing test blocks (their recovery restores a stack
 that lives in the frame), very large code objects, and code that keeps a deep operand stack
 across its calls (see MAX_SPILLED).
@@ -67,6 +80,9 @@ MAX_INDENT = 40             # deeper inlining turns the block into a dispatch ta
 # f(f(f(...)))) would generate code quadratic in its size: 700 nested calls took 1 GB. The
 # corpus's largest total is under 200 stack slots; code over this stays in tier 1.
 MAX_SPILLED = 2000
+# A block is given an Int version (see _Gen.region) when it spares at least two tests, and no
+# more than this many lines per test spared are generated twice.
+SPEC_LINES = 40
 # Test and try handlers (TEST_*, TRY_*, EXCEPT_JUMP) resume a frame at a target the generator
 # has no entry for; such code objects stay in tier 1 (the code they call does not).
 # NATIVE too: its check reads the frame (the body it stands in), so such code has a frame
@@ -400,6 +416,16 @@ class _Gen:
         self.lazy = False       # ... whose function scope is made only if it deoptimizes
         self.argnames: list = []        # ... its Python parameters, one per Sense parameter
         self.slot_names: dict = {}      # stack slot -> the name last loaded into it, per block
+        self.specialise = True  # give blocks Int versions (see region)
+        self.spec = False       # emitting a region's Int version (see region)
+        self.types: dict = {}           # ... stack slot -> "i" (an Int) or "b" (a Bool) there
+        self.known: set = set()         # ... Python locals holding an Int there
+        self.written: set = set()       # ... Python locals stored to on the way there
+        self.origin: dict = {}          # ... stack slot -> the local it was loaded from
+        self.confirm = None             # ... locals worth a guard (None: finding them)
+        self.guards: list = []          # ... locals the version assumes Ints on entry
+        self.useful: set = set()        # ... locals an Int operation took (while finding)
+        self.saved = 0                  # ... Int operations done without a test
         self.chain_keys: dict = {}
 
     # -- helpers
@@ -660,6 +686,7 @@ class _Gen:
     def _generate(self) -> str:
         self.lines = []
         self.linemap = {}
+        self.spec = False
         self.keyed_at: list = []        # (line index, chain key): see keyed
         self.reads_great = False        # whether the code reads P3 (see outer_store)
         self.built_keys: set = set()
@@ -739,7 +766,7 @@ class _Gen:
             # Every turn of the innermost loop comes back here: its header is tested first,
             # the other blocks are found by the tree as before.
             e(3, f"if L == {inner}:", 0)
-            self.block(inner, 4)
+            self.region(inner, 4)
             order.remove(inner)
             self._tree(order, 3, "elif")
         if self.direct:
@@ -757,27 +784,24 @@ class _Gen:
         self.ns["EMPTY"] = {}
         return "\n".join(self.lines) + "\n"
 
-    # Prologue assignments whose variable the code may never read, and how a read looks.
-    _UNREAD = {"    " + _GRAND: re.compile(r"\bppv\b"),
-               "    U = UNSET": re.compile(r"\bU\b"),
-               "    L = 0": re.compile(r"\bL\b(?!\s*=[^=])"),
-               "    bk = False": re.compile(r"\bbk\b(?!\s*=[^=])"),
-               "    bsc = None": re.compile(r"\bbsc\b(?!\s*=[^=])")}
+    # Prologue assignments whose variable the code may never read.
+    _UNREAD = {"    " + _GRAND: "ppv", "    U = UNSET": "U", "    L = 0": "L",
+               "    bk = False": "bk", "    bsc = None": "bsc"}
 
     def prune_unread(self) -> None:
         """Drop the prologue's initial assignments of variables nothing reads (most small
         functions use no block scope and no dispatch), keeping the line map in step."""
         body_start = next((k for k, line in enumerate(self.lines) if line == "    try:"),
                           len(self.lines))
+        text = "\n".join(self.lines)
         drop = []
         for k in range(body_start):
             if self.lines[k] == "    " + _GREAT:
                 if not self.reads_great:        # known without a search (see outer_store)
                     drop.append(k)
                 continue
-            read = self._UNREAD.get(self.lines[k])
-            if read is not None and not any(read.search(line) for n, line
-                                            in enumerate(self.lines) if n != k):
+            name = self._UNREAD.get(self.lines[k])
+            if name is not None and not _reads(text, name):
                 drop.append(k)
         if not drop:
             return
@@ -797,7 +821,7 @@ class _Gen:
             if kw == "elif":
                 self.emit(indent, "else:", 0)
                 indent += 1
-            self.block(blocks[0], indent)
+            self.region(blocks[0], indent)
             return
         mid = len(blocks) // 2
         self.emit(indent, f"{kw} L < {blocks[mid]}:", 0)
@@ -926,6 +950,12 @@ class _Gen:
             self.emit(indent, "continue", ip)
         elif indent > MAX_INDENT:
             raise _Deeper(j)
+        elif self.spec:
+            # The path into block j is this one: what is known of its slots and locals holds
+            # there, and not after it (the code below the branch continues the other path).
+            saved = dict(self.types), set(self.known), set(self.written)
+            self.block(j, indent)
+            self.types, self.known, self.written = saved
         else:
             self.block(j, indent)
 
@@ -943,6 +973,188 @@ class _Gen:
                 self.goto(nxt, indent, i + 1)
                 return
             i = nxt
+
+    def region(self, i, indent):
+        """Block i, as entered from the dispatch loop: in two versions when that pays. The Int
+        version assumes the function's (and blocks') locals it reads before writing them hold
+        Ints (exactly: ``type(x) is int``, so a Bool, a Float, a labelled Int or an unbound
+        name fails it), tested once on entry; its arithmetic and comparisons on them, on Int
+        constants and on what they give need no test of their own, and a branch on what such a
+        comparison gave no test for a label. Anything the guard does not cover is done as in
+        the general version (the ``else``), which is what runs when the guard fails.
+
+        The locals worth a guard are found by making the Int version once with every local it
+        reads assumed an Int (those an Int operation takes are kept), then again assuming those."""
+        if not self.specialise:
+            self.block(i, indent)
+            return
+        start = self.mark()
+        self.emit(indent, "if True:", i + 1)        # the guard, written once it is known
+        self.spec, self.confirm, self.useful, self.saved = True, None, set(), 0
+        self.spec_block(i, indent + 1)
+        useful = self.useful
+        if not self.worth(start):
+            useful = ()         # (assuming more than the guards will, it spared too little)
+        self.rollback(start)
+        guards = []
+        if useful:
+            self.emit(indent, "if True:", i + 1)
+            self.spec, self.confirm, self.saved = True, useful, 0
+            self.spec_block(i, indent + 1)
+            guards = self.guards
+            # Worth it only where tests are spared in proportion to the code made twice (a
+            # loop's header block holds the whole body and its exit: one `i < n` on Ints
+            # would not pay for compiling all of it again).
+            if not guards or not self.worth(start):
+                guards = []
+                self.rollback(start)
+        self.spec = False
+        if not guards:
+            self.block(i, indent)
+            return
+        self.lines[start[0]] = "    " * indent + "if " + " and ".join(
+            f"type({g}) is int" for g in guards) + ":"
+        self.emit(indent, "else:", i + 1)
+        self.block(i, indent + 1)
+
+    def worth(self, start) -> bool:
+        """Does the Int version made since ``start`` spare enough tests for its size?"""
+        return self.saved >= 2 and len(self.lines) - start[0] <= SPEC_LINES * self.saved
+
+    def spec_block(self, i, indent):
+        self.types, self.known, self.written, self.origin = {}, set(), set(), {}
+        self.guards = []
+        self.block(i, indent)
+
+    def mark(self):
+        return len(self.lines), len(self.keyed_at)
+
+    def rollback(self, mark):
+        lines, keyed = mark
+        del self.lines[lines:]
+        del self.keyed_at[keyed:]
+        self.linemap = {n: ip for n, ip in self.linemap.items() if n <= lines}
+
+    def int_local(self, i, name, scope):
+        """The Python local a load of ``name`` at i finds first (see lookup), when it is one."""
+        if name in self.blk and scope > 0 and not self.blocal:
+            return None
+        if self.blocal and scope > 0:
+            found = self.block_locals(i, name)
+            if found:
+                return found[0]
+        return self.cached.get(name)
+
+    def forget(self, name):
+        """A store to ``name`` (any of its Python locals): nothing is known of them after it."""
+        for local in [self.cached.get(name)] + [names[name] for names in self.bnames.values()
+                                                if name in names]:
+            if local is not None:
+                self.known.discard(local)
+                self.written.add(local)
+
+    def taken(self, *slots):
+        """An Int operation took these slots: the locals they were loaded from earn a guard."""
+        self.saved += 1
+        for slot in slots:
+            local = self.origin.get(slot)
+            if local is not None:
+                self.useful.add(local)
+
+    def spec_instr(self, i, op, a, b, depth, scope, indent):
+        """Instruction i in a region's Int version, when what is known makes it simpler; None
+        when it is emitted as in the general version."""
+        T = self.types
+        e = self.emit
+        ip = i + 1
+        top, sec, push = f"s{depth - 1}", f"s{depth - 2}", f"s{depth}"
+        kc = self.folded_constant(i)
+        if (kc is not None and kc[0] is int and op in _INT_FOLD and (op is not Op.MOD or kc[2])
+                and T.get(depth - 2) == "i"):
+            e(indent, f"{sec} = {sec} {_INT_FOLD[op]} {kc[1]}", ip)
+            self.taken(depth - 2)
+            self.set_type(depth - 2, "b" if op in _COMPARISONS else "i")
+            return i + 1
+        if kc is None and depth >= 2 and T.get(depth - 1) == "i" == T.get(depth - 2):
+            if op in _INT_FOLD and op is not Op.MOD:
+                e(indent, f"{sec} = {sec} {_INT_FOLD[op]} {top}", ip)
+            elif op is Op.MOD:
+                e(indent, f"if {top}: {sec} = {sec} % {top}", ip)
+                e(indent, f"else: {sec} = arith('%', {sec}, {top})", ip)    # its error
+            else:
+                return None
+            self.taken(depth - 1, depth - 2)
+            self.set_type(depth - 2, "b" if op in _COMPARISONS else "i")
+            return i + 1
+        if op in (Op.POP_JUMP_IF_FALSE, Op.POP_JUMP_IF_TRUE) and T.get(depth - 1) == "b":
+            e(indent, f"if {'not ' if op is Op.POP_JUMP_IF_FALSE else ''}{top}:", ip)
+            self.set_type(depth - 1, None)
+            self.goto(a, indent + 1, ip)
+            return i + 1
+        if op is Op.NOT and T.get(depth - 1) == "b":
+            e(indent, f"{top} = not {top}", ip)
+            return i + 1
+        if op is Op.NEG and T.get(depth - 1) == "i":
+            e(indent, f"{top} = -{top}", ip)
+            self.taken(depth - 1)
+            self.set_type(depth - 1, "i")
+            return i + 1
+        if op is Op.LOAD_NAME:
+            local = self.int_local(i, a, scope)
+            if local is None:
+                return None
+            if local not in self.known:
+                if local in self.written or (self.confirm is not None
+                                             and local not in self.confirm):
+                    return None
+                if local not in self.guards:
+                    self.guards.append(local)
+                self.known.add(local)
+            e(indent, f"{push} = {local}", ip)
+            self.slot_names[depth] = a
+            self.set_type(depth, "i", local)
+            return i + 1
+        return None
+
+    def known_int(self, slot) -> bool:
+        """Is stack slot ``slot`` known to hold an Int here (in an Int version only)? If so,
+        an Int operation takes it (see taken)."""
+        if self.spec and self.types.get(slot) == "i":
+            self.taken(slot)
+            return True
+        return False
+
+    def set_type(self, slot, kind, origin=None):
+        if kind is None:
+            self.types.pop(slot, None)
+        else:
+            self.types[slot] = kind
+        if origin is None:
+            self.origin.pop(slot, None)
+        else:
+            self.origin[slot] = origin
+
+    def spec_after(self, i, op, a, b, depth):
+        """What instruction i, emitted as in the general version, leaves known."""
+        pops, pushes = POPS[op](a, b), PUSHES[op](a, b)
+        low = depth - pops
+        if op in (Op.CALL, Op.TOOL_CALL, Op.ACTION_PREPARE, Op.ACTION_VERIFY, Op.ACTION_APPROVE,
+                  Op.ACTION_COMMIT) or op not in IN_PLACE_OPS:
+            low = 0         # the stack may have been spilled and reloaded
+        for slot in [k for k in self.types if k >= low]:
+            self.set_type(slot, None)
+        for slot in [k for k in self.origin if k >= low]:
+            self.origin.pop(slot, None)
+        if op is Op.LOAD_CONST and type(a) is int:
+            self.set_type(depth, "i")
+        elif op in (Op.LOAD_TRUE, Op.LOAD_FALSE) or (op is Op.LOAD_CONST and type(a) is bool):
+            self.set_type(depth, "b")
+        elif op is Op.DUP and depth - 1 in self.types:
+            self.set_type(depth, self.types[depth - 1])
+        elif op is Op.PUSH_SCOPE:
+            for local in self.bnames.get(i, {}).values():
+                self.known.discard(local)
+                self.written.add(local)
 
     def block_sites(self, i, name):
         """(site, Python local) of ``name`` in the blocks open at instruction i, innermost first."""
@@ -990,6 +1202,44 @@ class _Gen:
         sec = s[depth - 2] if depth >= 2 else None
         push = s[depth]
         op = Op(op)
+        if self.spec:
+            nxt = self.spec_instr(i, op, a, b, depth, scope, indent)
+            if nxt is not None:
+                return nxt
+            if op in (Op.STORE_NAME, Op.STORE_LOCAL):
+                return self.spec_store(i, op, a, depth, scope, indent)
+            nxt = self.plain_instr(i, op, a, b, depth, scope, indent)
+            self.spec_after(i, op, a, b, depth)
+            return nxt
+        return self.plain_instr(i, op, a, b, depth, scope, indent)
+
+    def spec_store(self, i, op, a, depth, scope, indent):
+        """A store in a region's Int version: to a local known to hold an Int (so bound), its
+        binding is updated as the general store's first case does; else the general store."""
+        top = f"s{depth - 1}"
+        value = self.types.get(depth - 1)
+        local = self.cached.get(a)
+        simple = (local is not None and local in self.known
+                  and not (self.blocal and scope > 0 and self.block_sites(i, a))
+                  and (op is Op.STORE_NAME or scope == 0))
+        if simple:
+            write = "" if self.lazy else f"v0[{a!r}] = "
+            self.emit(indent, f"{local} = {write}{top}", i + 1)
+        else:
+            self.plain_instr(i, op, a, None, depth, scope, indent)
+        self.forget(a)
+        if simple and value == "i":
+            self.known.add(local)
+        self.spec_after(i, op, a, None, depth)
+        return i + 1
+
+    def plain_instr(self, i, op, a, b, depth, scope, indent):
+        e = self.emit
+        ip = i + 1
+        s = [f"s{j}" for j in range(depth + 2)]
+        top = s[depth - 1] if depth else None
+        sec = s[depth - 2] if depth >= 2 else None
+        push = s[depth]
         # The right operand is a constant pushed just before (the common `x + 1`, `i < 10`):
         # its type test is done here, once.
         kc = self.folded_constant(i)
@@ -1170,22 +1420,29 @@ class _Gen:
             else:
                 e(indent, f"{push} = {{}}", ip)
         elif op is Op.INDEX:
-            # (While no Array's length is the data's: then values.index_get labels an element
-            # by where it sits.)
-            e(indent, f"if type({sec}) is list and type({top}) is int and "
+            # (In an Int version, an index known to be an Int is not tested again. While no
+            # Array's length is the data's: then values.index_get labels an element by where
+            # it sits.)
+            known = self.known_int(depth - 1)
+            it = "" if known else f"type({top}) is int and "
+            key = "" if known else f"(type({top}) is str or type({top}) is int) and "
+            e(indent, f"if type({sec}) is list and {it}"
                       f"-len({sec}) <= {top} < len({sec}) and not SHAPES: {sec} = {sec}[{top}]",
               ip)
             # A Map read by a plain key it holds (values.map_get's first case).
-            e(indent, f"elif type({sec}) is dict and (type({top}) is str or type({top}) is int) "
-                      f"and {top} in {sec}: {sec} = {sec}[{top}]", ip)
+            e(indent, f"elif type({sec}) is dict and {key}{top} in {sec}: {sec} = {sec}[{top}]",
+              ip)
             e(indent, f"else: {sec} = index_get({sec}, {top})", ip)
         elif op is Op.STORE_INDEX:
             obj, idx, val = s[depth - 3], s[depth - 2], s[depth - 1]
-            e(indent, f"if type({obj}) is list and type({idx}) is int and "
+            known = self.known_int(depth - 2)
+            it = "" if known else f"type({idx}) is int and "
+            key = "" if known else f"(type({idx}) is str or type({idx}) is int) and "
+            e(indent, f"if type({obj}) is list and {it}"
                       f"-len({obj}) <= {idx} < len({obj}): {obj}[{idx}] = {val}", ip)
             # A Map written by a plain key, within --max-array (values.map_set's first case).
-            e(indent, f"elif type({obj}) is dict and (type({idx}) is str or type({idx}) is int) "
-                      f"and len({obj}) < V.MAX_ARRAY: {obj}[{idx}] = {val}", ip)
+            e(indent, f"elif type({obj}) is dict and {key}"
+                      f"len({obj}) < V.MAX_ARRAY: {obj}[{idx}] = {val}", ip)
             e(indent, f"else: index_set({obj}, {idx}, {val})", ip)
             e(indent, f"{obj} = {val}", ip)
         elif op is Op.SLICE:
@@ -1226,7 +1483,8 @@ class _Gen:
         elif op is Op.FOR_ITER:
             # An Array whose length is the data's (provenance.SHAPES): tier 1 labels each
             # element by where it sits and the loop's end by how many passes there were.
-            e(indent, f"if {top}.origins:", ip)
+            e(indent, f"if {top}.origins or SHAPES and type({top}) is ArrayIterator and "
+                      f"id({top}.items) in SHAPES:", ip)
             self.to_tier1(i, depth, indent + 1)
             e(indent, f"if {top}.i < len({top}.items):", ip)
             e(indent + 1, f"{push} = {top}.items[{top}.i]", ip)
@@ -1436,26 +1694,46 @@ class _Gen:
         if kw == "elif":
             e(indent, "else:", ip)
             indent += 1
+        def called(fn, indent):
+            e(indent, "try:", ip)
+            e(indent + 1, f"{callee} = {fn}(vm, {callee}, D + 1, N + 1{', ' + args if args else ''})",
+              ip)
+            e(indent, "except Deoptimize as _d:", ip)
+            e(indent + 1, "if _d.top is None:", ip)
+            self.deoptimize(i, depth, indent + 2)
+            # The callee is a frame now: this activation continues after the call, in tier 1.
+            scope = self.scope_at(i, indent + 1)
+            stack = ", ".join(f"s{j}" for j in range(base))
+            e(indent + 1, f"_fr = materialize(PREP, {scope}, cl, [{stack}], {ip})", ip)
+            e(indent + 1, "_d.top.caller = _fr", ip)
+            e(indent + 1, "_d.top = _fr", ip)
+            e(indent + 1, "raise", ip)
+        if self.calls_itself(n, base):
+            # The function calling itself (the closure it was called as, found again by its
+            # name): its code is PREP, whose direct form for n arguments is this one, so the
+            # type test and the look-up in PREP.dx would find ``direct``; it is called by name.
+            e(indent, f"if {callee} is cl:", ip)
+            called("direct", indent + 1)
+            e(indent, "else:", ip)
+            indent += 1
         e(indent, f"_ty = type({callee})", ip)
         e(indent, f"if _ty is Closure and (_l := {callee}.code.dx[{n}]) is not None:"
                   if n < DIRECT_ARITIES else "if False:", ip)
-        e(indent + 1, "try:", ip)
-        e(indent + 2, f"{callee} = _l(vm, {callee}, D + 1, N + 1{', ' + args if args else ''})", ip)
-        e(indent + 1, "except Deoptimize as _d:", ip)
-        e(indent + 2, "if _d.top is None:", ip)
-        self.deoptimize(i, depth, indent + 3)
-        # The callee is a frame now: this activation continues after the call, in tier 1.
-        scope = self.scope_at(i, indent + 2)
-        stack = ", ".join(f"s{j}" for j in range(base))
-        e(indent + 2, f"_fr = materialize(PREP, {scope}, cl, [{stack}], {ip})", ip)
-        e(indent + 2, "_d.top.caller = _fr", ip)
-        e(indent + 2, "_d.top = _fr", ip)
-        e(indent + 2, "raise", ip)
+        called("_l", indent + 1)
         e(indent, f"elif _ty is Builtin and {callee}.pure and "
                   f"({callee}.arity is None or {callee}.arity == {n}):", ip)
         e(indent + 1, f"{callee} = {callee}.fn(vm, [{args}])", ip)
         e(indent, "else:", ip)
         self.deoptimize(i, depth, indent + 1)
+
+    def calls_itself(self, n, base) -> bool:
+        """Is a CALL of n arguments in this direct form, of what was loaded as the function's
+        own name, likely a call of the closure it runs as (``cl``), whose direct form for n
+        arguments is the one being made? A function's only: a tool body's, commit body's or
+        rollback block's ``cl`` is no Closure. (Other calls are not given the test: it would
+        cost them, and the code to compile.)"""
+        return (self.kind is CodeKind.FUNCTION and n == len(self.params) and n < DIRECT_ARITIES
+                and self.slot_names.get(base) == self.prepared.code.name)
 
     def call(self, i, n, depth, indent):
         """CALL n: a function with a direct form is called right here (vm.call_t2's first half,
@@ -1659,6 +1937,24 @@ _INT_FOLD = {Op.ADD: "+", Op.SUB: "-", Op.MUL: "*", Op.MOD: "%", Op.LT: "<", Op.
              Op.GT: ">", Op.GE: ">=", Op.EQ: "==", Op.NE: "!="}
 
 
+def _reads(text, name) -> bool:
+    """Does the code ``text`` read the variable ``name`` anywhere: the name as a whole word,
+    not assigned to (followed on its line by ``=`` but not ``==``)? Found with str.find (a
+    regular expression starting with a word boundary tries every position of the text, and
+    searching line by line cost more than all the rest of generating the code)."""
+    size = len(name)
+    k = text.find(name)
+    while k >= 0:
+        end = k + size
+        if not (k and (text[k - 1].isalnum() or text[k - 1] == "_")) and not (
+                end < len(text) and (text[end].isalnum() or text[end] == "_")):
+            after = text[end:end + 40].lstrip(" ")
+            if not (after.startswith("=") and after[1:2] not in ("=", "\n", "")):
+                return True
+        k = text.find(name, end)
+    return False
+
+
 def instrs_op(ins):
     return ins[0]
 
@@ -1679,6 +1975,12 @@ def compile_code(prepared, counting: bool = False, max_array: Optional[int] = No
         gen.analyse()
     except _Declined:
         return None
+    # A function with a direct form and no loop runs as its generator only on its first call
+    # and after a deoptimization: Int versions there would cost their compiling and spare
+    # next to nothing. (One with a loop may run its longest call there: a frame that started
+    # in tier 1 switches over at a loop header.)
+    direct = gen.has_direct_form()
+    gen.specialise = not direct or len(gen.entries) > 1
     source = gen.generate()
     gen.ns["LINEMAP"] = gen.linemap
     filename = f"<tier2 {prepared.code.name}#{prepared.index}>"
@@ -1688,7 +1990,7 @@ def compile_code(prepared, counting: bool = False, max_array: Optional[int] = No
         return None     # a Python limit (nesting, size): tier 1 runs it as it is
     exec(code, gen.ns)
     compiled = Compiled(gen.ns["t2"], gen.entries, source)
-    if gen.has_direct_form():
+    if direct:
         compiled.direct = _direct_on_first_call(compiled, gen, filename)
     return compiled
 
@@ -1699,6 +2001,7 @@ def _direct_on_first_call(compiled: Compiled, gen: _Gen, filename: str):
     program's ``main``) would make its direct form for nothing."""
     def first_call(vm, closure, depth, nested, *args):
         gen.direct = True
+        gen.specialise = True
         gen.lazy = gen.scope_is_lazy()
         gen.ns = dict(gen.ns)       # its own globals: LINEMAP differs from the generator's
         try:

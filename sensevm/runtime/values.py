@@ -1026,7 +1026,7 @@ class PreparedAction:
     """One prepared call of an action: bound arguments, a state, and whether it was approved."""
 
     __slots__ = ("definition", "args", "state", "approved", "body_scope", "session", "flag",
-                 "cleared", "reason")
+                 "cleared", "reason", "looked")
     type_name = "Action"
 
     def __init__(self, definition: ActionDefinition, args: list):
@@ -1035,10 +1035,12 @@ class PreparedAction:
         self.state = "prepared"
         self.approved = False
         # The second look: the digest it flagged, the digest an approval after the flag
-        # cleared, and the reason in words (secondlook.py).
+        # cleared, and the reason in words (secondlook.py); and its last evaluation with the
+        # evidence it saw, kept when no argument can change (SecondLook.evaluate).
         self.flag = None
         self.cleared = None
         self.reason = None
+        self.looked = None
         self.body_scope: Optional[Scope] = None   # the scope the commit body ran in
         self.session = None      # the session handle to register with once its body has run
 

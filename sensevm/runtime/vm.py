@@ -990,9 +990,14 @@ class VM:
 
     def op_FOR_ITER(self, f, a, b):
         it = f.stack[-1]
+        origins = it.origins
+        if PV.SHAPES and type(it) is V.ArrayIterator:
+            # (Read at every pass: the loop may make the Array's length the data's, pushing
+            # onto it under a labelled branch.)
+            origins = PV.union(origins, PV.length_origins(it.items))
         if it.i < len(it.items):
             item = it.items[it.i]
-            if it.origins and type(it) is V.ArrayIterator:
+            if origins and type(it) is V.ArrayIterator:
                 # After a tool's elements, which element comes at this pass is the tool's.
                 where = PV.position_origins(it.items, it.i)
                 if where:
@@ -1006,11 +1011,11 @@ class VM:
                 return self._branch(f, item, len(f.stack) - 2)
         else:
             f.stack.pop()
-            if it.origins:
+            if origins:
                 # How many passes there were (none, for a tool's empty list) was the data's:
                 # what the body would have assigned is labelled, as at a labelled `while`
                 # test that fails (the label closes at once, at the exit).
-                opened = self._branch(f, PV.label(False, it.origins), len(f.stack))
+                opened = self._branch(f, PV.label(False, origins), len(f.stack))
                 f.ip = a
                 return opened
             f.ip = a

@@ -1,0 +1,172 @@
+"""Tier 2's Int versions of blocks (tier2._Gen.region): a block entered from the dispatch loop
+may run in a version that assumes the locals it reads hold Ints, tested once on entry
+(``type(x) is int``); any other value (a Float, a Bool, a labelled Int from a tool, a String,
+an unbound name found further out) runs the general version, so everything observable is
+tier 1's: output, errors and their positions, labels reaching an action's second look."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from test_tiers import _run_source
+
+HEADER = """\
+tool lab(k: Int) returns Int requires calc:
+    return k
+irreversible action send(to: String) requires mail.send:
+    print("sent", to)
+policy:
+    allow calc
+    allow mail.send
+"""
+
+TAIL = """\
+def show(v):
+    s = send(str(v))
+    s.verify()
+    print(v, s.second_look)
+"""
+
+
+def both(tmp_path, source):
+    one = _run_source(tmp_path, source, "1")
+    two = _run_source(tmp_path, source, "2")
+    assert one[:5] == two[:5]
+    return one, two[5]
+
+
+def source_of(vm, name):
+    from sensevm.runtime.tier2 import _Gen
+    prepared = next(p for p in vm.prepared if p.code.name == name)
+    gen = _Gen(prepared)
+    gen.analyse()
+    return gen.generate()
+
+
+LOOP = HEADER + TAIL + """\
+def f(a, b):
+    x = a
+    y = b
+    i = 0
+    while i < 8:
+        x = x + y * 2 - i
+        if x % 3 == 1:
+            y = y - 1
+        else if x > 40:
+            x = x % 17
+        i = i + 1
+    return x + y
+show(f(A, B))
+"""
+
+
+@pytest.mark.parametrize("a, b", [
+    ("3", "4"), ("lab(3)", "4"), ("3", "lab(4)"), ("3.5", "4"), ("3", "true"),
+    ("10000000000000000000000000", "-4"), ('"s"', "4"), ("3", "0.25"),
+])
+def test_a_loop_of_int_arithmetic_has_one_guard_and_falls_back_alike(tmp_path, a, b):
+    """The loop body's arithmetic on x, y and i is done without a type test of its own once
+    the block's guard passed; a labelled, Float, Bool, huge or String operand gives tier 1's
+    output, labels and error."""
+    (out, error, *_), vm = both(tmp_path, LOOP.replace("A, B", f"{a}, {b}"))
+    if a == "3" and b == "4":
+        assert error is None and out.startswith("43 nil")
+    if "lab" in a or "lab" in b:
+        assert "came from the tool lab" in out
+    source = source_of(vm, "f")
+    assert re.search(r"if type\(l\d+\) is int and type\(l\d+\) is int", source)  # a guard ...
+    assert "s0 = s0 % 3\n" in source                         # ... and what it spares
+    assert "if type(s0) is int: s0 = s0 % 3" in source       # the general version is kept
+
+
+UNBOUND = HEADER + TAIL + """\
+x = 5
+def g(n):
+    i = 0
+    while i < n:
+        x = x + i
+        i = i + 1
+    return x
+show(g(6))
+show(x)
+"""
+
+
+def test_a_name_found_further_out_is_no_local_int(tmp_path):
+    """`x` is the module's: the function's local for it stays unbound, its guard fails, and
+    the general version updates the module's binding, as tier 1 does."""
+    (out, error, *_), _ = both(tmp_path, UNBOUND)
+    assert error is None and out.splitlines()[0].startswith("20 ")
+    assert out.splitlines()[-1].startswith("20 ")
+
+
+MODULO = HEADER + """\
+def h(n, k):
+    t = 0
+    i = 0
+    while i < n:
+        t = t + i % k
+        i = i + 1
+    return t
+print(h(5, 2))
+print(h(5, 0))
+"""
+
+
+def test_an_error_in_an_int_version_is_placed_as_tier_one_places_it(tmp_path):
+    (out, error, *_), _ = both(tmp_path, MODULO)
+    assert out == "2\n"
+    assert error[0] == "SenseRuntimeError" and error[1].endswith("modulo by zero")
+    assert (error[2].line, error[2].col) == (12, 19)
+
+
+# ----------------------------------------------------------------------------- properties
+
+VALUES = st.sampled_from(["0", "1", "2", "-3", "7", "lab(2)", "lab(0)", "1.5", "-0.5", "true",
+                          "false", '"a"', "99999999999999999999", "nil"])
+OPS = st.sampled_from(["+", "-", "*", "%", "/"])
+CMPS = st.sampled_from(["<", "<=", ">", ">=", "==", "!="])
+NAMES = st.sampled_from(["x", "y", "z"])
+
+
+@st.composite
+def statements(draw):
+    kind = draw(st.integers(0, 3))
+    t, u, w = draw(NAMES), draw(NAMES), draw(NAMES)
+    if kind == 0:
+        return [f"{t} = {u} {draw(OPS)} {w}"]
+    if kind == 1:
+        return [f"{t} = {u} {draw(OPS)} {draw(st.integers(-3, 9))}"]
+    if kind == 2:
+        return [f"if {u} {draw(CMPS)} {w}:", f"    {t} = {t} + 1", "else:", f"    {t} = -{t}"]
+    return [f"if not ({u} {draw(CMPS)} {draw(st.integers(-2, 5))}):", f"    {t} = {u} % 5"]
+
+
+@st.composite
+def programs(draw):
+    body = [line for _ in range(draw(st.integers(1, 5))) for line in draw(statements())]
+    loop = "\n".join("        " + line for line in body)
+    args = ", ".join(draw(VALUES) for _ in range(3))
+    return HEADER + TAIL + f"""\
+def f(x, y, z):
+    i = 0
+    while i < {draw(st.integers(0, 6))}:
+{loop}
+        i = i + 1
+    return [x, y, z]
+r = f({args})
+print(r)
+show(r[0])
+"""
+
+
+@settings(max_examples=80, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(programs())
+def test_int_versions_agree_with_tier_one(tmp_path, source):
+    """Loops of arithmetic and branches on Ints, Floats, Bools, labelled Ints, huge Ints, Strings
+    and nil: tier 2 (Int versions and all) prints, labels and fails exactly as tier 1."""
+    both(tmp_path, source)
