@@ -267,6 +267,9 @@ WRITERS = {
         "creates the history file empty; entries are appended and fsync'd (make_history)",
     ("sensevm/cli/repl.py", "os.open(os.devnull, os.O_WRONLY)"):
         "the null device, put over a stdout whose reader has gone (a broken pipe): no file",
+    ("sensevm/cli/temporal/segment.py", 'open(audit_path, "w", encoding="utf-8")'):
+        "a Temporal segment's copy of the run's audit log, in the segment's own temporary "
+        "directory, which nothing reads after the segment: nothing of it outlives a crash",
     ("sensevm/guard/keys.py", "os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)"):
         "the host key: written whole to a new temporary file, fsync'd, then linked into place "
         "(os.link never replaces a key already there)",

@@ -1,7 +1,9 @@
-"""The ``sensevm`` click commands (run, resume, recover, audit, test, memory-path, repl, inspect), entered through launch.py."""
+"""The ``sensevm`` click commands (run, resume, recover, audit, test, memory-path, repl, inspect;
+worker, submit, runs, answer, approve, output on Temporal), entered through launch.py."""
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 
@@ -392,3 +394,123 @@ def inspect_command(file, dry_run, port, host, request):
     audit tree) on http://HOST:PORT/ until Ctrl-C; the URL, with its access token, is printed."""
     from sensevm.cli.console import inspect_file
     sys.exit(inspect_file(file, dry_run=dry_run, host=host, port=port, request=request))
+
+
+# ----------------------------------------------------------------------------- on Temporal
+# The optional [temporal] extra (docs/temporal.md): runs that outlive any one process, their
+# segments run by workers. Everything is imported inside the commands.
+
+TEMPORAL_EPILOG = """\b
+Examples (docs/temporal.md):
+  temporal server start-dev --headless     a dev server on 127.0.0.1:7233
+  sensevm worker                           as many as you like, on any machine
+  sensevm submit clerk.sns --id clerk-1    prints clerk-1
+  sensevm runs                             clerk-1  waiting for an answer: agent ...
+  sensevm answer clerk-1 clerk bob         accepted once; any worker goes on
+  sensevm approve clerk-1 sha256:83c3...   the whole hash `sensevm runs` shows
+  sensevm approve clerk-1 sha256:83c3... --decline    or decline it
+  sensevm output clerk-1 --audit           its audit log, one chain
+
+\b
+Environment:
+  SENSE_TEMPORAL, SENSE_TEMPORAL_NAMESPACE, SENSE_TEMPORAL_QUEUE    as the options
+  SENSE_KEY_FILE        the host key: every worker of a run must share it"""
+
+
+def temporal_options(command, *, queue: bool = True):
+    command = click.option("--namespace", default=None,
+                           help="The Temporal namespace [SENSE_TEMPORAL_NAMESPACE; "
+                                "default: default].")(command)
+    if queue:
+        command = click.option("--task-queue", "task_queue", default=None,
+                               help="The task queue of the workers [SENSE_TEMPORAL_QUEUE; "
+                                    "default: sense].")(command)
+    return click.option("--temporal", "address", metavar="HOST:PORT", default=None,
+                        help="The Temporal server's address [SENSE_TEMPORAL; default: "
+                             "127.0.0.1:7233].")(command)
+
+
+@main.command(epilog=TEMPORAL_EPILOG)
+@click.option("--concurrency", type=click.IntRange(1, 64), default=None, metavar="N",
+              help="Segments run at once, each on a thread of its own [default: 4].")
+@temporal_options
+def worker(concurrency, address, namespace, task_queue):
+    """Run Sense runs' segments for a Temporal server, until Ctrl-C (docs/temporal.md)."""
+    from sensevm.cli.temporal import cli
+    sys.exit(cli.worker(*cli.settings(address, namespace, task_queue),
+                        concurrency=concurrency))
+
+
+@main.command(cls=_RunCommand, epilog=TEMPORAL_EPILOG)
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--id", "run_id", default=None, help="The run's id (default: sense-RANDOM).")
+@click.option("--heartbeat-timeout", "heartbeat", type=click.FloatRange(2, 3600),
+              default=10, show_default=True, metavar="SECONDS",
+              help="How long a segment's worker may be silent before the segment is given to "
+                   "another worker.")
+@click.option("--request", "request", metavar="TEXT", default=None,
+              help="The user's request in their own words, as for `run --request`.")
+@click.option("--import-root", "import_root", type=click.Path(file_okay=False, exists=True),
+              default=None, help="As for `run`.")
+@temporal_options
+def submit(file, run_id, heartbeat, request, import_root, address, namespace, task_queue):
+    """Verify FILE (a .sns compiled first) and start its run on Temporal; print the run's id.
+
+    Any worker continues it; `sensevm runs` shows it, `sensevm answer` answers its agents,
+    `sensevm output` prints what it printed."""
+    from sensevm.cli.temporal import cli
+    address, namespace, task_queue = cli.settings(address, namespace, task_queue)
+    args = click.get_current_context().meta.get("sense.program_args", ())
+    sys.exit(cli.submit(file, run_id, address, namespace, task_queue, args=args,
+                        request=request, import_root=import_root, heartbeat=heartbeat))
+
+
+@main.command("runs", epilog=TEMPORAL_EPILOG)
+@click.option("--json", "as_json", is_flag=True, help="Print the runs as JSON.")
+@functools.partial(temporal_options, queue=False)
+def runs_command(as_json, address, namespace):
+    """List the runs on Temporal, each with its state: running, waiting for an answer (the
+    agent and its question), waiting for a session approval (the manifest and its hash),
+    completed, failed (and why, when the run knows)."""
+    from sensevm.cli.temporal import cli
+    address, namespace, _ = cli.settings(address, namespace, None)
+    sys.exit(cli.runs(address, namespace, as_json=as_json))
+
+
+@main.command("answer", epilog=TEMPORAL_EPILOG)
+@click.argument("run_id")
+@click.argument("agent")
+@click.argument("text")
+@functools.partial(temporal_options, queue=False)
+def answer_command(run_id, agent, text, address, namespace):
+    """Answer AGENT of run RUN_ID, waiting on ask_human or pause(), with TEXT (accepted once)."""
+    from sensevm.cli.temporal import cli
+    address, namespace, _ = cli.settings(address, namespace, None)
+    sys.exit(cli.answer(run_id, agent, text, address, namespace))
+
+
+@main.command("approve", epilog=TEMPORAL_EPILOG)
+@click.argument("run_id")
+@click.argument("hash_", metavar="HASH")
+@click.option("--decline", is_flag=True,
+              help="Decline it instead: the session aborts (its rollbacks run), nothing "
+                   "irreversible runs, as when a person at the terminal says no.")
+@functools.partial(temporal_options, queue=False)
+def approve_command(run_id, hash_, decline, address, namespace):
+    """Approve the session run RUN_ID waits on: HASH is its manifest's whole hash
+    (sha256:..., as `sensevm runs` shows it), which binds exactly as `run --approve` does;
+    a short or another manifest's hash is refused. Any worker then goes on with the run."""
+    from sensevm.cli.temporal import cli
+    address, namespace, _ = cli.settings(address, namespace, None)
+    sys.exit(cli.approve(run_id, hash_, address, namespace, decline=decline))
+
+
+@main.command("output", epilog=TEMPORAL_EPILOG)
+@click.argument("run_id")
+@click.option("--audit", is_flag=True, help="Print the run's audit log (JSON lines) instead.")
+@functools.partial(temporal_options, queue=False)
+def output_command(run_id, audit, address, namespace):
+    """Print what run RUN_ID has printed so far (all of it once it has ended)."""
+    from sensevm.cli.temporal import cli
+    address, namespace, _ = cli.settings(address, namespace, None)
+    sys.exit(cli.output(run_id, address, namespace, audit=audit))

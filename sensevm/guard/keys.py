@@ -70,7 +70,9 @@ def _create(path: str) -> None:
     except OSError as exc:
         raise HostKeyError(f"cannot create {directory} for the host key: "
                         f"{exc.strerror or exc}") from None
-    temp = f"{path}.{os.getpid()}.tmp"
+    # Unique to this attempt, not only to the process: two threads of one process (a
+    # worker's segments) may make the first key at once.
+    temp = f"{path}.{os.getpid()}.{os.urandom(6).hex()}.tmp"
     try:
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:

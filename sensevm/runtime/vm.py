@@ -123,6 +123,9 @@ class VM:
         self.session_approver = None    # the host's verdict on a session left undecided
         self.session_log_path: Optional[str] = None     # the sessions' write-ahead log
         self._session_log = None
+        # A run on Temporal: the journal of fired effects (runtime/journal.py), which tool
+        # bodies and action bodies consult before they start; None everywhere else.
+        self.journal = None
         self.tests: list[TestResult] = []
         self.test_filter = None   # `sensevm test -k`: which test names run (None: all)
         self.tests_skipped = 0
@@ -1516,6 +1519,9 @@ class VM:
             if action.session is not None:
                 from sensevm.runtime.sessions import body_begins
                 body_begins(self, action)       # the session's write-ahead record
+            if self.journal is not None:
+                return self._journaled_body(f, action, prepared, scope, "commit",
+                                            action.definition.tags, None, not decl.reversible)
             direct = prepared.direct
             if direct is not None and action.session is None and not self.sessions:
                 # The body's direct form: no frame unless it deoptimizes; its return and its
@@ -1526,6 +1532,8 @@ class VM:
             self._push_body(f, prepared, scope, action, "commit", action.definition.tags, None)
         except SenseError as err:
             if action.state == L.COMMITTING:    # the body never started: it failed to begin
+                if self.journal is not None:
+                    self.journal.not_started(err)
                 self._body_failed_at(action, "commit", f, err)
             raise
         return True
@@ -1573,6 +1581,9 @@ class VM:
         scope = Scope(action.body_scope)
         prepared = action.definition.rollback
         try:
+            if self.journal is not None:
+                return self._journaled_body(f, action, prepared, scope, "rollback",
+                                            action.definition.rollback_tags, line, False)
             direct = prepared.direct
             if direct is not None and action.session is None and not self.sessions:
                 ran = self._run_direct(f, action, direct, scope, "rollback", line)   # as commit
@@ -1582,8 +1593,25 @@ class VM:
                             action.definition.rollback_tags, line)
         except SenseError as err:
             if action.state == L.ROLLING_BACK:  # the block never started
+                if self.journal is not None:
+                    self.journal.not_started(err)
                 self._body_failed_at(action, "rollback", f, err, line)
             raise
+        return True
+
+    def _journaled_body(self, f, action, prepared, scope, role, tags, line,
+                        irreversible) -> bool:
+        """A commit body or rollback block under the journal (runtime/journal.py): its
+        journaled outcome when a dead attempt recorded one, else the body in a frame (never
+        its direct form: the journal sees a frame return or fail)."""
+        journal = self.journal
+        value = journal.begin(self, role, action.name, action.args, irreversible)
+        if value is not journal.MISS:
+            self._body_done(action, role, f, line)
+            f.stack.append(value)
+            return False
+        self._push_body(f, prepared, scope, action, role, tags, line)
+        journal.opened(self.frame)
         return True
 
     def _push_body(self, f, prepared, scope, action, role, tags, line) -> None:
@@ -1604,6 +1632,8 @@ class VM:
             if check is not None and type(value) is not check[2] and not check[1](value):
                 # Reported at the call, as for functions: the tool's frame is gone.
                 raise V.return_error(frame.action.name, check[0], value)
+            if self.journal is not None:
+                self.journal.returned(frame, value)
             if self.look is not None:
                 value = self.look.tool_result(frame.action, value)
             return value
@@ -1611,6 +1641,8 @@ class VM:
             if self.look is not None:
                 value = self.look.tool_result(frame.action, value)
             return value            # checked at await (spec 12.3)
+        if self.journal is not None:
+            self.journal.returned(frame, value)
         self._body_done(frame.action, frame.role, frame.caller, frame.audit_line)
         return value
 
@@ -1656,6 +1688,8 @@ class VM:
         return False
 
     def _body_failed(self, frame, err: SenseError) -> None:
+        if self.journal is not None:
+            self.journal.failed(frame, err)
         if frame.role == "agent":
             agent = frame.action
             agent.status = "failed"
@@ -1715,6 +1749,8 @@ class VM:
         # record_tool(tool, "called", f, line), written out: this runs for every tool call.
         self.audit.append((tool.subject, tool.name, "tool", "called", None, line,
                            self.lineage(f), _now(), False))
+        if self.journal is not None and not tool.is_async:
+            return self._journaled_tool(f, tool, args)
         direct = tool.body.dx[n] if n < DIRECT_ARITIES and not tool.is_async else None
         if direct is not None:
             # The body's direct form (tier2.Compiled), `tool` standing for its closure: no
@@ -1743,6 +1779,28 @@ class VM:
             raise SenseRecursionError()
         self.depth += 1
         self.frame = Frame(tool.body, scope, f, None, None, tool, "tool", tags)
+        return True
+
+    def _journaled_tool(self, f, tool: ToolDefinition, args: list) -> bool:
+        """A (synchronous) tool's body under the journal: its journaled result when a dead
+        attempt recorded one (then what _body_returned does for a tool frame), else the body in
+        a frame."""
+        journal = self.journal
+        value = journal.begin(self, "tool", tool.name, args)
+        if value is not journal.MISS:
+            if self.look is not None:
+                value = self.look.tool_result(tool, value)
+            f.stack.append(value)
+            return False
+        scope = Scope(tool.scope)
+        for name, value in zip(tool.params, args):
+            scope.vars[name] = value
+        if self.depth >= self.max_depth:
+            journal.not_started(SenseRecursionError())
+            raise SenseRecursionError()
+        self.depth += 1
+        self.frame = Frame(tool.body, scope, f, None, None, tool, "tool", tool.tags)
+        journal.opened(self.frame)
         return True
 
     def call_tool_now(self, f, tool: ToolDefinition, args: list) -> Any:
@@ -1861,8 +1919,10 @@ class VM:
             if budget is not None:
                 budget.stop_clock()
             self.save_paused_agents()
-            if self.state_dir is not None and agent.status != "paused":
-                services.save_agent(self, agent, self.state_dir)    # records that it has ended
+            # Records that it has ended; one still running was stopped by no error of its own
+            # (a journal stop, an interrupt), which goes on out unmasked.
+            if self.state_dir is not None and agent.status not in ("paused", "running"):
+                services.save_agent(self, agent, self.state_dir)
         return agent
 
     def worker(self, frames: int = 0) -> "VM":

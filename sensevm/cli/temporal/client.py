@@ -1,0 +1,131 @@
+"""The client side of the Temporal commands: submit, runs, answer, approve, output (docs/temporal.md)."""
+
+from __future__ import annotations
+
+import base64
+import uuid
+
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
+from temporalio.service import RPCError
+
+from sensevm.cli.temporal.workflow import MEMO, WORKFLOW, SenseRun
+
+
+class RunError(Exception):
+    """A command that cannot do what it was asked; its text is said on stderr."""
+
+
+async def connect(address: str, namespace: str) -> Client:
+    try:
+        return await Client.connect(address, namespace=namespace)
+    except (RuntimeError, RPCError) as exc:
+        raise RunError(f"cannot reach the Temporal server at {address}: {exc}") from None
+
+
+def new_run_id() -> str:
+    return "sense-" + uuid.uuid4().hex[:12]
+
+
+async def submit(client: Client, program: bytes, run_id: str, task_queue: str,
+                 args=(), request=None, heartbeat=10) -> str:
+    """Start the run of the verified ``program``; return its id."""
+    from temporalio.exceptions import WorkflowAlreadyStartedError
+    job = {"snb": base64.b64encode(program).decode("ascii"), "args": list(args),
+           "request": request, "heartbeat_timeout": heartbeat}
+    try:
+        handle = await client.start_workflow(SenseRun.run, job, id=run_id,
+                                             task_queue=task_queue,
+                                             memo={MEMO: {"state": "running", "waiting": []}})
+    except WorkflowAlreadyStartedError:
+        raise RunError(f"a run with id '{run_id}' already exists") from None
+    return handle.id
+
+
+_CLOSED = {
+    WorkflowExecutionStatus.FAILED: "failed",
+    WorkflowExecutionStatus.CANCELED: "failed (cancelled)",
+    WorkflowExecutionStatus.TERMINATED: "failed (terminated)",
+    WorkflowExecutionStatus.TIMED_OUT: "failed (timed out)",
+}
+
+
+async def runs(client: Client) -> list[dict]:
+    """Every Sense run the cluster knows, newest first, each with its state (from the
+    workflow's memo: no worker needs to be up)."""
+    found = []
+    async for wf in client.list_workflows(f'WorkflowType = "{WORKFLOW}"'):
+        memo = (await wf.memo()).get(MEMO) or {}
+        state = _CLOSED.get(wf.status) or memo.get("state", "running")
+        found.append({"id": wf.id, "state": state, "waiting": memo.get("waiting", []),
+                      "approval": memo.get("approval"), "reason": memo.get("reason"),
+                      "started": wf.start_time.isoformat() if wf.start_time else None})
+    return found
+
+
+def describe_state(run: dict) -> str:
+    from sensevm.base.diagnostics import printable
+    if run["state"] == "waiting":
+        return "; ".join(f"waiting for an answer: agent '{printable(w['agent'])}' asks: "
+                         f"{printable(w['question'])}" for w in run["waiting"]) or "waiting"
+    approval = run.get("approval")
+    if run["state"] == "waiting for approval" and approval:
+        manifest = "".join(f"\n    {printable(line)}" for line in
+                           approval["manifest"].splitlines())
+        return (f"waiting for a session approval: session '{printable(approval['session'])}' "
+                f"(sensevm approve {run['id']} {approval['hash']}){manifest}")
+    if run["state"] == "failed" and run.get("reason"):
+        return f"failed: {printable(run['reason'])}"
+    return run["state"]
+
+
+async def answer(client: Client, run_id: str, agent: str, text: str) -> None:
+    handle = client.get_workflow_handle(run_id)
+    try:
+        await handle.execute_update("answer", {"agent": agent, "text": text})
+    except WorkflowUpdateFailedError as exc:
+        cause = exc.cause
+        raise RunError(f"answer refused: {getattr(cause, 'message', None) or cause}") from None
+    except RPCError as exc:
+        raise await _not_delivered(handle, run_id, "answer", exc) from None
+
+
+async def approve(client: Client, run_id: str, digest: str, decline: bool = False) -> None:
+    handle = client.get_workflow_handle(run_id)
+    try:
+        await handle.execute_update("approve", {"hash": digest, "decline": decline})
+    except WorkflowUpdateFailedError as exc:
+        cause = exc.cause
+        raise RunError(f"approval refused: {getattr(cause, 'message', None) or cause}") from None
+    except RPCError as exc:
+        raise await _not_delivered(handle, run_id, "approve", exc) from None
+
+
+async def _not_delivered(handle, run_id: str, verb: str, exc) -> RunError:
+    """Why an answer or approval could not reach the run: it has ended, or the server said."""
+    try:
+        status = (await handle.describe()).status
+    except RPCError:
+        status = None
+    if status is not None and status != WorkflowExecutionStatus.RUNNING:
+        ended = "completed" if status == WorkflowExecutionStatus.COMPLETED else \
+            _CLOSED.get(status, "ended")
+        what = "no agent waits for an answer" if verb == "answer" else \
+            "no session waits for an approval"
+        return RunError(f"run '{run_id}' has {ended.replace('failed', 'ended: failed')}: "
+                        f"{what}")
+    return RunError(f"cannot {verb} run '{run_id}': {exc}")
+
+
+async def record(client: Client, run_id: str) -> dict:
+    """The run's record (state, output, audit): its result once it has ended, else what a
+    worker answers to the query."""
+    handle = client.get_workflow_handle(run_id)
+    try:
+        info = await handle.describe()
+        if info.status == WorkflowExecutionStatus.COMPLETED:
+            return await handle.result()
+        if info.status in _CLOSED:
+            raise RunError(f"run '{run_id}' {_CLOSED[info.status]}: it has no record")
+        return await handle.query("describe")
+    except RPCError as exc:
+        raise RunError(f"cannot read run '{run_id}': {exc}") from None

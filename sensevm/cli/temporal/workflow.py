@@ -1,0 +1,215 @@
+"""The workflow of one Sense run on Temporal (docs/temporal.md).
+
+It holds the run: the verified program, the latest saved state of each agent, the output
+and the audit log so far, and who waits for what. It runs segments (activities, worker.py)
+and, between them, waits for answers, which arrive as updates (``answer``): validated
+against who is waiting, so an answer is accepted once and only for an agent that waits.
+
+While a segment runs, the workflow keeps its journal of fired effects (runtime/journal.py):
+the segment's attempt records each entry with the update ``journal``, acknowledged once in
+the history, and an attempt retried after its worker died fetches it (``claim``). A claim
+fences the attempts before it off: an entry from an older attempt (a worker thought dead that
+was not) is refused. A segment that stops at a session left undecided makes the run wait for
+an approval (``approve``, the manifest's whole hash); the segment then runs again from the same
+saved state with the approval, its journal kept, so what it had fired is replayed, not re-run.
+
+Workflow code must be deterministic: this module imports temporalio and the standard library
+only, reads no clock, does no I/O; everything it decides follows from its history.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+
+WORKFLOW = "SenseRun"
+SEGMENT = "sense_segment"
+MEMO = "sense"          # the run's state, in the memo: `sensevm runs` reads it with no worker
+
+RUNNING, WAITING, COMPLETED, FAILED = "running", "waiting", "completed", "failed"
+APPROVAL = "waiting for approval"
+# Temporal refuses a payload over 2 MB (its default blob size limit); what a segment is given
+# and gives back is kept under this, with room for the envelope.
+PAYLOAD_LIMIT = 1_900_000
+
+
+@workflow.defn(name=WORKFLOW)
+class SenseRun:
+    def __init__(self) -> None:
+        self.state = RUNNING
+        self.waiting: dict[str, str] = {}       # agent -> its question
+        self.answers: list[dict] = []           # accepted, not yet delivered
+        self.output: list[str] = []             # each segment's stdout, in order
+        self.errors: list[str] = []             # each segment's stderr that said something
+        self.audit = ""                          # the run's audit log (JSON lines, one chain)
+        self.states: dict[str, str] = {}        # agent -> its latest saved state
+        self.segments = 0
+        self.status = None
+        self.reason = None                       # why a run failed, when the journal said
+        self.journal: dict[str, dict] = {}      # the running segment's: effect number -> entry
+        self.lease = 0                           # segment invocations so far
+        self.claimed = None                      # [lease, attempt] that may journal now
+        self.approvals: list[str] = []          # manifest hashes an operator approved
+        self.declines: list[str] = []           # ... and declined
+        self.awaiting = None                     # the session a segment stopped at
+
+    @workflow.run
+    async def run(self, job: dict) -> dict:
+        self.job = {"snb": job["snb"], "args": job.get("args", []),
+                    "request": job.get("request")}
+        timeout = timedelta(seconds=job.get("segment_timeout", 600))
+        heartbeat = timedelta(seconds=job.get("heartbeat_timeout", 10))
+        resume = None
+        while True:
+            self._publish()
+            self.lease += 1
+            self.claimed = [self.lease, 1]
+            given = dict(self.job, states=self.states, audit=self.audit, resume=resume,
+                         segment=self.segments, lease=self.lease, journal=dict(self.journal),
+                         approvals=list(self.approvals), declines=list(self.declines))
+            size = len(json.dumps(given, separators=(",", ":")))
+            if size > PAYLOAD_LIMIT:
+                # The server would refuse to schedule it, and the run would be stuck.
+                self.state, self.status = FAILED, 1
+                self.reason = (f"the next segment's input (the program, the saved agents and "
+                               f"the audit log so far) is {size:,} bytes, over Temporal's "
+                               f"payload limit ({PAYLOAD_LIMIT:,})")
+                self.errors.append(f"sensevm: {self.reason}\n")
+                break
+            result = await workflow.execute_activity(
+                SEGMENT, given,
+                start_to_close_timeout=timeout, heartbeat_timeout=heartbeat,
+                retry_policy=RetryPolicy(maximum_attempts=job.get("segment_attempts", 5)))
+            self.claimed = None
+            stopped = result.get("stopped")
+            if stopped is not None and stopped["reason"] == "approval":
+                # Nothing of this attempt enters the record: it runs again once approved.
+                self.awaiting, self.state = stopped["detail"], APPROVAL
+                self._publish()
+                await workflow.wait_condition(lambda: self.awaiting is None)
+                self.state = RUNNING
+                continue
+            # An approval is for the segment that waited on it (its session's occurrence in
+            # that segment's VM): a later segment's session, even one with the same manifest,
+            # is asked again, as a second run of `sensevm run --approve` would be.
+            self.journal, self.approvals, self.declines = {}, [], []
+            self.segments += 1
+            self.output.append(result["stdout"])
+            if result["stderr"]:
+                self.errors.append(result["stderr"])
+            self.audit += result["audit"]
+            self.states = result["states"]
+            if resume is not None:
+                self.waiting.pop(resume["agent"], None)
+            for paused in result["paused"]:
+                self.waiting[paused["agent"]] = paused["question"]
+            if result["status"] != 0:
+                self.state, self.status = FAILED, result["status"]
+                if stopped is not None:
+                    self.reason = stopped["message"]
+                break
+            if not self.waiting:
+                self.state, self.status = COMPLETED, 0
+                break
+            self.state = WAITING
+            self._publish()
+            await workflow.wait_condition(lambda: bool(self.answers))
+            resume = self.answers.pop(0)
+            self.state = RUNNING
+        self._publish()
+        return self.describe()
+
+    def _publish(self) -> None:
+        workflow.upsert_memo({MEMO: {"state": self.state, "status": self.status,
+                                     "reason": self.reason, "approval": self.awaiting,
+                                     "waiting": [{"agent": a, "question": q}
+                                                 for a, q in self.waiting.items()
+                                                 if not self._answered(a)]}})
+
+    def _answered(self, agent: str) -> bool:
+        return any(a["agent"] == agent for a in self.answers)
+
+    @workflow.update(name="answer")
+    def answer(self, given: dict) -> str:
+        self.answers.append({"agent": given["agent"], "answer": given["text"]})
+        self._publish()
+        return "accepted"
+
+    @answer.validator
+    def _check_answer(self, given: dict) -> None:
+        agent = given.get("agent")
+        if not isinstance(agent, str) or not isinstance(given.get("text"), str):
+            raise ValueError("an answer is an agent's name and a text")
+        if self.state in (COMPLETED, FAILED):
+            raise ValueError(f"the run has {self.state}: no agent waits for an answer")
+        if agent not in self.waiting:
+            waits = ", ".join(f"'{a}'" for a in self.waiting) or "no agent"
+            raise ValueError(f"agent '{agent}' is not waiting for an answer "
+                             f"(waiting: {waits})")
+        if self._answered(agent):
+            raise ValueError(f"agent '{agent}' has been answered already")
+
+    @workflow.update(name="journal")
+    def journal_entry(self, given: dict):
+        """``claim``: an attempt of the running segment takes the journal over (returned);
+        ``record``: an entry of the attempt that holds it."""
+        if given["op"] == "claim":
+            self.claimed = [given["lease"], given["attempt"]]
+            return self.journal
+        entry = given["entry"]
+        self.journal[str(entry["k"])] = entry
+        return "recorded"
+
+    @journal_entry.validator
+    def _check_journal(self, given: dict) -> None:
+        op, lease, attempt = given.get("op"), given.get("lease"), given.get("attempt")
+        if self.claimed is None or lease != self.lease:
+            raise ValueError("no segment of this invocation is running")
+        if op == "claim":
+            if not isinstance(attempt, int) or [lease, attempt] <= self.claimed:
+                raise ValueError(f"attempt {attempt} cannot take the journal over from "
+                                 f"attempt {self.claimed[1]}")
+            return
+        if op != "record" or [lease, attempt] != self.claimed:
+            raise ValueError(f"attempt {attempt} no longer holds the journal "
+                             f"(attempt {self.claimed[1]} does)")
+        entry = given.get("entry")
+        if not isinstance(entry, dict) or not isinstance(entry.get("k"), int):
+            raise ValueError("a journal entry is an object with its effect number k")
+        before = self.journal.get(str(entry["k"]))
+        if before is not None and before["state"] != "committing":
+            raise ValueError(f"effect #{entry['k']} has its outcome recorded already")
+
+    @workflow.update(name="approve")
+    def approve(self, given: dict) -> str:
+        (self.declines if given.get("decline") else self.approvals).append(given["hash"])
+        self.awaiting = None
+        self._publish()
+        return "approved"
+
+    @approve.validator
+    def _check_approve(self, given: dict) -> None:
+        digest = given.get("hash")
+        if self.awaiting is None:
+            raise ValueError(f"the run is {self.state}: no session waits for an approval")
+        if not isinstance(digest, str) or digest != self.awaiting["hash"]:
+            want = self.awaiting["hash"]
+            if isinstance(digest, str) and digest and want.startswith(digest):
+                raise ValueError(f"a short hash does not approve: give the whole hash of "
+                                 f"session '{self.awaiting['session']}' ({want[:19]}…, "
+                                 f"{len(want)} characters)")
+            raise ValueError(f"that is not the hash of the manifest session "
+                             f"'{self.awaiting['session']}' waits on: nothing was approved "
+                             f"(sensevm runs shows the manifest and its hash)")
+
+    @workflow.query(name="describe")
+    def describe(self) -> dict:
+        return {"state": self.state, "status": self.status, "segments": self.segments,
+                "reason": self.reason, "approval": self.awaiting,
+                "waiting": [{"agent": a, "question": q} for a, q in self.waiting.items()
+                            if not self._answered(a)],
+                "output": "".join(self.output), "errors": "".join(self.errors),
+                "audit": self.audit}

@@ -1,0 +1,321 @@
+"""The journal of fired effects: a segment retried after its worker died replays, not re-runs, the bodies that completed.
+
+A run on Temporal (docs/temporal.md) runs its VM in segments, each from one saved state to the
+next pause; a segment whose worker died is run again from the same saved state. The VM is
+deterministic from there until it meets the world, and the places it meets the world through
+the program's own declarations are tool bodies and the commit bodies and rollback blocks of
+actions. The journal numbers those bodies in the order they start (on the segment's own thread)
+and records each one's outcome as it ends: the value it returned (as data, provenance labels
+kept), or the error it raised, with the output lines and audit records it produced. Before the
+body of an irreversible commit runs, its intent (``committing``) is recorded and acknowledged.
+
+A retried attempt gets the journal of the attempts before it. Where its replay reaches a body
+the journal has an outcome for, the body does not run: its output and audit records are written
+again and its value returned (its error raised). A body that does not match the journal (another
+tool or action, other arguments) stops the segment; so does an irreversible commit recorded
+``committing`` with no outcome (it was in flight when the worker died: its effect may have
+happened, and it is never fired a second time), and a journal entry the replay never reaches.
+Those stops are ``JournalStop``: not a Sense error, so no ``try`` or test block catches it, no
+session aborts on its way out (an abort would run rollbacks), and the segment reports it.
+
+Only ``VM.journal`` (None unless a segment sets it) leads here: ``sensevm run`` never loads this.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+
+from sensevm.base.errors import CATCHABLE, Pos
+from sensevm.guard import provenance as PV
+
+MISS = object()          # begin(): no outcome recorded; the body runs
+
+
+class JournalStop(BaseException):
+    """The segment stops here: ``reason`` is ``unknown`` (an irreversible commit was in flight
+    when a worker died), ``mismatch`` (the replay and the journal disagree), ``opaque`` (a
+    body completed whose result the journal could not keep), ``unreached`` (a journaled body
+    the replay did not reach), ``fenced`` (a newer attempt took the journal over) or
+    ``approval`` (a session waits for one; see ``detail``). A BaseException, so that nothing
+    in the VM catches it."""
+
+    def __init__(self, reason: str, message: str, detail=None):
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+        self.detail = detail
+
+
+class Opaque(Exception):
+    """A value the journal cannot record as data (a closure, an action, an agent...)."""
+
+
+def encode(v):
+    """A body's value as JSON data: nil, Bool, String, Int, Float, Arrays and Maps of them,
+    each with its provenance labels and each container with its shape (as saved states keep
+    them). Raises Opaque otherwise."""
+    t = type(v)
+    if v is None or t is bool or t is str:
+        return v
+    if t is int:
+        return {"int": format(v, "x")}
+    if t is float:
+        return {"float": v.hex()}
+    if t in PV.LABELLED:
+        if t is PV.LStr:
+            return {"lstr": str.__str__(v),
+                    "spans": [[a, b, _origins(o)] for a, b, o in v.spans]}
+        return {"labelled": encode(PV.plain(v)), "origins": _origins(v.origins)}
+    if t is list:
+        return _shaped(v, {"array": [encode(x) for x in v]})
+    if t is dict:
+        return _shaped(v, {"map": [[encode(k), encode(x)] for k, x in v.items()]})
+    from sensevm.runtime.values import type_name
+    raise Opaque(type_name(v))
+
+
+def decode(raw):
+    if raw is None or type(raw) in (bool, str):
+        return raw
+    if "int" in raw:
+        return int(raw["int"], 16)
+    if "float" in raw:
+        return float.fromhex(raw["float"])
+    if "lstr" in raw:
+        return PV.make_str(raw["lstr"], [(a, b, _unorigins(o)) for a, b, o in raw["spans"]])
+    if "labelled" in raw:
+        return PV.label(decode(raw["labelled"]), _unorigins(raw["origins"]))
+    if "array" in raw:
+        made = [decode(x) for x in raw["array"]]
+    else:
+        made = {decode(k): decode(x) for k, x in raw["map"]}
+    shape = raw.get("shape")
+    if shape is not None:
+        PV.restore_shape(made, _unorigins(shape["length"]),
+                         tuple((k, _unorigins(o)) for k, o in shape["starts"]),
+                         tuple((k, _unorigins(o)) for k, o in shape["ends"]))
+    return made
+
+
+def _shaped(container, raw: dict) -> dict:
+    """``raw`` with the container's shape (what its length and its elements' places depend
+    on: provenance.Shape), kept as saved states keep it."""
+    shape = PV.shape_of(container)
+    if shape is not None and shape.length:
+        size = max(len(container), 1)
+        raw["shape"] = {"length": _origins(shape.length),
+                        "starts": [[k, _origins(o)] for k, o in shape.starts if k < size],
+                        "ends": [[k, _origins(o)] for k, o in shape.ends if k < size]}
+    return raw
+
+
+def _origins(origins) -> list:
+    return sorted(list(o) for o in origins)
+
+
+def _unorigins(raw) -> frozenset:
+    return frozenset(tuple(o) for o in raw)
+
+
+def digest(args) -> str:
+    """What identifies a body's arguments: the SHA-256 of them as data, labels included (of
+    their canonical form, the one a session's manifest hashes, when they are not all data)."""
+    try:
+        body = encode(list(args))
+    except Opaque:
+        from sensevm.guard.session import canonical
+        from sensevm.runtime.values import to_str
+        body = canonical([_unlabelled(a) for a in args], to_str)
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def shown(name: str, args) -> str:
+    """``name(ARGS)``, the arguments quoted as a session's manifest quotes them."""
+    from sensevm.guard.session import canonical
+    from sensevm.guard.wal import shown_arg
+    from sensevm.runtime.values import to_str
+    return f"{name}({', '.join(shown_arg(canonical(_unlabelled(a), to_str)) for a in args)})"
+
+
+def _unlabelled(v):
+    if type(v) is list:
+        return [_unlabelled(x) for x in v]
+    return PV.plain(v)
+
+
+class _Open:
+    __slots__ = ("entry", "out", "rows", "frame")
+
+    def __init__(self, entry, out, rows):
+        self.entry = entry
+        self.out = out           # the output's length when the body started
+        self.rows = rows         # the audit rows' count when the body started
+        self.frame = None
+
+
+class Journal:
+    """One segment attempt's journal. ``entries``: what earlier attempts recorded (effect number
+    -> entry); ``send(entry)``: record an entry durably, returning once it is acknowledged;
+    ``stdout``: the segment's output buffer (a StringIO)."""
+
+    MISS = MISS
+
+    def __init__(self, entries: dict, send, stdout):
+        self.entries = {int(k): v for k, v in entries.items()}
+        self.unmet = set(self.entries)          # journaled, not yet met by the replay
+        self.send = send
+        self.stdout = stdout
+        self.next = 0
+        self.thread = threading.get_ident()
+        self.open: dict = {}                    # id(frame) -> _Open
+        self.pending = None                     # begun, its frame not made yet
+        self.rows: list = []                    # every audit row of the attempt, in order
+        self.replayed = 0
+
+    # ------------------------------------------------------------------ the VM's side
+
+    def attach(self, vm) -> None:
+        """Tap ``vm``'s audit log, so that the records a body produces can be journaled."""
+        audit = vm.audit
+        append, quoting = audit.append, audit.append_quoting
+        rows = self.rows
+
+        def tapped(row):
+            rows.append(row)
+            append(row)
+
+        def tapped_quoting(row, origins):
+            rows.append(row)
+            quoting(row, origins)
+        audit.append = tapped
+        audit.append_quoting = tapped_quoting
+        vm.journal = self
+
+    def begin(self, vm, kind: str, name: str, args, irreversible: bool = False):
+        """A body of ``kind`` (tool, commit, rollback) is about to start: MISS when it is to
+        run, else its journaled value (its output and audit records written again), or its
+        journaled error raised. Other threads (async bodies) are not journaled."""
+        if threading.get_ident() != self.thread:
+            return MISS
+        k = self.next
+        self.next += 1
+        what = shown(name, args)
+        sig = digest(args)
+        entry = self.entries.get(k)
+        if entry is not None:
+            self.unmet.discard(k)
+            if entry["kind"] != kind or entry["name"] != name or entry["digest"] != sig:
+                raise JournalStop("mismatch", (
+                    f"the replay of this segment does not match its journal: effect #{k} is "
+                    f"{kind} {what} now, but the attempt that died ran {entry['kind']} "
+                    f"{entry['shown']}; the run stops rather than guess (the program is not "
+                    f"deterministic here)"))
+            state = entry["state"]
+            if state == "committing":
+                vm.audit.append(_unknown_row(entry))
+                raise JournalStop("unknown", (
+                    f"commit of {entry['shown']} in flight when worker died; outcome unknown "
+                    f"(it is not fired again: find out whether it happened, outside the run)"))
+            if state == "opaque":
+                raise JournalStop("opaque", (
+                    f"{kind} {what} completed in the attempt that died, but its result (a "
+                    f"{entry['type']}) could not be journaled; it is not run again"))
+            self.replayed += 1
+            # The bodies that ran inside this one are stood for by it: the replay meets none.
+            self.unmet.difference_update(range(k + 1, entry["next"]))
+            self.stdout.write(entry["output"])
+            for row in entry["audit"]:
+                vm.audit.append(_row(row))
+            self.next = entry["next"]
+            if state == "failed":
+                raise _error(entry["error"])
+            return decode(entry["value"])
+        entry = {"k": k, "kind": kind, "name": name, "digest": sig, "shown": what,
+                 "irreversible": irreversible}
+        if irreversible:
+            self.send(dict(entry, state="committing"))
+        self.pending = _Open(entry, self.stdout.tell(), len(self.rows))
+        return MISS
+
+    def opened(self, frame) -> None:
+        """The body begun last now runs in ``frame``."""
+        rec, self.pending = self.pending, None
+        if rec is not None:
+            rec.frame = frame
+            self.open[id(frame)] = rec
+
+    def not_started(self, err) -> None:
+        """The body begun last failed before its frame was made (no effect of it ran)."""
+        rec, self.pending = self.pending, None
+        if rec is not None:
+            self._finish(rec, "failed", error=err)
+
+    def returned(self, frame, value) -> None:
+        rec = self.open.pop(id(frame), None)
+        if rec is None:
+            return
+        try:
+            encoded = encode(value)
+        except Opaque as exc:
+            self._finish(rec, "opaque", type=str(exc))
+            return
+        self._finish(rec, "done", value=encoded)
+
+    def failed(self, frame, err) -> None:
+        rec = self.open.pop(id(frame), None)
+        if rec is not None:
+            self._finish(rec, "failed", error=err)
+
+    def _finish(self, rec: _Open, state: str, error=None, **more) -> None:
+        entry = dict(rec.entry, state=state, next=self.next, **more)
+        if error is not None:
+            if error.kind not in CATCHABLE:
+                return          # a limit ends the run: nothing to replay
+            pos = error.pos
+            entry["error"] = {"class": error.kind, "message": str(error.message),
+                              "located": error.located, "path": error.path,
+                              "pos": [pos.line, pos.col] if pos is not None else None}
+        text = self.stdout.getvalue()
+        entry["output"] = text[rec.out:]
+        entry["audit"] = [_plain_row(r) for r in self.rows[rec.rows:]]
+        self.send(entry)
+
+    def finish(self) -> None:
+        """The segment ended: every journaled body must have been met by the replay."""
+        if self.unmet:
+            k = min(self.unmet)
+            entry = self.entries[k]
+            raise JournalStop("unreached", (
+                f"the replay of this segment ended without reaching effect #{k}, "
+                f"{entry['kind']} {entry['shown']}, which the attempt that died ran "
+                f"({entry['state']}); the run stops rather than lose or repeat it"))
+
+
+def _plain_row(row) -> list:
+    subject, name, kind, event, detail, line, lineage, stamp, host_only = tuple(row)
+    return [str(subject), str(name), str(kind), str(event),
+            None if detail is None else str(detail), line, [str(t) for t in lineage],
+            stamp, bool(host_only)]
+
+
+def _row(raw) -> tuple:
+    subject, name, kind, event, detail, line, lineage, stamp, host_only = raw
+    return (subject, name, kind, event, detail, line, tuple(lineage), stamp, host_only)
+
+
+def _unknown_row(entry) -> tuple:
+    import time
+    subject = f"irreversible action '{entry['name']}'"
+    return (subject, entry["name"], "irreversible", "unknown",
+            "in flight when a worker died: outcome unknown, not fired again", None, (),
+            time.time(), True)
+
+
+def _error(raw):
+    cls = CATCHABLE.get(raw["class"], CATCHABLE["SenseRuntimeError"])
+    pos = Pos(*raw["pos"]) if raw.get("pos") else None
+    return cls(raw["message"], pos, located=raw["located"], path=raw.get("path"))
