@@ -280,7 +280,7 @@ def test_data_persists_across_runs_and_versions_continue(tmp_path):
 WRITER = '''persistent memory shared: "{db}"
 shared.remember("ready-{who}", true)
 spins = 0
-while shared.recall("ready-a") == nil or shared.recall("ready-b") == nil or shared.recall("ready-c") == nil:
+while (shared.recall("ready-a") == nil or shared.recall("ready-b") == nil or shared.recall("ready-c") == nil) and spins < 200000:
     spins = spins + 1
 for i in range(150):
     shared.remember("{who}-" + str(i), i)
@@ -291,6 +291,8 @@ print("{who} done", len(shared.keys()) >= 150)
 
 
 def test_concurrent_writers_lose_nothing(tmp_path):
+    # (The wait for the others is bounded: a writer that failed to start must not leave the
+    # other two spinning after the test has given up on them.)
     db = tmp_path / "shared.db"
     procs = []
     for who in ("a", "b", "c"):
