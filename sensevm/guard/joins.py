@@ -19,7 +19,8 @@ class JoinPoints:
     bytecode cannot end a pc label early. A branch with no join inside its code object (one
     arm returns, or loops forever) keeps its label to the end of the frame."""
 
-    __slots__ = ("pdom", "exit", "cache", "succ", "instrs", "stored", "region", "changes")
+    __slots__ = ("pdom", "exit", "cache", "succ", "instrs", "stored", "region", "changes",
+                 "_assigned", "_locals")
 
     def __init__(self, instrs):
         n = len(instrs)
@@ -57,6 +58,7 @@ class JoinPoints:
         self.stored = {}
         self.region = {}
         self.changes = {}
+        self._assigned = self._locals = None
 
     def stores(self, i: int) -> tuple:
         """The names a variable store can reach from branch ``i`` before its join: those its
@@ -113,21 +115,18 @@ class JoinPoints:
 
     def locals(self) -> frozenset:
         """The names the code declares ``local`` (STORE_LOCAL): in a function, its own."""
-        found = self.stored.get(-2)
-        if found is None:
+        if self._locals is None:
             store = int(Op.STORE_LOCAL)
-            found = self.stored[-2] = frozenset(a for op, a, _ in self.instrs if op == store)
-        return found
+            self._locals = frozenset(a for op, a, _ in self.instrs if op == store)
+        return self._locals
 
     def assigned(self) -> tuple:
         """The names the code assigns with STORE_NAME anywhere (each once): in a function,
         the variables of an outer scope it may rebind."""
-        found = self.stored.get(-1)
-        if found is None:
+        if self._assigned is None:
             store = int(Op.STORE_NAME)
-            found = self.stored[-1] = tuple(dict.fromkeys(
-                a for op, a, _ in self.instrs if op == store))
-        return found
+            self._assigned = tuple(dict.fromkeys(a for op, a, _ in self.instrs if op == store))
+        return self._assigned
 
     def join(self, i: int):
         """The immediate post-dominator of instruction ``i``, or None (the frame's end)."""

@@ -321,8 +321,9 @@ def deep_origins(v, _seen=None) -> frozenset:
 # elements of an Array sit (after a tool's elements, an element's index is the tool's choice),
 # are kept beside the container, in SHAPES, by id. An entry holds its container, so the id
 # stays its own while the entry lives; entries whose container nothing else holds are dropped
-# when the table has doubled (so a program that labels Arrays in a loop keeps the table near
-# the number of live ones). Only a labelled value makes an entry: `live` is set first.
+# when the table has doubled in entries or in what they hold (so a program that labels Arrays
+# in a loop keeps the table near the live ones). Only a labelled value makes an entry: `live`
+# is set first.
 
 class Shape:
     """What one container's length depends on (``length``) and, for an Array, where its
@@ -414,28 +415,26 @@ def derive(result, *sources, also: frozenset = EMPTY):
     return result
 
 
-def copy_shape(result: list, source: list) -> list:
-    """``result``, an element-for-element copy of Array ``source``, with its shape."""
-    s = SHAPES.get(id(source)) if SHAPES else None
-    if s is not None and s.length:
-        t = _shape_for(result)
-        t.length, t.starts, t.ends = s.length, s.starts, s.ends
-    return result
-
-
 def restore_shape(c, length: frozenset, starts: tuple, ends: tuple) -> None:
-    """Give container ``c`` the shape a saved state kept for it (world/persist.py)."""
+    """Give container ``c`` this shape (one a saved state kept, or a copy's)."""
     if length:
         s = _shape_for(c)
         s.length, s.starts, s.ends = length, starts, ends
 
 
+def copy_shape(result: list, source: list) -> list:
+    """``result``, an element-for-element copy of Array ``source``, with its shape."""
+    s = SHAPES.get(id(source)) if SHAPES else None
+    if s is not None:
+        restore_shape(result, s.length, s.starts, s.ends)
+    return result
+
+
 def reversed_shape(result: list, source: list) -> list:
     """``result``, Array ``source`` reversed, with its shape (starts and ends swap)."""
     s = SHAPES.get(id(source)) if SHAPES else None
-    if s is not None and s.length:
-        t = _shape_for(result)
-        t.length, t.starts, t.ends = s.length, s.ends, s.starts
+    if s is not None:
+        restore_shape(result, s.length, s.ends, s.starts)
     return result
 
 
@@ -447,7 +446,7 @@ def _points(points: list) -> tuple:
     """Breakpoints in order, the ones that add nothing dropped."""
     out = []
     for k, o in points:
-        if not o or (out and out[-1][1] is o or out and o <= out[-1][1]):
+        if not o or out and o <= out[-1][1]:
             continue
         if out and out[-1][0] == k:
             out[-1] = (k, union(out[-1][1], o))
