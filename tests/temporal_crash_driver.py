@@ -1,9 +1,11 @@
 """The crash matrix of test_temporal.py, driven from one process: ``python temporal_crash_driver.py
-ADDRESS WORK`` reads WORK/cases.json (case name -> the environment of its first worker), starts
-each case's first worker on a task queue of its own, submits WORK/clerk.sns once per case, answers
-and approves each run as it comes to wait, starts a second worker for each case whose first one
-died, and prints, as JSON, what every run came to (its record, the effects its bodies wrote, and
-how its first worker ended).
+ADDRESS WORK`` reads WORK/cases.json (case name -> the environment of its first worker) and
+WORK/settle.json (case name -> how to settle a commit its run reports in flight), starts each
+case's first worker on a task queue of its own, submits WORK/clerk.sns once per case, answers,
+approves and settles each run as it comes to wait (a settlement of the wrong effect first, which
+must be refused), starts a second worker for each case whose first one died, and prints, as
+JSON, what every run came to (its record, the effects its bodies wrote, how its first worker
+ended, and how `sensevm runs` showed it waiting for its settlement).
 
 One client in one process polls every run at once: the test's 2 cores go to the workers."""
 
@@ -22,6 +24,8 @@ async def drive(address: str, work: str) -> dict:
     from sensevm.cli.temporal.cli import load_program
     with open(os.path.join(work, "cases.json")) as fh:
         cases = json.load(fh)
+    with open(os.path.join(work, "settle.json")) as fh:
+        settle = json.load(fh)
     program = load_program(os.path.join(work, "clerk.sns"))
     client = await cl.connect(address, "default")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -45,7 +49,7 @@ async def drive(address: str, work: str) -> dict:
         for name in cases:
             await cl.submit(client, program, name, f"crash-{name}", heartbeat=5)
         done: dict[str, dict] = {}
-        answered, approved = set(), set()
+        answered, approved, settled = set(), set(), {}
         end = time.monotonic() + 200
         while len(done) < len(cases) and time.monotonic() < end:
             found = {r["id"]: r for r in await cl.runs(client)}
@@ -64,6 +68,15 @@ async def drive(address: str, work: str) -> dict:
                 elif run["state"] == "waiting for approval" and name not in approved:
                     await cl.approve(client, name, run["approval"]["hash"])
                     approved.add(name)
+                elif run["state"] == "waiting for a settlement" and name not in settled:
+                    effect = run["settlement"]["effect"]
+                    try:
+                        await cl.settle(client, name, effect + 1, settle[name])
+                        wrong = None
+                    except cl.RunError as exc:
+                        wrong = str(exc)
+                    await cl.settle(client, name, effect, settle[name])
+                    settled[name] = {"shown": cl.describe_state(run), "wrong": wrong}
             await asyncio.sleep(0.5)
         results = {}
         for name in cases:
@@ -72,7 +85,8 @@ async def drive(address: str, work: str) -> dict:
             results[name] = {
                 "run": done.get(name), "record": record,
                 "effects": open(effects).read().splitlines() if os.path.exists(effects) else [],
-                "crashed": workers[name][0].poll() if cases[name] else None}
+                "crashed": workers[name][0].poll() if cases[name] else None,
+                "settled": settled.get(name)}
         return results
     finally:
         for procs in workers.values():

@@ -322,3 +322,71 @@ m.commit()
     again, _ = _segment(job, _fold(sent))
     assert effects.FIRED == [] and again["replayed"] == 1
     assert again["status"] == 1 and again["stderr"] == first["stderr"]
+
+
+@pytest.mark.parametrize("settled", ["happened", "not-happened"])
+def test_a_commit_in_flight_settled_by_an_operator_goes_on_without_its_body(tmp_path, effects,
+                                                                          settled):
+    source = PROGRAM.replace('m.commit()\nprint("done", m.state)\n', '''try:
+    print("committed", m.commit())
+except SenseRuntimeError as e:
+    print("not sent:", e.message)
+print("done", m.state)
+print("after", lookup("zed"))
+''')
+    job = _job(tmp_path, source)
+    full, sent = _segment(job, {})
+    assert full["status"] == 0, full["stderr"]
+    in_flight = next(e for e in sent if e["state"] == "committing")
+    k = in_flight["k"]
+    journal = _fold(sent[:sent.index(in_flight) + 1])
+    effects.FIRED.clear()
+    # Unsettled, the replay stops at the commit and says how to settle it.
+    stopped, _ = _segment(job, journal)
+    assert stopped["stopped"]["reason"] == "unknown"
+    assert stopped["stopped"]["detail"] == {"effect": k, "action": "send",
+                                            "shown": 'send("ada")'}
+    assert f"sensevm settle RUN_ID {k} --happened or --not-happened" in \
+        stopped["stopped"]["message"]
+    effects.FIRED.clear()
+    again, resent = _segment(dict(job, settlements={str(k): settled}), journal)
+    assert again["status"] == 0 and again["stopped"] is None, again["stderr"]
+    # Settled either way, the body does not run: only the tool after it does, once.
+    assert effects.FIRED == ["lookup zed"]
+    assert [(e["kind"], e["name"], e["k"]) for e in resent] == [("tool", "lookup", k + 1)]
+    before = full["stdout"][:full["stdout"].index("sending")]
+    events = _events(again)
+    unknown = ("irreversible action 'send'", "unknown")
+    assert unknown in [e[:2] for e in events]
+    settled_row = next(e for e in events if e[1] == "settled")
+    if settled == "happened":
+        assert again["stdout"] == before + "committed nil\ndone committed\n" \
+            "looked up zed\nafter addr-zed\n"
+        assert "it happened" in settled_row[2]
+        assert [e[1] for e in events[-4:]] == ["unknown", "settled", "committed", "called"]
+    else:
+        assert again["stdout"] == before + (
+            'not sent: the commit of send("ada") did not happen: it was in flight when a '
+            'worker died, and an operator settled that it did not happen; it is not fired '
+            'again\ndone failed\nlooked up zed\nafter addr-zed\n')
+        assert "did not happen" in settled_row[2]
+        assert [e[1] for e in events[-4:]] == ["unknown", "settled", "failed", "called"]
+
+
+def test_a_settlement_stands_for_the_bodies_the_commit_ran_before_the_worker_died(tmp_path,
+                                                                              effects):
+    source = PROGRAM.replace('''irreversible action send(to: String) requires mail.send:
+    hit("send " + to)''', '''irreversible action send(to: String) requires mail.send:
+    hit("send " + to)
+    lookup(to + "-inner")''')
+    job = _job(tmp_path, source)
+    full, sent = _segment(job, {})
+    in_flight = next(e for e in sent if e["state"] == "committing")
+    inner = sent[sent.index(in_flight) + 1]
+    assert (inner["name"], inner["state"]) == ("lookup", "done")
+    # The worker died inside the commit, after the tool inside it was journaled.
+    journal = _fold(sent[:sent.index(inner) + 1])
+    effects.FIRED.clear()
+    again, resent = _segment(dict(job, settlements={str(in_flight["k"]): "happened"}), journal)
+    assert again["status"] == 0 and again["stopped"] is None, again["stderr"]
+    assert effects.FIRED == [] and resent == []         # nothing ran again, nothing unmet

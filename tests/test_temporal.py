@@ -296,8 +296,10 @@ CASES = {
     "inside-send-after-its-effect": {"SENSE_TEST_DIE_AT": "send bob"},
     "inside-lookup-after-its-effect": {"SENSE_TEST_DIE_AT": "lookup bob"},
 }
+# How the operator settles the commit each of these cases leaves in flight (effect #2 of the
+# second segment: reserve is #0, lookup #1).
+SETTLE = {"send-commit-in-flight": "not-happened", "inside-send-after-its-effect": "happened"}
 CRASH_ENV = "SENSE_TEMPORAL_CRASH_AT"
-UNKNOWN = ("commit of send(\"bob\") in flight when worker died; outcome unknown")
 
 
 def _events(audit_text):
@@ -313,6 +315,7 @@ def crash_matrix(server, tmp_path_factory):
     (work / "effects.py").write_text(EFFECTS_PY)
     (work / "clerk.sns").write_text(CRASH_PROGRAM)
     (work / "cases.json").write_text(json.dumps(CASES))
+    (work / "settle.json").write_text(json.dumps(SETTLE))
     env = dict(os.environ, PYTHONPATH=ROOT, NO_COLOR="1")
     for name in (CRASH_ENV, "SENSE_TEST_DIE_AT", "SENSE_TEMPORAL_QUEUE"):
         env.pop(name, None)
@@ -352,22 +355,43 @@ def test_a_worker_killed_at_any_step_changes_nothing_of_the_run(crash_matrix, na
 
 
 @pytest.mark.parametrize("name", ["send-commit-in-flight", "inside-send-after-its-effect"])
-def test_an_irreversible_commit_in_flight_is_unknown_and_never_fires_again(crash_matrix,
-                                                                           name):
+def test_an_irreversible_commit_in_flight_is_unknown_asked_about_and_never_fires_again(
+        crash_matrix, name):
     base, case = crash_matrix["uninterrupted"], crash_matrix[name]
     assert case["crashed"] == 137
-    run = case["run"]
-    assert run["state"] == "failed" and run["reason"].startswith(UNKNOWN), run
-    assert UNKNOWN in case["stderr"]
+    # The run reported the commit unknown and waited for an operator to settle it.
+    settled = case["settled"]
+    assert settled is not None, case["run"]
+    assert settled["shown"] == (
+        f"waiting for a settlement: effect #2, the commit of send(\"bob\"), was in flight when "
+        f"a worker died; its outcome is unknown and it is not fired again (sensevm settle "
+        f"{name} 2 --happened | --not-happened)")
+    assert settled["wrong"] == (
+        "settlement refused: effect #3 is not the one whose outcome is unknown: the run waits "
+        "on effect #2, send(\"bob\"); nothing was settled")
     # Before the body ran, or after its effect: either way it is not fired a second time.
-    fired = CRASH_EFFECTS if name == "inside-send-after-its-effect" else CRASH_EFFECTS[:3]
-    assert case["effects"] == fired
-    # What ran before it is replayed, not repeated; the trail says the outcome is unknown.
-    assert case["stdout"] == CRASH_OUTPUT[:CRASH_OUTPUT.index("sending")]
     events = _events(case["audit"])
-    assert events[-1] == ("irreversible action 'send'", "unknown")
-    assert events[:-1] == _events(base["audit"])[:len(events) - 1]
+    unknown = events.index(("irreversible action 'send'", "unknown"))
+    assert events[unknown + 1] == ("irreversible action 'send'", "settled")
     assert case["chain"] == 0
+    if name == "inside-send-after-its-effect":
+        # Settled "happened": the run goes on as if the commit had returned (nil); what the
+        # body printed died with its worker.
+        assert case["run"]["state"] == "completed", case["stderr"]
+        assert case["effects"] == CRASH_EFFECTS
+        assert case["stdout"] == CRASH_OUTPUT.replace("sending to bob\n", "")
+        assert events[:unknown] + events[unknown + 2:] == _events(base["audit"])
+    else:
+        # Settled "not-happened": the commit fails as a body that failed before its effect,
+        # and the session it was queued in ends incomplete, as sessions do when a queued
+        # body fails (its reversible actions stand); the uncaught error fails the run.
+        assert case["run"]["state"] == "failed"
+        assert "session 'mail' committed, but not all of it" in case["stderr"]
+        assert case["effects"] == CRASH_EFFECTS[:3]
+        assert case["stdout"] == CRASH_OUTPUT[:CRASH_OUTPUT.index("sending")]
+        assert 'the commit of send("bob") did not happen' in case["stderr"]
+        assert events[:unknown] == _events(base["audit"])[:unknown]
+        assert ("irreversible action 'send'", "failed") in events[unknown:]
 
 
 SESSION_PROGRAM = '''irreversible action send(to: String) requires mail.send:
@@ -397,6 +421,10 @@ def test_a_session_waits_for_its_approval_and_only_its_whole_hash_approves(sense
     assert short.returncode == 1 and "a short hash does not approve" in short.stderr
     other = sense("approve", "weekly-1", "sha256:" + "0" * 64, check=False)
     assert other.returncode == 1 and "nothing was approved" in other.stderr
+    unsettled = sense("settle", "weekly-1", "0", "--happened", check=False)
+    assert unsettled.returncode == 1 and unsettled.stderr == (
+        "sensevm: settlement refused: the run is waiting for approval: no commit waits to be "
+        "settled\n")
     assert "Traceback" not in short.stderr + other.stderr
     assert sense("output", "weekly-1").stdout == ""         # nothing ran meanwhile
     sense("approve", "weekly-1", digest)
@@ -405,6 +433,9 @@ def test_a_session_waits_for_its_approval_and_only_its_whole_hash_approves(sense
     again = sense("approve", "weekly-1", digest, check=False)
     assert again.returncode == 1 and again.stderr == (
         "sensevm: run 'weekly-1' has completed: no session waits for an approval\n")
+    late = sense("settle", "weekly-1", "0", "--not-happened", check=False)
+    assert late.returncode == 1 and late.stderr == (
+        "sensevm: run 'weekly-1' has completed: no commit waits to be settled\n")
 
 
 def test_load_200_runs_that_each_wait_for_an_answer_on_two_workers(server, tmp_path):

@@ -1,5 +1,5 @@
 """The ``sensevm`` click commands (run, resume, recover, audit, test, memory-path, repl, inspect;
-worker, submit, runs, answer, approve, output on Temporal), entered through launch.py."""
+worker, submit, runs, answer, approve, settle, output on Temporal), entered through launch.py."""
 
 from __future__ import annotations
 
@@ -409,6 +409,7 @@ Examples (docs/temporal.md):
   sensevm answer clerk-1 clerk bob         accepted once; any worker goes on
   sensevm approve clerk-1 sha256:83c3...   the whole hash `sensevm runs` shows
   sensevm approve clerk-1 sha256:83c3... --decline    or decline it
+  sensevm settle clerk-1 4 --happened      a commit in flight when its worker died
   sensevm output clerk-1 --audit           its audit log, one chain
 
 \b
@@ -503,6 +504,27 @@ def approve_command(run_id, hash_, decline, address, namespace):
     from sensevm.cli.temporal import cli
     address, namespace, _ = cli.settings(address, namespace, None)
     sys.exit(cli.approve(run_id, hash_, address, namespace, decline=decline))
+
+
+@main.command("settle", epilog=TEMPORAL_EPILOG)
+@click.argument("run_id")
+@click.argument("effect", type=click.IntRange(0))
+@click.option("--happened", "outcome", flag_value="happened", default=None,
+              help="It happened: the commit succeeds (its value nil), its body not run again.")
+@click.option("--not-happened", "outcome", flag_value="not-happened",
+              help="It did not: the commit fails with a SenseRuntimeError the program can "
+                   "catch, its body not run.")
+@functools.partial(temporal_options, queue=False)
+def settle_command(run_id, effect, outcome, address, namespace):
+    """Settle the irreversible commit run RUN_ID waits on: its worker died while it was in
+    flight, so whether its effect happened is unknown and it is never fired again. EFFECT is
+    its number, as `sensevm runs` shows it; say what you found out, outside the run. Any
+    worker then goes on with the run, the commit's body not run either way."""
+    if outcome is None:
+        raise click.UsageError("say what happened: --happened or --not-happened")
+    from sensevm.cli.temporal import cli
+    address, namespace, _ = cli.settings(address, namespace, None)
+    sys.exit(cli.settle(run_id, effect, outcome, address, namespace))
 
 
 @main.command("output", epilog=TEMPORAL_EPILOG)

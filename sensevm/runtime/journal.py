@@ -18,6 +18,12 @@ happened, and it is never fired a second time), and a journal entry the replay n
 Those stops are ``JournalStop``: not a Sense error, so no ``try`` or test block catches it, no
 session aborts on its way out (an abort would run rollbacks), and the segment reports it.
 
+An operator who found out whether such a commit happened *settles* it (``sensevm settle``):
+the run's next attempt is given the settlement, and the replay, meeting the commit, does not
+run its body either way: ``happened`` makes the commit succeed (its value nil: the value the
+body returned died with the worker), ``not-happened`` makes it fail with an error the program
+can catch, as a body that failed before its effect. The audit trail says which, and who said so.
+
 Only ``VM.journal`` (None unless a segment sets it) leads here: ``sensevm run`` never loads this.
 """
 
@@ -27,10 +33,13 @@ import hashlib
 import json
 import threading
 
-from sensevm.base.errors import CATCHABLE, Pos
+from sensevm.base.errors import CATCHABLE, Pos, SenseRuntimeError
 from sensevm.guard import provenance as PV
 
 MISS = object()          # begin(): no outcome recorded; the body runs
+# What an operator may say of an irreversible commit whose outcome is unknown.
+HAPPENED, NOT_HAPPENED = "happened", "not-happened"
+SETTLEMENTS = (HAPPENED, NOT_HAPPENED)
 
 
 class JournalStop(BaseException):
@@ -38,8 +47,9 @@ class JournalStop(BaseException):
     when a worker died), ``mismatch`` (the replay and the journal disagree), ``opaque`` (a
     body completed whose result the journal could not keep), ``unreached`` (a journaled body
     the replay did not reach), ``fenced`` (a newer attempt took the journal over) or
-    ``approval`` (a session waits for one; see ``detail``). A BaseException, so that nothing
-    in the VM catches it."""
+    ``approval`` (a session waits for one; see ``detail``). ``detail`` of ``unknown``: the
+    ``effect`` number, the ``action`` and its call as ``shown``. A BaseException, so that
+    nothing in the VM catches it."""
 
     def __init__(self, reason: str, message: str, detail=None):
         super().__init__(message)
@@ -160,12 +170,14 @@ class _Open:
 class Journal:
     """One segment attempt's journal. ``entries``: what earlier attempts recorded (effect number
     -> entry); ``send(entry)``: record an entry durably, returning once it is acknowledged;
-    ``stdout``: the segment's output buffer (a StringIO)."""
+    ``stdout``: the segment's output buffer (a StringIO); ``settlements``: effect number ->
+    HAPPENED or NOT_HAPPENED, an operator's word on commits journaled in flight."""
 
     MISS = MISS
 
-    def __init__(self, entries: dict, send, stdout):
+    def __init__(self, entries: dict, send, stdout, settlements=None):
         self.entries = {int(k): v for k, v in entries.items()}
+        self.settlements = {int(k): v for k, v in (settlements or {}).items()}
         self.unmet = set(self.entries)          # journaled, not yet met by the replay
         self.send = send
         self.stdout = stdout
@@ -217,9 +229,14 @@ class Journal:
             state = entry["state"]
             if state == "committing":
                 vm.audit.append(_unknown_row(entry))
-                raise JournalStop("unknown", (
-                    f"commit of {entry['shown']} in flight when worker died; outcome unknown "
-                    f"(it is not fired again: find out whether it happened, outside the run)"))
+                settled = self.settlements.get(k)
+                if settled is None:
+                    raise JournalStop("unknown", (
+                        f"commit of {entry['shown']} in flight when worker died; outcome "
+                        f"unknown (it is not fired again: find out whether it happened, then "
+                        f"sensevm settle RUN_ID {k} --happened or --not-happened)"),
+                        {"effect": k, "action": entry["name"], "shown": entry["shown"]})
+                return self._settled(vm, k, entry, settled)
             if state == "opaque":
                 raise JournalStop("opaque", (
                     f"{kind} {what} completed in the attempt that died, but its result (a "
@@ -240,6 +257,22 @@ class Journal:
             self.send(dict(entry, state="committing"))
         self.pending = _Open(entry, self.stdout.tell(), len(self.rows))
         return MISS
+
+    def _settled(self, vm, k: int, entry: dict, settled: str):
+        """The commit journaled in flight as effect ``k``, as the operator settled it; its
+        body does not run. Every body journaled after it ran inside it (the worker died
+        before it ended, and bodies are numbered on one thread), so it stands for them."""
+        self.replayed += 1
+        after = max(self.entries)
+        self.unmet.difference_update(range(k + 1, after + 1))
+        self.next = after + 1
+        vm.audit.append(_settled_row(entry, settled))
+        if settled == HAPPENED:
+            return None
+        raise SenseRuntimeError(
+            f"the commit of {entry['shown']} did not happen: it was in flight when a worker "
+            f"died, and an operator settled that it did not happen; it is not fired again",
+            located=False)
 
     def opened(self, frame) -> None:
         """The body begun last now runs in ``frame``."""
@@ -313,6 +346,15 @@ def _unknown_row(entry) -> tuple:
     return (subject, entry["name"], "irreversible", "unknown",
             "in flight when a worker died: outcome unknown, not fired again", None, (),
             time.time(), True)
+
+
+def _settled_row(entry, settled: str) -> tuple:
+    import time
+    subject = f"irreversible action '{entry['name']}'"
+    said = ("it happened: the commit succeeds, its body not run again" if settled == HAPPENED
+            else "it did not happen: the commit fails, its body not run")
+    return (subject, entry["name"], "irreversible", "settled",
+            f"outcome settled by an operator: {said}", None, (), time.time(), True)
 
 
 def _error(raw):

@@ -1,4 +1,4 @@
-"""What the Temporal commands do (``sensevm worker|submit|runs|answer|approve|output``), each a
+"""What the Temporal commands do (``sensevm worker|submit|runs|answer|approve|settle|output``), each a
 function returning the exit status; commands.py gives them their command lines.
 
 temporalio is imported here, inside each function: without the ``[temporal]`` extra the
@@ -144,6 +144,14 @@ def approve(run_id, digest, address, namespace, decline=False) -> int:
         await cl.approve(client, run_id, digest, decline)
         sys.stderr.write(f"{'declined' if decline else 'approved'} the session run "
                          f"'{run_id}' waits on\n")
+    return _client_call(address, namespace, body)
+
+
+def settle(run_id, effect, outcome, address, namespace) -> int:
+    async def body(cl, client):
+        await cl.settle(client, run_id, effect, outcome)
+        said = "happened" if outcome == "happened" else "did not happen"
+        sys.stderr.write(f"settled effect #{effect} of run '{run_id}': it {said}\n")
     return _client_call(address, namespace, body)
 
 

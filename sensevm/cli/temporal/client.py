@@ -1,4 +1,4 @@
-"""The client side of the Temporal commands: submit, runs, answer, approve, output (docs/temporal.md)."""
+"""The client side of the Temporal commands: submit, runs, answer, approve, settle, output (docs/temporal.md)."""
 
 from __future__ import annotations
 
@@ -58,6 +58,7 @@ async def runs(client: Client) -> list[dict]:
         state = _CLOSED.get(wf.status) or memo.get("state", "running")
         found.append({"id": wf.id, "state": state, "waiting": memo.get("waiting", []),
                       "approval": memo.get("approval"), "reason": memo.get("reason"),
+                      "settlement": memo.get("settlement"),
                       "started": wf.start_time.isoformat() if wf.start_time else None})
     return found
 
@@ -73,6 +74,12 @@ def describe_state(run: dict) -> str:
                            approval["manifest"].splitlines())
         return (f"waiting for a session approval: session '{printable(approval['session'])}' "
                 f"(sensevm approve {run['id']} {approval['hash']}){manifest}")
+    settlement = run.get("settlement")
+    if run["state"] == "waiting for a settlement" and settlement:
+        return (f"waiting for a settlement: effect #{settlement['effect']}, the commit of "
+                f"{printable(settlement['shown'])}, was in flight when a worker died; its "
+                f"outcome is unknown and it is not fired again (sensevm settle {run['id']} "
+                f"{settlement['effect']} --happened | --not-happened)")
     if run["state"] == "failed" and run.get("reason"):
         return f"failed: {printable(run['reason'])}"
     return run["state"]
@@ -100,6 +107,18 @@ async def approve(client: Client, run_id: str, digest: str, decline: bool = Fals
         raise await _not_delivered(handle, run_id, "approve", exc) from None
 
 
+async def settle(client: Client, run_id: str, effect: int, outcome: str) -> None:
+    handle = client.get_workflow_handle(run_id)
+    try:
+        await handle.execute_update("settle", {"effect": effect, "outcome": outcome})
+    except WorkflowUpdateFailedError as exc:
+        cause = exc.cause
+        raise RunError(f"settlement refused: {getattr(cause, 'message', None) or cause}") \
+            from None
+    except RPCError as exc:
+        raise await _not_delivered(handle, run_id, "settle", exc) from None
+
+
 async def _not_delivered(handle, run_id: str, verb: str, exc) -> RunError:
     """Why an answer or approval could not reach the run: it has ended, or the server said."""
     try:
@@ -109,8 +128,9 @@ async def _not_delivered(handle, run_id: str, verb: str, exc) -> RunError:
     if status is not None and status != WorkflowExecutionStatus.RUNNING:
         ended = "completed" if status == WorkflowExecutionStatus.COMPLETED else \
             _CLOSED.get(status, "ended")
-        what = "no agent waits for an answer" if verb == "answer" else \
-            "no session waits for an approval"
+        what = {"answer": "no agent waits for an answer",
+                "approve": "no session waits for an approval"}.get(
+                    verb, "no commit waits to be settled")
         return RunError(f"run '{run_id}' has {ended.replace('failed', 'ended: failed')}: "
                         f"{what}")
     return RunError(f"cannot {verb} run '{run_id}': {exc}")

@@ -28,7 +28,9 @@ def run_segment(job: dict, send=None, journal=None) -> dict:
     name -> the text of its saved state), ``audit`` (the audit log's lines so far), ``resume``
     (None for the program's start, else ``{"agent": NAME, "answer": TEXT}``), ``args`` (the
     program's arguments), ``request``, ``approvals`` and ``declines`` (the session manifest
-    hashes an operator approved, or declined, for this segment).
+    hashes an operator approved, or declined, for this segment) and ``settlements`` (effect
+    number -> ``happened`` or ``not-happened``: an operator's word on an irreversible commit
+    the journal has in flight).
 
     ``send``, when given, journals the segment's effects (runtime/journal.py): each entry is
     passed to it, and it returns once the entry is durable; ``journal`` is what earlier
@@ -111,7 +113,7 @@ class _Host:
         self.journal = None
         if send is not None:
             from sensevm.runtime.journal import Journal
-            self.journal = Journal(entries or {}, send, stdout)
+            self.journal = Journal(entries or {}, send, stdout, job.get("settlements"))
         self.stopped = None
 
     def attach(self, vm, path, stderr) -> None:

@@ -12,6 +12,9 @@ fences the attempts before it off: an entry from an older attempt (a worker thou
 was not) is refused. A segment that stops at a session left undecided makes the run wait for
 an approval (``approve``, the manifest's whole hash); the segment then runs again from the same
 saved state with the approval, its journal kept, so what it had fired is replayed, not re-run.
+A segment that stops at an irreversible commit the journal has in flight (its worker died
+during it: its outcome is unknown) makes the run wait the same way for an operator to settle
+it (``settle``: it happened, or it did not); the segment then runs again with the settlement.
 
 Workflow code must be deterministic: this module imports temporalio and the standard library
 only, reads no clock, does no I/O; everything it decides follows from its history.
@@ -31,6 +34,8 @@ MEMO = "sense"          # the run's state, in the memo: `sensevm runs` reads it 
 
 RUNNING, WAITING, COMPLETED, FAILED = "running", "waiting", "completed", "failed"
 APPROVAL = "waiting for approval"
+SETTLEMENT = "waiting for a settlement"
+OUTCOMES = ("happened", "not-happened")     # runtime/journal.py's SETTLEMENTS
 # Temporal refuses a payload over 2 MB (its default blob size limit); what a segment is given
 # and gives back is kept under this, with room for the envelope.
 PAYLOAD_LIMIT = 1_900_000
@@ -55,6 +60,8 @@ class SenseRun:
         self.approvals: list[str] = []          # manifest hashes an operator approved
         self.declines: list[str] = []           # ... and declined
         self.awaiting = None                     # the session a segment stopped at
+        self.settlements: dict[str, str] = {}   # effect number -> an operator's outcome
+        self.unsettled = None                    # the commit in flight a segment stopped at
 
     @workflow.run
     async def run(self, job: dict) -> dict:
@@ -69,7 +76,8 @@ class SenseRun:
             self.claimed = [self.lease, 1]
             given = dict(self.job, states=self.states, audit=self.audit, resume=resume,
                          segment=self.segments, lease=self.lease, journal=dict(self.journal),
-                         approvals=list(self.approvals), declines=list(self.declines))
+                         approvals=list(self.approvals), declines=list(self.declines),
+                         settlements=dict(self.settlements))
             size = len(json.dumps(given, separators=(",", ":")))
             if size > PAYLOAD_LIMIT:
                 # The server would refuse to schedule it, and the run would be stuck.
@@ -92,10 +100,19 @@ class SenseRun:
                 await workflow.wait_condition(lambda: self.awaiting is None)
                 self.state = RUNNING
                 continue
+            if stopped is not None and stopped["reason"] == "unknown" \
+                    and stopped.get("detail") is not None:
+                # As for an approval: nothing of this attempt enters the record, and the
+                # segment runs again, from the same saved state, once the commit is settled.
+                self.unsettled, self.state = stopped["detail"], SETTLEMENT
+                self._publish()
+                await workflow.wait_condition(lambda: self.unsettled is None)
+                self.state = RUNNING
+                continue
             # An approval is for the segment that waited on it (its session's occurrence in
             # that segment's VM): a later segment's session, even one with the same manifest,
             # is asked again, as a second run of `sensevm run --approve` would be.
-            self.journal, self.approvals, self.declines = {}, [], []
+            self.journal, self.approvals, self.declines, self.settlements = {}, [], [], {}
             self.segments += 1
             self.output.append(result["stdout"])
             if result["stderr"]:
@@ -125,6 +142,7 @@ class SenseRun:
     def _publish(self) -> None:
         workflow.upsert_memo({MEMO: {"state": self.state, "status": self.status,
                                      "reason": self.reason, "approval": self.awaiting,
+                                     "settlement": self.unsettled,
                                      "waiting": [{"agent": a, "question": q}
                                                  for a, q in self.waiting.items()
                                                  if not self._answered(a)]}})
@@ -205,10 +223,30 @@ class SenseRun:
                              f"'{self.awaiting['session']}' waits on: nothing was approved "
                              f"(sensevm runs shows the manifest and its hash)")
 
+    @workflow.update(name="settle")
+    def settle(self, given: dict) -> str:
+        self.settlements[str(given["effect"])] = given["outcome"]
+        self.unsettled = None
+        self._publish()
+        return "settled"
+
+    @settle.validator
+    def _check_settle(self, given: dict) -> None:
+        if self.unsettled is None:
+            raise ValueError(f"the run is {self.state}: no commit waits to be settled")
+        effect, outcome = given.get("effect"), given.get("outcome")
+        if outcome not in OUTCOMES:
+            raise ValueError("a settlement says the commit happened or did not happen")
+        if effect != self.unsettled["effect"]:
+            raise ValueError(f"effect #{effect} is not the one whose outcome is unknown: the "
+                             f"run waits on effect #{self.unsettled['effect']}, "
+                             f"{self.unsettled['shown']}; nothing was settled")
+
     @workflow.query(name="describe")
     def describe(self) -> dict:
         return {"state": self.state, "status": self.status, "segments": self.segments,
                 "reason": self.reason, "approval": self.awaiting,
+                "settlement": self.unsettled,
                 "waiting": [{"agent": a, "question": q} for a, q in self.waiting.items()
                             if not self._answered(a)],
                 "output": "".join(self.output), "errors": "".join(self.errors),
