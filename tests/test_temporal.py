@@ -394,6 +394,35 @@ def test_an_irreversible_commit_in_flight_is_unknown_asked_about_and_never_fires
         assert ("irreversible action 'send'", "failed") in events[unknown:]
 
 
+def test_a_long_run_continues_as_new_and_its_record_and_journal_go_with_it(sense, tmp_path):
+    # --history-events 1: the run continues as new at every segment boundary, with the answer
+    # it is to deliver, and across the session's approval with the journal of the segment
+    # that waited (reserve and lookup("bob"), replayed there, not run again).
+    (tmp_path / "effects.py").write_text(EFFECTS_PY)
+    (tmp_path / "clerk.sns").write_text(CRASH_PROGRAM)
+    effects = tmp_path / "effects.log"
+    sense.worker({"PYTHONPATH": os.pathsep.join([ROOT, str(tmp_path)]),
+                  "SENSE_TEST_EFFECTS": str(effects)})
+    sense("submit", "clerk.sns", "--id", "long-1", "--history-events", "1")
+    _wait_state(sense, "long-1", "waiting")
+    sense("answer", "long-1", "clerk", "bob")
+    run = _wait_state(sense, "long-1", "waiting for approval")
+    assert effects.read_text().splitlines() == CRASH_EFFECTS[:3]
+    sense("approve", "long-1", run["approval"]["hash"])
+    run = _wait_state(sense, "long-1", "completed")
+    assert run["continued"] >= 2, run                 # it did continue, more than once
+    assert [r["id"] for r in json.loads(sense("runs", "--json").stdout)].count("long-1") == 1
+    assert sense("output", "long-1").stdout == CRASH_OUTPUT
+    assert effects.read_text().splitlines() == CRASH_EFFECTS       # each effect once
+    log = tmp_path / "audit.jsonl"
+    log.write_text(sense("output", "long-1", "--audit").stdout)
+    assert sense("audit", "verify", str(log), check=False).returncode == 0
+    committed = [e["subject"] for e in map(json.loads, log.read_text().splitlines())
+                 if e["event"] == "committed"]
+    assert committed == ["reversible action 'reserve'", "irreversible action 'send'",
+                         "session 'mail'"], committed
+
+
 SESSION_PROGRAM = '''irreversible action send(to: String) requires mail.send:
     print("SENT", to)
 session weekly as s:

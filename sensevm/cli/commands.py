@@ -449,12 +449,17 @@ def worker(concurrency, address, namespace, task_queue):
               default=10, show_default=True, metavar="SECONDS",
               help="How long a segment's worker may be silent before the segment is given to "
                    "another worker.")
+@click.option("--history-events", "history_events", type=click.IntRange(1), default=None,
+              metavar="N", help="Continue the run as new (the same run id, a fresh history) "
+                                "between segments once its history has N events "
+                                "[default: 4000, or 4 MB of history].")
 @click.option("--request", "request", metavar="TEXT", default=None,
               help="The user's request in their own words, as for `run --request`.")
 @click.option("--import-root", "import_root", type=click.Path(file_okay=False, exists=True),
               default=None, help="As for `run`.")
 @temporal_options
-def submit(file, run_id, heartbeat, request, import_root, address, namespace, task_queue):
+def submit(file, run_id, heartbeat, history_events, request, import_root, address, namespace,
+           task_queue):
     """Verify FILE (a .sns compiled first) and start its run on Temporal; print the run's id.
 
     Any worker continues it; `sensevm runs` shows it, `sensevm answer` answers its agents,
@@ -463,7 +468,8 @@ def submit(file, run_id, heartbeat, request, import_root, address, namespace, ta
     address, namespace, task_queue = cli.settings(address, namespace, task_queue)
     args = click.get_current_context().meta.get("sense.program_args", ())
     sys.exit(cli.submit(file, run_id, address, namespace, task_queue, args=args,
-                        request=request, import_root=import_root, heartbeat=heartbeat))
+                        request=request, import_root=import_root, heartbeat=heartbeat,
+                        history_events=history_events))
 
 
 @main.command("runs", epilog=TEMPORAL_EPILOG)

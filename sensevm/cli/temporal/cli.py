@@ -107,14 +107,15 @@ def load_program(path: str, import_root=None):
 
 
 def submit(path, run_id, address, namespace, task_queue, args=(), request=None,
-           import_root=None, heartbeat=10) -> int:
+           import_root=None, heartbeat=10, history_events=None) -> int:
     program = load_program(path, import_root)
     if program is None:
         return 1
 
     async def body(cl, client):
         print(await cl.submit(client, program, run_id or cl.new_run_id(), task_queue,
-                              args=args, request=request, heartbeat=heartbeat))
+                              args=args, request=request, heartbeat=heartbeat,
+                              history_events=history_events))
     return _client_call(address, namespace, body)
 
 

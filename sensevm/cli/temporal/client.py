@@ -27,11 +27,13 @@ def new_run_id() -> str:
 
 
 async def submit(client: Client, program: bytes, run_id: str, task_queue: str,
-                 args=(), request=None, heartbeat=10) -> str:
+                 args=(), request=None, heartbeat=10, history_events=None) -> str:
     """Start the run of the verified ``program``; return its id."""
     from temporalio.exceptions import WorkflowAlreadyStartedError
     job = {"snb": base64.b64encode(program).decode("ascii"), "args": list(args),
            "request": request, "heartbeat_timeout": heartbeat}
+    if history_events is not None:
+        job["history_events"] = history_events
     try:
         handle = await client.start_workflow(SenseRun.run, job, id=run_id,
                                              task_queue=task_queue,
@@ -54,11 +56,14 @@ async def runs(client: Client) -> list[dict]:
     workflow's memo: no worker needs to be up)."""
     found = []
     async for wf in client.list_workflows(f'WorkflowType = "{WORKFLOW}"'):
+        if wf.status == WorkflowExecutionStatus.CONTINUED_AS_NEW:
+            continue        # an earlier run of a chain: its latest run stands for it
         memo = (await wf.memo()).get(MEMO) or {}
         state = _CLOSED.get(wf.status) or memo.get("state", "running")
         found.append({"id": wf.id, "state": state, "waiting": memo.get("waiting", []),
                       "approval": memo.get("approval"), "reason": memo.get("reason"),
                       "settlement": memo.get("settlement"),
+                      "continued": memo.get("continued", 0),
                       "started": wf.start_time.isoformat() if wf.start_time else None})
     return found
 

@@ -16,6 +16,12 @@ A segment that stops at an irreversible commit the journal has in flight (its wo
 during it: its outcome is unknown) makes the run wait the same way for an operator to settle
 it (``settle``: it happened, or it did not); the segment then runs again with the settlement.
 
+A long run keeps its history small: between segments, once the history is past HISTORY_SIZE
+or HISTORY_EVENTS (or the server suggests it), the workflow continues as new, carrying
+everything above (the record so far, who waits, the journal kept across an approval) into the
+next run of the chain, which goes on where it left off. The run's id stays; `runs`, `answer`
+and `output` address the latest run of the chain.
+
 Workflow code must be deterministic: this module imports temporalio and the standard library
 only, reads no clock, does no I/O; everything it decides follows from its history.
 """
@@ -39,6 +45,15 @@ OUTCOMES = ("happened", "not-happened")     # runtime/journal.py's SETTLEMENTS
 # Temporal refuses a payload over 2 MB (its default blob size limit); what a segment is given
 # and gives back is kept under this, with room for the envelope.
 PAYLOAD_LIMIT = 1_900_000
+# Temporal warns past 10 MB or 10,240 events of history and refuses a run past 50 MB or 51,200
+# events. Every segment's input (the program, the saved agents, the audit log so far) enters the
+# history once, so a run that pauses often with a sizeable state grows its history fast: it
+# continues as new, well before the warnings, from this size or this many events on.
+HISTORY_SIZE = 4_000_000
+HISTORY_EVENTS = 4_000
+# What a continued run takes over from the run before it (see _carry).
+CARRIED = ("waiting", "answers", "output", "errors", "audit", "states", "segments",
+           "journal", "approvals", "declines", "settlements")
 
 
 @workflow.defn(name=WORKFLOW)
@@ -62,6 +77,8 @@ class SenseRun:
         self.awaiting = None                     # the session a segment stopped at
         self.settlements: dict[str, str] = {}   # effect number -> an operator's outcome
         self.unsettled = None                    # the commit in flight a segment stopped at
+        self.continued = 0                       # runs of the chain before this one
+        self.here = 0                            # segments this run of the chain ran
 
     @workflow.run
     async def run(self, job: dict) -> dict:
@@ -70,7 +87,21 @@ class SenseRun:
         timeout = timedelta(seconds=job.get("segment_timeout", 600))
         heartbeat = timedelta(seconds=job.get("heartbeat_timeout", 10))
         resume = None
+        carried = job.get("carried")
+        if carried is not None:
+            for name in CARRIED:
+                setattr(self, name, carried[name])
+            resume, self.continued = carried["resume"], carried["continued"]
         while True:
+            # Never before a segment of its own: a run continued from one already past the
+            # budget (a small budget, a large input) would otherwise only ever continue.
+            if self.here and self._history_full(job):
+                onward = dict(job, carried=self._carry(resume))
+                # Past the payload limit the next run could not start: this one goes on, and
+                # its next segment's own size check says why if that is too large too.
+                if len(json.dumps(onward, separators=(",", ":"))) <= PAYLOAD_LIMIT:
+                    await workflow.wait_condition(workflow.all_handlers_finished)
+                    workflow.continue_as_new(onward, memo={MEMO: self._memo()})
             self._publish()
             self.lease += 1
             self.claimed = [self.lease, 1]
@@ -92,6 +123,7 @@ class SenseRun:
                 start_to_close_timeout=timeout, heartbeat_timeout=heartbeat,
                 retry_policy=RetryPolicy(maximum_attempts=job.get("segment_attempts", 5)))
             self.claimed = None
+            self.here += 1
             stopped = result.get("stopped")
             if stopped is not None and stopped["reason"] == "approval":
                 # Nothing of this attempt enters the record: it runs again once approved.
@@ -139,13 +171,27 @@ class SenseRun:
         self._publish()
         return self.describe()
 
+    def _history_full(self, job: dict) -> bool:
+        info = workflow.info()
+        return (info.is_continue_as_new_suggested()
+                or info.get_current_history_size() > job.get("history_size", HISTORY_SIZE)
+                or info.get_current_history_length() > job.get("history_events",
+                                                               HISTORY_EVENTS))
+
+    def _carry(self, resume) -> dict:
+        carried = {name: getattr(self, name) for name in CARRIED}
+        carried["resume"], carried["continued"] = resume, self.continued + 1
+        return carried
+
+    def _memo(self) -> dict:
+        return {"state": self.state, "status": self.status, "reason": self.reason,
+                "approval": self.awaiting, "settlement": self.unsettled,
+                "continued": self.continued,
+                "waiting": [{"agent": a, "question": q} for a, q in self.waiting.items()
+                            if not self._answered(a)]}
+
     def _publish(self) -> None:
-        workflow.upsert_memo({MEMO: {"state": self.state, "status": self.status,
-                                     "reason": self.reason, "approval": self.awaiting,
-                                     "settlement": self.unsettled,
-                                     "waiting": [{"agent": a, "question": q}
-                                                 for a, q in self.waiting.items()
-                                                 if not self._answered(a)]}})
+        workflow.upsert_memo({MEMO: self._memo()})
 
     def _answered(self, agent: str) -> bool:
         return any(a["agent"] == agent for a in self.answers)
@@ -245,6 +291,7 @@ class SenseRun:
     @workflow.query(name="describe")
     def describe(self) -> dict:
         return {"state": self.state, "status": self.status, "segments": self.segments,
+                "continued": self.continued,
                 "reason": self.reason, "approval": self.awaiting,
                 "settlement": self.unsettled,
                 "waiting": [{"agent": a, "question": q} for a, q in self.waiting.items()
