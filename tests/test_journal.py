@@ -390,3 +390,29 @@ def test_a_settlement_stands_for_the_bodies_the_commit_ran_before_the_worker_die
     again, resent = _segment(dict(job, settlements={str(in_flight["k"]): "happened"}), journal)
     assert again["status"] == 0 and again["stopped"] is None, again["stderr"]
     assert effects.FIRED == [] and resent == []         # nothing ran again, nothing unmet
+
+
+def test_an_outcome_over_the_journal_limit_is_journaled_without_it_and_never_run_again(
+        tmp_path, effects):
+    source = '''policy: allow python.import
+from python "journal_effects" import hit
+tool big(n: Int) returns String "a long text":
+    hit("big")
+    return "x".repeat(n)
+tool small(n: Int) returns String "a short one":
+    hit("small")
+    return "y".repeat(n)
+print(len(small(10)), len(big(5000)))
+'''
+    job = dict(_job(tmp_path, source), journal_limit=3000)
+    full, sent = _segment(job, {})
+    assert full["status"] == 0 and full["stdout"] == "10 5000\n", full["stderr"]
+    assert [e["state"] for e in sent] == ["done", "opaque"]
+    assert all(len(json.dumps(e)) <= 3000 for e in sent)      # what was sent fits
+    assert "over the journal's limit (3,000 bytes)" in sent[1]["why"]
+    effects.FIRED.clear()
+    again, _ = _segment(job, _fold(sent))
+    assert again["stopped"]["reason"] == "opaque"
+    assert again["stopped"]["message"].startswith("tool big(5000) completed in the attempt "
+                                                  "that died, but its outcome (")
+    assert effects.FIRED == []              # small replayed, big not run a second time

@@ -171,11 +171,14 @@ class Journal:
     """One segment attempt's journal. ``entries``: what earlier attempts recorded (effect number
     -> entry); ``send(entry)``: record an entry durably, returning once it is acknowledged;
     ``stdout``: the segment's output buffer (a StringIO); ``settlements``: effect number ->
-    HAPPENED or NOT_HAPPENED, an operator's word on commits journaled in flight."""
+    HAPPENED or NOT_HAPPENED, an operator's word on commits journaled in flight; ``limit``:
+    the largest entry ``send`` can carry (in bytes of JSON; a larger outcome is journaled
+    without its value, as ``opaque``)."""
 
     MISS = MISS
 
-    def __init__(self, entries: dict, send, stdout, settlements=None):
+    def __init__(self, entries: dict, send, stdout, settlements=None, limit=None):
+        self.limit = limit
         self.entries = {int(k): v for k, v in entries.items()}
         self.settlements = {int(k): v for k, v in (settlements or {}).items()}
         self.unmet = set(self.entries)          # journaled, not yet met by the replay
@@ -239,8 +242,8 @@ class Journal:
                 return self._settled(vm, k, entry, settled)
             if state == "opaque":
                 raise JournalStop("opaque", (
-                    f"{kind} {what} completed in the attempt that died, but its result (a "
-                    f"{entry['type']}) could not be journaled; it is not run again"))
+                    f"{kind} {what} completed in the attempt that died, but {entry['why']}; "
+                    f"it is not run again"))
             self.replayed += 1
             # The bodies that ran inside this one are stood for by it: the replay meets none.
             self.unmet.difference_update(range(k + 1, entry["next"]))
@@ -294,7 +297,7 @@ class Journal:
         try:
             encoded = encode(value)
         except Opaque as exc:
-            self._finish(rec, "opaque", type=str(exc))
+            self._finish(rec, "opaque", why=f"its result (a {exc}) could not be journaled")
             return
         self._finish(rec, "done", value=encoded)
 
@@ -315,6 +318,14 @@ class Journal:
         text = self.stdout.getvalue()
         entry["output"] = text[rec.out:]
         entry["audit"] = [_plain_row(r) for r in self.rows[rec.rows:]]
+        if self.limit is not None:
+            size = len(json.dumps(entry, separators=(",", ":"), ensure_ascii=False))
+            if size > self.limit:
+                # Sent whole, the server would refuse it and the segment could not go on; sent
+                # without its outcome, the body still counts as done and is never run again.
+                entry = dict(rec.entry, state="opaque", next=self.next, output="", audit=[],
+                             why=f"its outcome ({size:,} bytes of value, output and audit) "
+                                 f"was over the journal's limit ({self.limit:,} bytes)")
         self.send(entry)
 
     def finish(self) -> None:

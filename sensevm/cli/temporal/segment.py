@@ -30,7 +30,7 @@ def run_segment(job: dict, send=None, journal=None) -> dict:
     program's arguments), ``request``, ``approvals`` and ``declines`` (the session manifest
     hashes an operator approved, or declined, for this segment) and ``settlements`` (effect
     number -> ``happened`` or ``not-happened``: an operator's word on an irreversible commit
-    the journal has in flight).
+    the journal has in flight) and ``journal_limit`` (the largest journal entry, in bytes).
 
     ``send``, when given, journals the segment's effects (runtime/journal.py): each entry is
     passed to it, and it returns once the entry is durable; ``journal`` is what earlier
@@ -113,7 +113,8 @@ class _Host:
         self.journal = None
         if send is not None:
             from sensevm.runtime.journal import Journal
-            self.journal = Journal(entries or {}, send, stdout, job.get("settlements"))
+            self.journal = Journal(entries or {}, send, stdout, job.get("settlements"),
+                                   job.get("journal_limit"))
         self.stopped = None
 
     def attach(self, vm, path, stderr) -> None:

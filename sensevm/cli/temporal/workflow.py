@@ -49,6 +49,8 @@ PAYLOAD_LIMIT = 1_900_000
 # events. Every segment's input (the program, the saved agents, the audit log so far) enters the
 # history once, so a run that pauses often with a sizeable state grows its history fast: it
 # continues as new, well before the warnings, from this size or this many events on.
+# A journal entry travels as an update, under the same limit, with room for its envelope.
+JOURNAL_LIMIT = PAYLOAD_LIMIT - 4_000
 HISTORY_SIZE = 4_000_000
 HISTORY_EVENTS = 4_000
 # What a continued run takes over from the run before it (see _carry).
@@ -108,7 +110,7 @@ class SenseRun:
             given = dict(self.job, states=self.states, audit=self.audit, resume=resume,
                          segment=self.segments, lease=self.lease, journal=dict(self.journal),
                          approvals=list(self.approvals), declines=list(self.declines),
-                         settlements=dict(self.settlements))
+                         settlements=dict(self.settlements), journal_limit=JOURNAL_LIMIT)
             size = len(json.dumps(given, separators=(",", ":")))
             if size > PAYLOAD_LIMIT:
                 # The server would refuse to schedule it, and the run would be stuck.
