@@ -118,17 +118,18 @@ def test_a_segment_retried_after_each_entry_replays_what_completed(tmp_path, eff
                      "reserve ada", "unreserve ada", "send ada"]
     assert "caught python error calling boom: ValueError: no such address: broken ada" \
         in full["stdout"]
-    # One entry per body as it ended, and the irreversible commit's intent before its body.
+    # One entry per body as it ended, and each action body's intent before it.
     assert [(e["kind"], e["name"], e["state"]) for e in sent] == [
         ("tool", "lookup", "done"), ("tool", "lookup", "done"), ("tool", "lookup", "done"),
-        ("tool", "both", "done"), ("tool", "broken", "failed"), ("commit", "reserve", "done"),
-        ("rollback", "reserve", "done"), ("commit", "send", "committing"),
-        ("commit", "send", "done")]
+        ("tool", "both", "done"), ("tool", "broken", "failed"),
+        ("commit", "reserve", "committing"), ("commit", "reserve", "done"),
+        ("rollback", "reserve", "committing"), ("rollback", "reserve", "done"),
+        ("commit", "send", "committing"), ("commit", "send", "done")]
     # The worker died right after the k-th acknowledged entry: the retry runs again only the
     # bodies with no outcome journaled; output and audit come out as in the run uninterrupted.
     for k in range(len(sent) + 1):
-        if k == 8:
-            continue            # send's intent, no outcome: the next test
+        if k and sent[k - 1]["state"] == "committing":
+            continue            # an action's intent, no outcome: the next tests
         effects.FIRED.clear()
         journal = _fold(sent[:k])
         again, resent = _segment(job, journal)
@@ -144,7 +145,7 @@ def test_a_segment_retried_after_each_entry_replays_what_completed(tmp_path, eff
 
 def _inside(entry, sent):
     """Whether ``entry`` ran inside another body journaled in ``sent`` (replayed with it)."""
-    return any(o["k"] < entry["k"] < o["next"] and o["state"] != "committing" for o in sent)
+    return any(o["state"] != "committing" and o["k"] < entry["k"] < o["next"] for o in sent)
 
 
 def _completed_effects(sent):
@@ -157,21 +158,27 @@ def _completed_effects(sent):
     return count
 
 
-def test_an_irreversible_commit_in_flight_stops_the_segment_and_does_not_fire(tmp_path,
-                                                                             effects):
+@pytest.mark.parametrize("which", [
+    ("commit", "reserve", "reversible", "reserve ada"),
+    ("rollback", "reserve", "reversible", "unreserve ada"),
+    ("commit", "send", "irreversible", "send ada")])
+def test_an_action_body_in_flight_stops_the_segment_and_does_not_run(tmp_path, effects,
+                                                                     which):
+    role, name, kind, effect = which
     job = _job(tmp_path)
     full, sent = _segment(job, {})
-    in_flight = [e for e in sent if e["state"] == "committing"]
-    journal = _fold(sent[:sent.index(in_flight[0]) + 1])
+    in_flight = next(e for e in sent if e["state"] == "committing"
+                     and (e["kind"], e["name"]) == (role, name))
+    journal = _fold(sent[:sent.index(in_flight) + 1])
     effects.FIRED.clear()
     again, resent = _segment(job, journal)
     assert again["status"] == 1 and again["stopped"]["reason"] == "unknown"
     assert again["stopped"]["message"].startswith(
-        'commit of send("ada") in flight when worker died; outcome unknown')
-    assert "send ada" not in effects.FIRED and effects.FIRED == []     # everything replayed
+        f'{role} of {name}("ada") in flight when worker died; outcome unknown')
+    assert again["stopped"]["detail"]["role"] == role
+    assert effect not in effects.FIRED and effects.FIRED == []     # everything replayed
     assert resent == []
-    assert _events(again)[-1][:2] == ("irreversible action 'send'", "unknown")
-    assert again["stdout"] == full["stdout"][:full["stdout"].index("sending")]
+    assert _events(again)[-1][:2] == (f"{kind} action '{name}'", "unknown")
 
 
 def test_a_replay_that_differs_from_the_journal_stops_before_any_body(tmp_path, effects):
@@ -337,7 +344,7 @@ print("after", lookup("zed"))
     job = _job(tmp_path, source)
     full, sent = _segment(job, {})
     assert full["status"] == 0, full["stderr"]
-    in_flight = next(e for e in sent if e["state"] == "committing")
+    in_flight = next(e for e in sent if e["state"] == "committing" and e["name"] == "send")
     k = in_flight["k"]
     journal = _fold(sent[:sent.index(in_flight) + 1])
     effects.FIRED.clear()
@@ -345,7 +352,7 @@ print("after", lookup("zed"))
     stopped, _ = _segment(job, journal)
     assert stopped["stopped"]["reason"] == "unknown"
     assert stopped["stopped"]["detail"] == {"effect": k, "action": "send",
-                                            "shown": 'send("ada")'}
+                                            "shown": 'send("ada")', "role": "commit"}
     assert f"sensevm settle RUN_ID {k} --happened or --not-happened" in \
         stopped["stopped"]["message"]
     effects.FIRED.clear()
@@ -353,7 +360,17 @@ print("after", lookup("zed"))
     assert again["status"] == 0 and again["stopped"] is None, again["stderr"]
     # Settled either way, the body does not run: only the tool after it does, once.
     assert effects.FIRED == ["lookup zed"]
-    assert [(e["kind"], e["name"], e["k"]) for e in resent] == [("tool", "lookup", k + 1)]
+    # The settlement is journaled as the commit's outcome, in its intent's place.
+    assert [(e["kind"], e["name"], e["k"], e["state"]) for e in resent] == [
+        ("commit", "send", k, "done" if settled == "happened" else "failed"),
+        ("tool", "lookup", k + 1, "done")]
+    # An attempt after that one (its worker died too) replays all of it, the tool after the
+    # settled commit included: nothing runs a third time.
+    effects.FIRED.clear()
+    third, more = _segment(dict(job, settlements={str(k): settled}),
+                           dict(journal, **_fold(resent)))
+    assert third["status"] == 0 and effects.FIRED == [] and more == []
+    assert third["stdout"] == again["stdout"] and _events(third) == _events(again)
     before = full["stdout"][:full["stdout"].index("sending")]
     events = _events(again)
     unknown = ("irreversible action 'send'", "unknown")
@@ -367,7 +384,7 @@ print("after", lookup("zed"))
     else:
         assert again["stdout"] == before + (
             'not sent: the commit of send("ada") did not happen: it was in flight when a '
-            'worker died, and an operator settled that it did not happen; it is not fired '
+            'worker died, and an operator settled that it did not happen; it is not run '
             'again\ndone failed\nlooked up zed\nafter addr-zed\n')
         assert "did not happen" in settled_row[2]
         assert [e[1] for e in events[-4:]] == ["unknown", "settled", "failed", "called"]
@@ -381,7 +398,7 @@ def test_a_settlement_stands_for_the_bodies_the_commit_ran_before_the_worker_die
     lookup(to + "-inner")''')
     job = _job(tmp_path, source)
     full, sent = _segment(job, {})
-    in_flight = next(e for e in sent if e["state"] == "committing")
+    in_flight = next(e for e in sent if e["state"] == "committing" and e["name"] == "send")
     inner = sent[sent.index(in_flight) + 1]
     assert (inner["name"], inner["state"]) == ("lookup", "done")
     # The worker died inside the commit, after the tool inside it was journaled.
@@ -389,7 +406,8 @@ def test_a_settlement_stands_for_the_bodies_the_commit_ran_before_the_worker_die
     effects.FIRED.clear()
     again, resent = _segment(dict(job, settlements={str(in_flight["k"]): "happened"}), journal)
     assert again["status"] == 0 and again["stopped"] is None, again["stderr"]
-    assert effects.FIRED == [] and resent == []         # nothing ran again, nothing unmet
+    assert effects.FIRED == []                          # nothing ran again, nothing unmet
+    assert [(e["name"], e["state"]) for e in resent] == [("send", "done")]
 
 
 def test_an_outcome_over_the_journal_limit_is_journaled_without_it_and_never_run_again(

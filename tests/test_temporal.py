@@ -282,23 +282,30 @@ CRASH_OUTPUT = ("main starts\nlooked up ada\nfound addr-ada\nmain done\n"
 CRASH_EFFECTS = ["lookup ada", "reserve bob", "lookup bob", "send bob"]
 
 # The journal entries one worker acknowledges in this run, in order: 1 lookup("ada") done
-# (segment 1); 2 reserve("bob") done, 3 lookup("bob") done (segment 2, which then stops at the
-# session: the run waits for its approval); 4 send("bob") committing, 5 send("bob") done (the
-# segment again, approved: 2 and 3 replayed). SENSE_TEMPORAL_CRASH_AT=K kills the worker
-# right after the K-th; SENSE_TEST_DIE_AT kills it inside a body, after its effect.
+# (segment 1); 2 reserve("bob") committing, 3 reserve("bob") done, 4 lookup("bob") done (segment
+# 2, which then stops at the session: the run waits for its approval); 5 send("bob")
+# committing, 6 send("bob") done (the segment again, approved: 3 and 4 replayed).
+# SENSE_TEMPORAL_CRASH_AT=K kills the worker right after the K-th; SENSE_TEST_DIE_AT kills it
+# inside a body, after its effect.
 CASES = {
     "uninterrupted": {},
     "after-lookup-ada": {"SENSE_TEMPORAL_CRASH_AT": "1"},
-    "after-reserve-commit": {"SENSE_TEMPORAL_CRASH_AT": "2"},
-    "before-send-commit": {"SENSE_TEMPORAL_CRASH_AT": "3"},
-    "send-commit-in-flight": {"SENSE_TEMPORAL_CRASH_AT": "4"},
-    "after-send-commit": {"SENSE_TEMPORAL_CRASH_AT": "5"},
+    "after-reserve-commit": {"SENSE_TEMPORAL_CRASH_AT": "3"},
+    "before-send-commit": {"SENSE_TEMPORAL_CRASH_AT": "4"},
+    "send-commit-in-flight": {"SENSE_TEMPORAL_CRASH_AT": "5"},
+    "after-send-commit": {"SENSE_TEMPORAL_CRASH_AT": "6"},
+    "inside-reserve-after-its-effect": {"SENSE_TEST_DIE_AT": "reserve bob"},
     "inside-send-after-its-effect": {"SENSE_TEST_DIE_AT": "send bob"},
     "inside-lookup-after-its-effect": {"SENSE_TEST_DIE_AT": "lookup bob"},
 }
-# How the operator settles the commit each of these cases leaves in flight (effect #2 of the
-# second segment: reserve is #0, lookup #1).
-SETTLE = {"send-commit-in-flight": "not-happened", "inside-send-after-its-effect": "happened"}
+# How the operator settles the action body each of these cases leaves in flight, and that
+# body: its effect number in its segment (in the second segment reserve is #0, lookup("bob")
+# #1, send #2), its call, its action's kind.
+SETTLE = {"send-commit-in-flight": "not-happened", "inside-send-after-its-effect": "happened",
+          "inside-reserve-after-its-effect": "happened"}
+IN_FLIGHT = {"send-commit-in-flight": (2, 'send("bob")', "irreversible"),
+             "inside-send-after-its-effect": (2, 'send("bob")', "irreversible"),
+             "inside-reserve-after-its-effect": (0, 'reserve("bob")', "reversible")}
 CRASH_ENV = "SENSE_TEMPORAL_CRASH_AT"
 
 
@@ -336,8 +343,7 @@ def crash_matrix(server, tmp_path_factory):
     return results
 
 
-@pytest.mark.parametrize("name", [n for n in CASES if n not in (
-    "send-commit-in-flight", "inside-send-after-its-effect")])
+@pytest.mark.parametrize("name", [n for n in CASES if n not in IN_FLIGHT])
 def test_a_worker_killed_at_any_step_changes_nothing_of_the_run(crash_matrix, name):
     base, case = crash_matrix["uninterrupted"], crash_matrix[name]
     if name != "uninterrupted":
@@ -348,38 +354,41 @@ def test_a_worker_killed_at_any_step_changes_nothing_of_the_run(crash_matrix, na
     assert case["chain"] == 0                                     # ... and one intact chain
     if name == "inside-lookup-after-its-effect":
         # Killed inside a tool's body, after its effect, before its outcome was journaled:
-        # the one body run again (a tool or reversible body is journaled when it ends).
+        # the one body run again (a tool's body is journaled when it ends, not written ahead).
         assert case["effects"] == CRASH_EFFECTS[:3] + ["lookup bob", "send bob"]
     else:
         assert case["effects"] == CRASH_EFFECTS              # every body's effect once
 
 
-@pytest.mark.parametrize("name", ["send-commit-in-flight", "inside-send-after-its-effect"])
-def test_an_irreversible_commit_in_flight_is_unknown_asked_about_and_never_fires_again(
-        crash_matrix, name):
+@pytest.mark.parametrize("name", list(IN_FLIGHT))
+def test_an_action_body_in_flight_is_unknown_asked_about_and_never_runs_again(crash_matrix,
+                                                                             name):
     base, case = crash_matrix["uninterrupted"], crash_matrix[name]
+    effect, shown, kind = IN_FLIGHT[name]
+    action = shown[:shown.index("(")]
     assert case["crashed"] == 137
-    # The run reported the commit unknown and waited for an operator to settle it.
+    # The run reported the body unknown and waited for an operator to settle it.
     settled = case["settled"]
     assert settled is not None, case["run"]
     assert settled["shown"] == (
-        f"waiting for a settlement: effect #2, the commit of send(\"bob\"), was in flight when "
-        f"a worker died; its outcome is unknown and it is not fired again (sensevm settle "
-        f"{name} 2 --happened | --not-happened)")
+        f"waiting for a settlement: effect #{effect}, the commit of {shown}, was in flight when "
+        f"a worker died; its outcome is unknown and it is not run again (sensevm settle "
+        f"{name} {effect} --happened | --not-happened)")
     assert settled["wrong"] == (
-        "settlement refused: effect #3 is not the one whose outcome is unknown: the run waits "
-        "on effect #2, send(\"bob\"); nothing was settled")
-    # Before the body ran, or after its effect: either way it is not fired a second time.
+        f"settlement refused: effect #{effect + 1} is not the one whose outcome is unknown: "
+        f"the run waits on effect #{effect}, {shown}; nothing was settled")
+    # Before the body ran, or after its effect: either way it does not run a second time.
     events = _events(case["audit"])
-    unknown = events.index(("irreversible action 'send'", "unknown"))
-    assert events[unknown + 1] == ("irreversible action 'send'", "settled")
+    unknown = events.index((f"{kind} action '{action}'", "unknown"))
+    assert events[unknown + 1] == (f"{kind} action '{action}'", "settled")
     assert case["chain"] == 0
-    if name == "inside-send-after-its-effect":
-        # Settled "happened": the run goes on as if the commit had returned (nil); what the
-        # body printed died with its worker.
+    if SETTLE[name] == "happened":
+        # The run goes on as if the body had returned (nil); what it printed died with its
+        # worker.
         assert case["run"]["state"] == "completed", case["stderr"]
         assert case["effects"] == CRASH_EFFECTS
-        assert case["stdout"] == CRASH_OUTPUT.replace("sending to bob\n", "")
+        printed = "sending to bob\n" if action == "send" else ""
+        assert case["stdout"] == CRASH_OUTPUT.replace(printed, "")
         assert events[:unknown] + events[unknown + 2:] == _events(base["audit"])
     else:
         # Settled "not-happened": the commit fails as a body that failed before its effect,

@@ -409,7 +409,7 @@ Examples (docs/temporal.md):
   sensevm answer clerk-1 clerk bob         accepted once; any worker goes on
   sensevm approve clerk-1 sha256:83c3...   the whole hash `sensevm runs` shows
   sensevm approve clerk-1 sha256:83c3... --decline    or decline it
-  sensevm settle clerk-1 4 --happened      a commit in flight when its worker died
+  sensevm settle clerk-1 2 --happened      an action body in flight when its worker died
   sensevm output clerk-1 --audit           its audit log, one chain
 
 \b
@@ -516,16 +516,17 @@ def approve_command(run_id, hash_, decline, address, namespace):
 @click.argument("run_id")
 @click.argument("effect", type=click.IntRange(0))
 @click.option("--happened", "outcome", flag_value="happened", default=None,
-              help="It happened: the commit succeeds (its value nil), its body not run again.")
+              help="It happened: the commit (or rollback) succeeds, its value nil, its body "
+                   "not run again.")
 @click.option("--not-happened", "outcome", flag_value="not-happened",
-              help="It did not: the commit fails with a SenseRuntimeError the program can "
-                   "catch, its body not run.")
+              help="It did not: the commit (or rollback) fails with a SenseRuntimeError the "
+                   "program can catch, its body not run.")
 @functools.partial(temporal_options, queue=False)
 def settle_command(run_id, effect, outcome, address, namespace):
-    """Settle the irreversible commit run RUN_ID waits on: its worker died while it was in
-    flight, so whether its effect happened is unknown and it is never fired again. EFFECT is
-    its number, as `sensevm runs` shows it; say what you found out, outside the run. Any
-    worker then goes on with the run, the commit's body not run either way."""
+    """Settle the action body run RUN_ID waits on (a commit or a rollback): its worker died
+    while it was in flight, so whether its effect happened is unknown and it is never run
+    again. EFFECT is its number, as `sensevm runs` shows it; say what you found out, outside
+    the run. Any worker then goes on with the run, the body not run either way."""
     if outcome is None:
         raise click.UsageError("say what happened: --happened or --not-happened")
     from sensevm.cli.temporal import cli

@@ -6,23 +6,25 @@ deterministic from there until it meets the world, and the places it meets the w
 the program's own declarations are tool bodies and the commit bodies and rollback blocks of
 actions. The journal numbers those bodies in the order they start (on the segment's own thread)
 and records each one's outcome as it ends: the value it returned (as data, provenance labels
-kept), or the error it raised, with the output lines and audit records it produced. Before the
-body of an irreversible commit runs, its intent (``committing``) is recorded and acknowledged.
+kept), or the error it raised, with the output lines and audit records it produced. Before an
+action's body runs (a commit, reversible or not, or a rollback), its intent (``committing``) is
+recorded and acknowledged: an action's effect is what must never happen twice.
 
 A retried attempt gets the journal of the attempts before it. Where its replay reaches a body
 the journal has an outcome for, the body does not run: its output and audit records are written
 again and its value returned (its error raised). A body that does not match the journal (another
-tool or action, other arguments) stops the segment; so does an irreversible commit recorded
+tool or action, other arguments) stops the segment; so does an action body recorded
 ``committing`` with no outcome (it was in flight when the worker died: its effect may have
-happened, and it is never fired a second time), and a journal entry the replay never reaches.
+happened, and it is never run a second time), and a journal entry the replay never reaches.
 Those stops are ``JournalStop``: not a Sense error, so no ``try`` or test block catches it, no
 session aborts on its way out (an abort would run rollbacks), and the segment reports it.
 
-An operator who found out whether such a commit happened *settles* it (``sensevm settle``):
-the run's next attempt is given the settlement, and the replay, meeting the commit, does not
-run its body either way: ``happened`` makes the commit succeed (its value nil: the value the
-body returned died with the worker), ``not-happened`` makes it fail with an error the program
-can catch, as a body that failed before its effect. The audit trail says which, and who said so.
+An operator who found out whether such a body's effect happened *settles* it (``sensevm
+settle``): the run's next attempt is given the settlement, and the replay, meeting the body,
+does not run it either way: ``happened`` makes the commit (or rollback) succeed (its value nil:
+the value the body returned died with the worker), ``not-happened`` makes it fail with an error
+the program can catch, as a body that failed before its effect. The audit trail says which, and
+who said so.
 
 Only ``VM.journal`` (None unless a segment sets it) leads here: ``sensevm run`` never loads this.
 """
@@ -33,22 +35,27 @@ import hashlib
 import json
 import threading
 
-from sensevm.base.errors import CATCHABLE, Pos, SenseRuntimeError
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Optional
+
+from sensevm.base.errors import CATCHABLE, Pos
 from sensevm.guard import provenance as PV
 
 MISS = object()          # begin(): no outcome recorded; the body runs
-# What an operator may say of an irreversible commit whose outcome is unknown.
+# What an operator may say of an action body whose outcome is unknown.
 HAPPENED, NOT_HAPPENED = "happened", "not-happened"
 SETTLEMENTS = (HAPPENED, NOT_HAPPENED)
 
 
 class JournalStop(BaseException):
-    """The segment stops here: ``reason`` is ``unknown`` (an irreversible commit was in flight
+    """The segment stops here: ``reason`` is ``unknown`` (an action's body was in flight
     when a worker died), ``mismatch`` (the replay and the journal disagree), ``opaque`` (a
     body completed whose result the journal could not keep), ``unreached`` (a journaled body
     the replay did not reach), ``fenced`` (a newer attempt took the journal over) or
     ``approval`` (a session waits for one; see ``detail``). ``detail`` of ``unknown``: the
-    ``effect`` number, the ``action`` and its call as ``shown``. A BaseException, so that
+    ``effect`` number, the ``action``, its call as ``shown`` and the body's ``role`` (commit,
+    rollback). A BaseException, so that
     nothing in the VM catches it."""
 
     def __init__(self, reason: str, message: str, detail=None):
@@ -210,10 +217,12 @@ class Journal:
         audit.append_quoting = tapped_quoting
         vm.journal = self
 
-    def begin(self, vm, kind: str, name: str, args, irreversible: bool = False):
+    def begin(self, vm, kind: str, name: str, args, action: Optional[str] = None):
         """A body of ``kind`` (tool, commit, rollback) is about to start: MISS when it is to
         run, else its journaled value (its output and audit records written again), or its
-        journaled error raised. Other threads (async bodies) are not journaled."""
+        journaled error raised. ``action``: ``reversible`` or ``irreversible`` for an action's
+        body, whose intent is journaled before it starts. Other threads (async bodies) are not
+        journaled."""
         if threading.get_ident() != self.thread:
             return MISS
         k = self.next
@@ -231,15 +240,17 @@ class Journal:
                     f"deterministic here)"))
             state = entry["state"]
             if state == "committing":
-                vm.audit.append(_unknown_row(entry))
                 settled = self.settlements.get(k)
                 if settled is None:
+                    vm.audit.append(_unknown_row(entry))
                     raise JournalStop("unknown", (
-                        f"commit of {entry['shown']} in flight when worker died; outcome "
-                        f"unknown (it is not fired again: find out whether it happened, then "
+                        f"{kind} of {entry['shown']} in flight when worker died; outcome "
+                        f"unknown (it is not run again: find out whether it happened, then "
                         f"sensevm settle RUN_ID {k} --happened or --not-happened)"),
-                        {"effect": k, "action": entry["name"], "shown": entry["shown"]})
-                return self._settled(vm, k, entry, settled)
+                        {"effect": k, "action": entry["name"], "shown": entry["shown"],
+                         "role": kind})
+                entry = self._settled(k, entry, settled)
+                state = entry["state"]
             if state == "opaque":
                 raise JournalStop("opaque", (
                     f"{kind} {what} completed in the attempt that died, but {entry['why']}; "
@@ -255,27 +266,30 @@ class Journal:
                 raise _error(entry["error"])
             return decode(entry["value"])
         entry = {"k": k, "kind": kind, "name": name, "digest": sig, "shown": what,
-                 "irreversible": irreversible}
-        if irreversible:
+                 "action": action}
+        if action is not None:
             self.send(dict(entry, state="committing"))
         self.pending = _Open(entry, self.stdout.tell(), len(self.rows))
         return MISS
 
-    def _settled(self, vm, k: int, entry: dict, settled: str):
-        """The commit journaled in flight as effect ``k``, as the operator settled it; its
-        body does not run. Every body journaled after it ran inside it (the worker died
-        before it ended, and bodies are numbered on one thread), so it stands for them."""
-        self.replayed += 1
-        after = max(self.entries)
-        self.unmet.difference_update(range(k + 1, after + 1))
-        self.next = after + 1
-        vm.audit.append(_settled_row(entry, settled))
+    def _settled(self, k: int, entry: dict, settled: str) -> dict:
+        """The outcome of the action body journaled in flight as effect ``k``, as the operator
+        settled it, journaled in its place: later attempts of the segment replay it as any
+        outcome. Every body journaled after the intent ran inside it (the worker died before
+        it ended, and bodies are numbered on one thread), so it stands for them."""
+        rows = [_plain_row(_unknown_row(entry)), _plain_row(_settled_row(entry, settled))]
+        outcome = dict(entry, next=max(self.entries) + 1, output="", audit=rows)
         if settled == HAPPENED:
-            return None
-        raise SenseRuntimeError(
-            f"the commit of {entry['shown']} did not happen: it was in flight when a worker "
-            f"died, and an operator settled that it did not happen; it is not fired again",
-            located=False)
+            outcome.update(state="done", value=None)
+        else:
+            outcome.update(state="failed", error={
+                "class": "SenseRuntimeError", "located": False, "path": None, "pos": None,
+                "message": f"the {entry['kind']} of {entry['shown']} did not happen: it was in "
+                           f"flight when a worker died, and an operator settled that it did "
+                           f"not happen; it is not run again"})
+        self.send(outcome)
+        self.entries[k] = outcome
+        return outcome
 
     def opened(self, frame) -> None:
         """The body begun last now runs in ``frame``."""
@@ -353,18 +367,19 @@ def _row(raw) -> tuple:
 
 def _unknown_row(entry) -> tuple:
     import time
-    subject = f"irreversible action '{entry['name']}'"
-    return (subject, entry["name"], "irreversible", "unknown",
-            "in flight when a worker died: outcome unknown, not fired again", None, (),
+    subject = f"{entry['action']} action '{entry['name']}'"
+    return (subject, entry["name"], entry["action"], "unknown",
+            "in flight when a worker died: outcome unknown, not run again", None, (),
             time.time(), True)
 
 
 def _settled_row(entry, settled: str) -> tuple:
     import time
-    subject = f"irreversible action '{entry['name']}'"
-    said = ("it happened: the commit succeeds, its body not run again" if settled == HAPPENED
-            else "it did not happen: the commit fails, its body not run")
-    return (subject, entry["name"], "irreversible", "settled",
+    subject = f"{entry['action']} action '{entry['name']}'"
+    role = entry["kind"]
+    said = (f"it happened: the {role} succeeds, its body not run again" if settled == HAPPENED
+            else f"it did not happen: the {role} fails, its body not run")
+    return (subject, entry["name"], entry["action"], "settled",
             f"outcome settled by an operator: {said}", None, (), time.time(), True)
 
 

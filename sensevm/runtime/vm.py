@@ -1521,7 +1521,8 @@ class VM:
                 body_begins(self, action)       # the session's write-ahead record
             if self.journal is not None:
                 return self._journaled_body(f, action, prepared, scope, "commit",
-                                            action.definition.tags, None, not decl.reversible)
+                                            action.definition.tags, None,
+                                            "reversible" if decl.reversible else "irreversible")
             direct = prepared.direct
             if direct is not None and action.session is None and not self.sessions:
                 # The body's direct form: no frame unless it deoptimizes; its return and its
@@ -1583,7 +1584,7 @@ class VM:
         try:
             if self.journal is not None:
                 return self._journaled_body(f, action, prepared, scope, "rollback",
-                                            action.definition.rollback_tags, line, False)
+                                            action.definition.rollback_tags, line, "reversible")
             direct = prepared.direct
             if direct is not None and action.session is None and not self.sessions:
                 ran = self._run_direct(f, action, direct, scope, "rollback", line)   # as commit
@@ -1600,12 +1601,12 @@ class VM:
         return True
 
     def _journaled_body(self, f, action, prepared, scope, role, tags, line,
-                        irreversible) -> bool:
+                        kind: str) -> bool:
         """A commit body or rollback block under the journal (runtime/journal.py): its
         journaled outcome when a dead attempt recorded one, else the body in a frame (never
         its direct form: the journal sees a frame return or fail)."""
         journal = self.journal
-        value = journal.begin(self, role, action.name, action.args, irreversible)
+        value = journal.begin(self, role, action.name, action.args, kind)
         if value is not journal.MISS:
             self._body_done(action, role, f, line)
             f.stack.append(value)

@@ -81,9 +81,10 @@ def describe_state(run: dict) -> str:
                 f"(sensevm approve {run['id']} {approval['hash']}){manifest}")
     settlement = run.get("settlement")
     if run["state"] == "waiting for a settlement" and settlement:
-        return (f"waiting for a settlement: effect #{settlement['effect']}, the commit of "
+        return (f"waiting for a settlement: effect #{settlement['effect']}, the "
+                f"{settlement.get('role', 'commit')} of "
                 f"{printable(settlement['shown'])}, was in flight when a worker died; its "
-                f"outcome is unknown and it is not fired again (sensevm settle {run['id']} "
+                f"outcome is unknown and it is not run again (sensevm settle {run['id']} "
                 f"{settlement['effect']} --happened | --not-happened)")
     if run["state"] == "failed" and run.get("reason"):
         return f"failed: {printable(run['reason'])}"

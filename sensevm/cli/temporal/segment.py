@@ -29,7 +29,7 @@ def run_segment(job: dict, send=None, journal=None) -> dict:
     (None for the program's start, else ``{"agent": NAME, "answer": TEXT}``), ``args`` (the
     program's arguments), ``request``, ``approvals`` and ``declines`` (the session manifest
     hashes an operator approved, or declined, for this segment) and ``settlements`` (effect
-    number -> ``happened`` or ``not-happened``: an operator's word on an irreversible commit
+    number -> ``happened`` or ``not-happened``: an operator's word on an action body
     the journal has in flight) and ``journal_limit`` (the largest journal entry, in bytes).
 
     ``send``, when given, journals the segment's effects (runtime/journal.py): each entry is

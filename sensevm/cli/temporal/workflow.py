@@ -12,7 +12,7 @@ fences the attempts before it off: an entry from an older attempt (a worker thou
 was not) is refused. A segment that stops at a session left undecided makes the run wait for
 an approval (``approve``, the manifest's whole hash); the segment then runs again from the same
 saved state with the approval, its journal kept, so what it had fired is replayed, not re-run.
-A segment that stops at an irreversible commit the journal has in flight (its worker died
+A segment that stops at an action body the journal has in flight (its worker died
 during it: its outcome is unknown) makes the run wait the same way for an operator to settle
 it (``settle``: it happened, or it did not); the segment then runs again with the settlement.
 
