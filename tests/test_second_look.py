@@ -548,6 +548,34 @@ def test_labels_and_open_pc_labels_survive_a_saved_agent(tmp_path):
     assert "'send' goes to 'x@evil.example'" in lines[1] and "the tool fetch" in lines[1]
 
 
+@pytest.mark.parametrize("answer,state", [("Please write to sam@x.example", "committed"),
+                                           ("someone else", "verified")])
+def test_an_answer_given_to_sensevm_resume_is_the_users_words(tmp_path, answer, state):
+    """`sensevm resume DIR AGENT ANSWER` gives the agent a person's words, as an answer at the
+    terminal or in the console does: labelled the user's, and evidence that endorses the same
+    address when an untrusted tool returns it (else the send is flagged, the commit refused)."""
+    import os
+    program = ('policy:\n    allow web.fetch\n    allow email.send\n'
+               'tool fetch(u: String) returns String requires web.fetch:\n'
+               '    return "sam@x.example"\n'
+               'irreversible action send(to: String) requires email.send:\n'
+               '    print("sent to " + to)\n'
+               'agent clerk:\n    typed = ask_human("to?")\n    m = send(fetch("u"))\n'
+               '    m.verify()\n    test "commit":\n        m.commit()\n    print(m.state)\n'
+               'start(clerk)\n')
+    (tmp_path / "c.sns").write_text(program)
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(__file__)))
+    cmd = [sys.executable, "-m", "sensevm"]
+    first = subprocess.run(cmd + ["run", "c.sns", "--state-dir", "st"], cwd=tmp_path,
+                           capture_output=True, text=True, env=env)
+    assert first.returncode == 0, first.stderr
+    second = subprocess.run(cmd + ["resume", "st", "clerk", answer], cwd=tmp_path,
+                            capture_output=True, text=True, env=env)
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.splitlines()[-1] == state
+    assert ("sent to sam@x.example" in second.stdout) == (state == "committed")
+
+
 def test_container_shapes_survive_a_saved_agent(tmp_path):
     """What an Array's length and its elements' places depend on (a tool's empty list; the
     program's letter after the tool's list; a loop part-way over the tool's list) is saved

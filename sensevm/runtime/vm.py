@@ -1886,11 +1886,15 @@ class VM:
             if agent.status == "paused" and not agent.decl.is_async:
                 services.save_agent(self, agent, self.state_dir)
 
-    def resume_saved(self, agent, value) -> Any:
-        """Continue a saved, paused agent in this (new) process until it pauses or ends."""
+    def resume_saved(self, agent, answer: str) -> Any:
+        """Continue a saved, paused agent in this (new) process until it pauses or ends, with
+        a person's ``answer``: the user's own words, labelled and evidence for the second
+        look, as an answer typed at the terminal or in the console is."""
         self._must_be_paused(agent)
         self.agents.append(agent)
-        return self.resume_paused(agent, value)
+        if self.look is not None:
+            answer = self.look.user_text(answer)
+        return self.resume_paused(agent, answer)
 
     @staticmethod
     def _must_be_paused(agent) -> None:
