@@ -168,8 +168,11 @@ def test_submit_wait_answer_complete_output(sense, tmp_path):
     audit = [json.loads(line) for line in sense("output", "clerk-1", "--audit").stdout
              .splitlines()]
     assert [e["event"] for e in audit if e["kind"] == "audit"] == ["opened", "sealed"] * 2
+    # The answer is the user's words (labelled), so the send it addresses meets the second
+    # look at verify and at commit (host-side records), and passes.
     assert [e["event"] for e in audit if e["kind"] != "audit"] == [
-        "called", "prepared", "verified", "committing", "committed"]
+        "called", "prepared", "verified", "second_look", "second_look", "committing",
+        "committed"]
     log = tmp_path / "audit.jsonl"
     log.write_text(sense("output", "clerk-1", "--audit").stdout)
     check = sense("audit", "verify", str(log), check=False)

@@ -92,41 +92,34 @@ def describe_state(run: dict) -> str:
 
 
 async def answer(client: Client, run_id: str, agent: str, text: str) -> None:
-    handle = client.get_workflow_handle(run_id)
-    try:
-        await handle.execute_update("answer", {"agent": agent, "text": text})
-    except WorkflowUpdateFailedError as exc:
-        cause = exc.cause
-        raise RunError(f"answer refused: {getattr(cause, 'message', None) or cause}") from None
-    except RPCError as exc:
-        raise await _not_delivered(handle, run_id, "answer", exc) from None
+    await _deliver(client, run_id, "answer", {"agent": agent, "text": text}, "answer")
 
 
 async def approve(client: Client, run_id: str, digest: str, decline: bool = False) -> None:
-    handle = client.get_workflow_handle(run_id)
-    try:
-        await handle.execute_update("approve", {"hash": digest, "decline": decline})
-    except WorkflowUpdateFailedError as exc:
-        cause = exc.cause
-        raise RunError(f"approval refused: {getattr(cause, 'message', None) or cause}") from None
-    except RPCError as exc:
-        raise await _not_delivered(handle, run_id, "approve", exc) from None
+    await _deliver(client, run_id, "approve", {"hash": digest, "decline": decline}, "approval")
 
 
 async def settle(client: Client, run_id: str, effect: int, outcome: str) -> None:
+    await _deliver(client, run_id, "settle", {"effect": effect, "outcome": outcome},
+                   "settlement")
+
+
+async def _deliver(client: Client, run_id: str, update: str, given: dict, what: str) -> None:
+    """Send the update ``update`` to run ``run_id``; its validator's refusal, or why it could
+    not reach the run, is a RunError."""
     handle = client.get_workflow_handle(run_id)
     try:
-        await handle.execute_update("settle", {"effect": effect, "outcome": outcome})
+        await handle.execute_update(update, given)
     except WorkflowUpdateFailedError as exc:
         cause = exc.cause
-        raise RunError(f"settlement refused: {getattr(cause, 'message', None) or cause}") \
-            from None
+        raise RunError(f"{what} refused: {getattr(cause, 'message', None) or cause}") from None
     except RPCError as exc:
-        raise await _not_delivered(handle, run_id, "settle", exc) from None
+        raise await _not_delivered(handle, run_id, update, exc) from None
 
 
 async def _not_delivered(handle, run_id: str, verb: str, exc) -> RunError:
-    """Why an answer or approval could not reach the run: it has ended, or the server said."""
+    """Why an answer, approval or settlement could not reach the run: it has ended, or the
+    server said."""
     try:
         status = (await handle.describe()).status
     except RPCError:
