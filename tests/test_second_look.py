@@ -516,10 +516,27 @@ def test_the_flags_survive_the_snb_file(tmp_path):
         ("a", True, (("to", "recipient"), ("amt", "amount"))), ("b", True, ())]
 
 
+def _run_then_resume(tmp_path, program, answer, saved=None) -> str:
+    """``program`` run with --state-dir (its agent clerk pauses), ``saved(state)`` given the
+    agent's saved state, then ``sensevm resume st clerk ANSWER`` in a new process: its stdout."""
+    import os
+    (tmp_path / "c.sns").write_text(program)
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(__file__)))
+    cmd = [sys.executable, "-m", "sensevm"]
+    first = subprocess.run(cmd + ["run", "c.sns", "--state-dir", "st"], cwd=tmp_path,
+                           capture_output=True, text=True, env=env)
+    assert first.returncode == 0, first.stderr
+    if saved is not None:
+        saved(json.loads((tmp_path / "st" / "clerk.json").read_text())["state"])
+    second = subprocess.run(cmd + ["resume", "st", "clerk", answer], cwd=tmp_path,
+                            capture_output=True, text=True, env=env)
+    assert second.returncode == 0, second.stderr
+    return second.stdout
+
+
 def test_labels_and_open_pc_labels_survive_a_saved_agent(tmp_path):
     """An agent paused inside a branch on page text, holding the page and a half-built address,
     resumes in a new process with the same provenance: the send is still flagged."""
-    import os
     program = ('policy:\n    allow web.fetch\n    allow email.send\n'
                'tool fetch(u: String) returns String requires web.fetch:\n'
                '    return "x@evil.example"\n'
@@ -530,18 +547,9 @@ def test_labels_and_open_pc_labels_survive_a_saved_agent(tmp_path):
                '    s = send(out)\n    s.verify()\n    print(s.second_look)\n'
                '    t = send(page)\n    t.verify()\n    print(t.second_look)\n'
                'start(clerk)\nprint(clerk.status)\n')
-    (tmp_path / "c.sns").write_text(program)
-    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(__file__)))
-    cmd = [sys.executable, "-m", "sensevm"]
-    first = subprocess.run(cmd + ["run", "c.sns", "--state-dir", "st"], cwd=tmp_path,
-                           capture_output=True, text=True, env=env)
-    assert first.returncode == 0, first.stderr
-    saved = json.loads((tmp_path / "st" / "clerk.json").read_text())["state"]
-    assert saved["second_look"] == {"evidence": []}     # no user words, no trusted records
-    second = subprocess.run(cmd + ["resume", "st", "clerk", "corp.example"], cwd=tmp_path,
-                            capture_output=True, text=True, env=env)
-    assert second.returncode == 0, second.stderr
-    lines = second.stdout.splitlines()
+    def saved(state):
+        assert state["second_look"] == {"evidence": []}   # no user words, no trusted records
+    lines = _run_then_resume(tmp_path, program, "corp.example", saved).splitlines()
     # "copy@corp.example" was assigned under the branch on the page: influenced, and found in
     # no clean text as a whole, so it is flagged; so is the page's own address.
     assert "'send' goes to 'copy@corp.example'" in lines[0]
@@ -554,7 +562,6 @@ def test_an_answer_given_to_sensevm_resume_is_the_users_words(tmp_path, answer, 
     """`sensevm resume DIR AGENT ANSWER` gives the agent a person's words, as an answer at the
     terminal or in the console does: labelled the user's, and evidence that endorses the same
     address when an untrusted tool returns it (else the send is flagged, the commit refused)."""
-    import os
     program = ('policy:\n    allow web.fetch\n    allow email.send\n'
                'tool fetch(u: String) returns String requires web.fetch:\n'
                '    return "sam@x.example"\n'
@@ -563,17 +570,9 @@ def test_an_answer_given_to_sensevm_resume_is_the_users_words(tmp_path, answer, 
                'agent clerk:\n    typed = ask_human("to?")\n    m = send(fetch("u"))\n'
                '    m.verify()\n    test "commit":\n        m.commit()\n    print(m.state)\n'
                'start(clerk)\n')
-    (tmp_path / "c.sns").write_text(program)
-    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(__file__)))
-    cmd = [sys.executable, "-m", "sensevm"]
-    first = subprocess.run(cmd + ["run", "c.sns", "--state-dir", "st"], cwd=tmp_path,
-                           capture_output=True, text=True, env=env)
-    assert first.returncode == 0, first.stderr
-    second = subprocess.run(cmd + ["resume", "st", "clerk", answer], cwd=tmp_path,
-                            capture_output=True, text=True, env=env)
-    assert second.returncode == 0, second.stderr
-    assert second.stdout.splitlines()[-1] == state
-    assert ("sent to sam@x.example" in second.stdout) == (state == "committed")
+    out = _run_then_resume(tmp_path, program, answer)
+    assert out.splitlines()[-1] == state
+    assert ("sent to sam@x.example" in out) == (state == "committed")
 
 
 def test_container_shapes_survive_a_saved_agent(tmp_path):
