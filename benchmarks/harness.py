@@ -538,6 +538,11 @@ def render_table(report: dict) -> str:
                 notes.append(f"{row['name']}: {LABEL[i]} {row['impls'][i]['check_error']}")
     if notes:
         lines += ["", "notes:"] + [f"  {n}" for n in notes]
+    spread = [_spread(row) for row in report["benchmarks"]]
+    spread = [text for text in spread if text]
+    if spread:
+        lines += ["", "spread (whole process, fastest-slowest round; the medians above are "
+                      "of these):"] + [f"  {text}" for text in spread]
 
     for row in report["benchmarks"]:
         if row["check"] == "MISMATCH":
@@ -547,6 +552,17 @@ def render_table(report: dict) -> str:
                 if row["impls"][i]["result"] is not None:
                     lines.append(f"     {LABEL[i]:<10} {' | '.join(row['impls'][i]['result'])}")
     return "\n".join(lines) + "\n"
+
+
+def _spread(row: dict) -> str:
+    """``NAME: ours A-B, CPython C-D, ...``: each implementation's fastest and slowest round,
+    for the rows timed more than once."""
+    parts = []
+    for i in IMPLS:
+        times = row["impls"][i].get("times_s") or []
+        if row["impls"][i]["status"] == "ok" and len(times) > 1:
+            parts.append(f"{LABEL[i]} {_secs(min(times)).strip()}-{_secs(max(times)).strip()}")
+    return f"{row['name']}: " + ", ".join(parts) if parts else ""
 
 
 def write_atomically(path: str, text: str) -> None:

@@ -223,6 +223,17 @@ def test_the_headline_ratios_are_of_compute_and_the_whole_process_is_beside():
     table = harness.render_table(report)
     assert "start-up (empty program, this run, median): ours 0.100s" in table
     assert "2.100s =2.000s" in table and "(whole)" in table
+    assert "spread" not in table                    # one round: nothing to spread
+    # More rounds: each implementation's fastest and slowest, under the table.
+    for impl, o in outcomes.items():
+        o.runs.append(Run("ok", {"ours": 2.5, "cpython": 0.4, "reference": 4.0}[impl],
+                          20_000, 0, "", ""))
+        o.runs.append(Run("ok", {"ours": 1.9, "cpython": 0.47, "reference": 4.4}[impl],
+                          20_000, 0, "", ""))
+    report["benchmarks"] = [harness.row_for(bench, s, outcomes, {})]
+    table = harness.render_table(report)
+    assert "spread (whole process, fastest-slowest round" in table
+    assert "  loops: ours 1.900s-2.500s, CPython 0.400s-0.470s, reference 4.000s-4.400s" in table
 
 
 def test_the_provenance_and_callback_rows():
