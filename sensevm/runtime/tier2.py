@@ -554,6 +554,7 @@ class _Gen:
         self.dispatch = dispatch
         self.entries = frozenset(j for j in dispatch if j == 0 or j in loop_heads)
         self.fused, self.fused_calls = self.method_calls()
+        self.guesses: dict = {}     # fused site -> its guessed method (see guessed_method)
 
     def method_calls(self):
         """The member calls ``x.name(args)`` tier 2 makes without binding the method first:
@@ -589,6 +590,21 @@ class _Gen:
                 if op_j in JUMPS and instrs[j][1] <= j:
                     break
         return fused, calls
+
+    def guessed_method(self, site):
+        """For the fused member call at ``site``: (type, entry, function) of the first of
+        String, Array and Map (methods.PURE_BY_TYPE) whose method of that name calls no Sense
+        code and takes the call's argument count, entry and function as names in the generated
+        code; None when there is none."""
+        from sensevm.runtime.methods import PURE_BY_TYPE
+        name, n = self.instrs[site][1], self.instrs[self.fused[site]][1]
+        for t in (str, list, dict):
+            entry = PURE_BY_TYPE[t].get(name)
+            if entry is not None and (entry[1] is None or entry[1] == n):
+                if site not in self.guesses:
+                    self.guesses[site] = (t, self.const(entry), self.const(entry[0]))
+                return self.guesses[site]
+        return None
 
     def materialize_methods(self, k, count, indent):
         """Before instruction k spills ``count`` stack slots: bind the method of every fused
@@ -1472,6 +1488,13 @@ class _Gen:
                 if "MT" not in self.ns:
                     from sensevm.runtime.methods import PURE_BY_TYPE
                     self.ns["MT"] = PURE_BY_TYPE
+                guess = self.guessed_method(i)
+                if guess is not None:
+                    # One test for the receiver type the name most likely means: its method
+                    # is then known, and so is that the call's argument count fits it.
+                    e(indent, f"if type({top}) is {guess[0].__name__}: _m{i} = {guess[1]}", ip)
+                    e(indent, "else:", ip)
+                    indent += 1
                 e(indent, f"_m{i} = MT.get(type({top}))", ip)
                 e(indent, f"if _m{i} is not None: _m{i} = _m{i}.get({a!r})", ip)
                 e(indent, f"if _m{i} is None:", ip)
@@ -1752,7 +1775,16 @@ class _Gen:
             # The method of this site's GET_MEMBER, on its receiver: (function, argument count
             # or None, name), checked as vm._call checks a builtin's count.
             callee, args = f"s{base}", ", ".join(f"s{j}" for j in range(base + 1, depth))
-            e(indent, f"if _m{site} is not None:", ip)
+            guess = self.guessed_method(site)
+            kw = "if"
+            if guess is not None:
+                e(indent, f"if _m{site} is {guess[1]}:", ip)
+                if self.counting:
+                    e(indent + 1, f"f.ip = {ip}", ip)
+                    self.tick(indent + 1, ip)
+                e(indent + 1, f"{callee} = {guess[2]}({callee}, vm, [{args}])", ip)
+                kw = "elif"
+            e(indent, f"{kw} _m{site} is not None:", ip)
             if self.counting:
                 e(indent + 1, f"f.ip = {ip}", ip)
                 self.tick(indent + 1, ip)
