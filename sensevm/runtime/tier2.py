@@ -418,6 +418,9 @@ class _Gen:
         self.slot_names: dict = {}      # stack slot -> the name last loaded into it, per block
         self.specialise = True  # give blocks Int versions (see region)
         self.spec = False       # emitting a region's Int version (see region)
+        # ... where slot -> (line, expression, ip or None) for the slots the lines of Int
+        # locals and constants put there (see int_op)
+        self.exprs: dict = {}
         self.types: dict = {}           # ... stack slot -> "i" (an Int) or "b" (a Bool) there
         self.known: set = set()         # ... Python locals holding an Int there
         self.written: set = set()       # ... Python locals stored to on the way there
@@ -1047,6 +1050,7 @@ class _Gen:
 
     def rollback(self, mark):
         lines, keyed = mark
+        self.exprs = {}
         del self.lines[lines:]
         del self.keyed_at[keyed:]
         self.linemap = {n: ip for n, ip in self.linemap.items() if n <= lines}
@@ -1087,13 +1091,13 @@ class _Gen:
         kc = self.folded_constant(i)
         if (kc is not None and kc[0] is int and op in _INT_FOLD and (op is not Op.MOD or kc[2])
                 and T.get(depth - 2) == "i"):
-            e(indent, f"{sec} = {sec} {_INT_FOLD[op]} {kc[1]}", ip)
+            self.int_op(indent, depth - 2, op, kc[1], None, ip)
             self.taken(depth - 2)
             self.set_type(depth - 2, "b" if op in _COMPARISONS else "i")
             return i + 1
         if kc is None and depth >= 2 and T.get(depth - 1) == "i" == T.get(depth - 2):
             if op in _INT_FOLD and op is not Op.MOD:
-                e(indent, f"{sec} = {sec} {_INT_FOLD[op]} {top}", ip)
+                self.int_op(indent, depth - 2, op, top, depth - 1, ip)
             elif op is Op.MOD:
                 e(indent, f"if {top}: {sec} = {sec} % {top}", ip)
                 e(indent, f"else: {sec} = arith('%', {sec}, {top})", ip)    # its error
@@ -1103,7 +1107,13 @@ class _Gen:
             self.set_type(depth - 2, "b" if op in _COMPARISONS else "i")
             return i + 1
         if op in (Op.POP_JUMP_IF_FALSE, Op.POP_JUMP_IF_TRUE) and T.get(depth - 1) == "b":
-            e(indent, f"if {'not ' if op is Op.POP_JUMP_IF_FALSE else ''}{top}:", ip)
+            test = "not " if op is Op.POP_JUMP_IF_FALSE else ""
+            operand = self.operand(depth - 1, indent)
+            if operand is None:
+                e(indent, f"if {test}{top}:", ip)
+            else:       # the condition's own line becomes the test (the slot is popped)
+                self.lines[-1] = "    " * indent + f"if {test}{_parens(operand[0])}:"
+                self.linemap[len(self.lines)] = operand[1] or ip
             self.set_type(depth - 1, None)
             self.goto(a, indent + 1, ip)
             return i + 1
@@ -1127,10 +1137,49 @@ class _Gen:
                     self.guards.append(local)
                 self.known.add(local)
             e(indent, f"{push} = {local}", ip)
+            self.exprs[depth] = (len(self.lines), local, None)
             self.slot_names[depth] = a
             self.set_type(depth, "i", local)
             return i + 1
         return None
+
+    def operand(self, slot, indent, back=0):
+        """(expression, ip or None) when the line ``back`` before the last one emitted only
+        put into stack slot ``slot`` an expression of Int locals and constants (see int_op),
+        with the ip of the one operation in it that can fail; else None."""
+        entry = self.exprs.get(slot)
+        if entry is None:
+            return None
+        line, expr, fails = entry
+        if (line != len(self.lines) - back
+                or self.lines[line - 1] != "    " * indent + f"s{slot} = {expr}"):
+            return None
+        return expr, fails
+
+    def int_op(self, indent, slot, op, right, right_slot, ip):
+        """``s{slot} = s{slot} OP right`` on Ints in an Int version. When the operands were
+        put in their slots by the lines just before from Int locals and constants, it becomes
+        one line with theirs (``s0 = l2``, ``s1 = l3``, ``s0 = s0 < s1``: ``s0 = l2 < l3``):
+        a value in a Python local is cheaper than one moved through stack slots, and a slot
+        above the stack is never read again. An error keeps its position: a line holds at most
+        one operation that can fail (+, -, * and % can run out of memory; a load or a
+        comparison cannot), and has that operation's ip."""
+        symbol = _INT_FOLD[op]
+        left = self.operand(slot, indent, 0 if right_slot is None else 1)
+        rhs = (right, None) if right_slot is None else self.operand(right_slot, indent)
+        if left is not None and rhs is not None:
+            fails = [at for at in (left[1], rhs[1], None if op in _COMPARISONS else ip)
+                     if at is not None]
+            if len(fails) <= 1:
+                if right_slot is not None:
+                    del self.linemap[len(self.lines)]
+                    self.lines.pop()
+                expr = f"{_parens(left[0])} {symbol} {_parens(rhs[0])}"
+                self.lines[-1] = "    " * indent + f"s{slot} = {expr}"
+                self.linemap[len(self.lines)] = fails[0] if fails else ip
+                self.exprs[slot] = (len(self.lines), expr, fails[0] if fails else None)
+                return
+        self.emit(indent, f"s{slot} = s{slot} {symbol} {right}", ip)
 
     def known_int(self, slot) -> bool:
         """Is stack slot ``slot`` known to hold an Int here (in an Int version only)? If so,
@@ -1240,7 +1289,12 @@ class _Gen:
                   and (op is Op.STORE_NAME or scope == 0))
         if simple:
             write = "" if self.lazy else f"v0[{a!r}] = "
-            self.emit(indent, f"{local} = {write}{top}", i + 1)
+            operand = self.operand(depth - 1, indent)
+            if operand is None:
+                self.emit(indent, f"{local} = {write}{top}", i + 1)
+            else:       # the value's own line stores it (the slot is popped; see int_op)
+                self.lines[-1] = "    " * indent + f"{local} = {write}{operand[0]}"
+                self.linemap[len(self.lines)] = operand[1] or i + 1
         else:
             self.plain_instr(i, op, a, None, depth, scope, indent)
         self.forget(a)
@@ -1970,6 +2024,11 @@ _BRANCHES = frozenset({Op.POP_JUMP_IF_FALSE, Op.POP_JUMP_IF_TRUE, Op.JUMP_IF_FAL
                        Op.JUMP_IF_TRUE_OR_POP})
 _INT_FOLD = {Op.ADD: "+", Op.SUB: "-", Op.MUL: "*", Op.MOD: "%", Op.LT: "<", Op.LE: "<=",
              Op.GT: ">", Op.GE: ">=", Op.EQ: "==", Op.NE: "!="}
+
+
+def _parens(expr: str) -> str:
+    """``expr`` as an operand: a compound one in parentheses (so comparisons never chain)."""
+    return f"({expr})" if " " in expr else expr
 
 
 def _reads(text, name) -> bool:
