@@ -637,10 +637,12 @@ class _Gen:
         Outside direct forms the parent's and grandparent's bindings are tested first, written
         out as ``elif`` branches (a store to a new local asks this on every first store, and
         these are where a binding is found if anywhere), then store_found from three out. A
-        direct form's prologue runs on every call, so it does not read those scopes: it asks
-        store_found from the parent."""
+        direct form's prologue runs on every call, so it reads only the parent's bindings
+        (``pv``, which a closure's store to its captured variable finds): it tests those, then
+        asks store_found from the grandparent."""
         if self.direct:
-            return kw, f"not store_found(P, {q}, {top})"
+            self.emit(indent, f"{kw} {q} in pv: pv[{q}] = {top}", ip)
+            return "elif", f"not store_found(P.parent, {q}, {top})"
         self.emit(indent, f"{kw} {q} in pv: pv[{q}] = {top}", ip)
         self.emit(indent, f"elif {q} in ppv: ppv[{q}] = {top}", ip)
         self.reads_great = True
