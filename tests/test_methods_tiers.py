@@ -267,3 +267,26 @@ def test_a_member_call_guesses_its_receiver_type_and_falls_back(tmp_path, bad):
     assert error is not None
     source = source_of(vm, "probe")
     assert re.search(r"if type\(s\d\) is str: _m\d+ = _k\d+", source)
+
+
+def test_map_reduce_and_sorted_take_a_direct_forms_results_themselves(tmp_path, monkeypatch):
+    """methods.step puts the result of a direct form's call where map, sorted(key) and reduce
+    keep it without Callback.take; filter's (which may label what it keeps) and a frame's
+    results still go through take."""
+    from sensevm.runtime import methods
+    taken = []
+    real = methods.Callback.take
+    monkeypatch.setattr(methods.Callback, "take",
+                        lambda self, *a: taken.append(self.kind) or real(self, *a))
+    path = tmp_path / "p.sns"
+    path.write_text(CALLBACKS.replace("SPECIAL", "-1"))
+    verified = _verified(str(path))
+    one = run_tier(verified, "1")
+    assert {kind: taken.count(kind) for kind in methods.KINDS} == {
+        "map": 603, "filter": 201, "reduce": 334, "sorted": 133}
+    taken.clear()
+    two = run_tier(verified, "2")
+    assert one[:5] == two[:5]
+    # (map's: str's 201 calls, and the few made before double and loud had direct forms)
+    assert taken.count("filter") == 201 and 201 <= taken.count("map") <= 210
+    assert taken.count("reduce") <= 3 and taken.count("sorted") <= 3
