@@ -205,3 +205,32 @@ def test_int_operations_on_locals_are_one_line_and_keep_their_meaning(tmp_path, 
     assert re.search(r"if not \(\(l\d - l\d\) < l\d\):\n", generated)
     assert re.search(r"if not \(\(l\d \* 3\) == l\d\):\n", generated)
     assert re.search(r"(l\d) = v0\['i'\] = \1 \+ 1\n", generated)
+
+
+INDEXED = """\
+def walk(xs, far):
+    total = 0
+    i = 0
+    while i < 60:
+        k = i % 7 - 3
+        total = total + xs[k]
+        xs[-k - 1] = xs[k] + 1
+        if i == 50:
+            total = total + xs[far]
+        i = i + 1
+    return total
+print(walk([1, 2, 3, 4, 5, 6, 7], FAR))
+print(walk([1, 2, 3], 0))
+"""
+
+
+@pytest.mark.parametrize("far", ["0", "-7", "6", "7", "-8", "true", "2.0", '"a"'])
+def test_array_indexing_out_of_bounds_is_tier_ones_error(tmp_path, far):
+    """An Array read or written at an Int index is Python's own indexing; an index out of
+    bounds (past either end, here on the second call) or of another type raises tier 1's
+    error at tier 1's position."""
+    (out, error, *_), vm = both(tmp_path, INDEXED.replace("FAR", far))
+    assert error is not None
+    source = source_of(vm, "walk")
+    assert re.search(r"try: (s\d) = \1\[s\d\]\n", source)
+    assert re.search(r"try: s\d\[s\d\] = s\d\n", source)

@@ -1498,9 +1498,11 @@ class _Gen:
             known = self.known_int(depth - 1)
             it = "" if known else f"type({top}) is int and "
             key = "" if known else f"(type({top}) is str or type({top}) is int) and "
-            e(indent, f"if type({sec}) is list and {it}"
-                      f"-len({sec}) <= {top} < len({sec}) and not SHAPES: {sec} = {sec}[{top}]",
-              ip)
+            # (An index out of bounds is Python's IndexError, as values.index_get's test;
+            # then index_get raises tier 1's error. A try costs nothing until it catches.)
+            e(indent, f"if type({sec}) is list and {it}not SHAPES:", ip)
+            e(indent + 1, f"try: {sec} = {sec}[{top}]", ip)
+            e(indent + 1, f"except IndexError: {sec} = index_get({sec}, {top})", ip)
             # A Map read by a plain key it holds (values.map_get's first case).
             e(indent, f"elif type({sec}) is dict and {key}{top} in {sec}: {sec} = {sec}[{top}]",
               ip)
@@ -1512,9 +1514,9 @@ class _Gen:
             key = "" if known else f"(type({idx}) is str or type({idx}) is int) and "
             # (While no Array's shape is the data's: values.index_set labels what lands in a
             # slot the data chose.)
-            e(indent, f"if type({obj}) is list and {it}"
-                      f"-len({obj}) <= {idx} < len({obj}) and not SHAPES: {obj}[{idx}] = {val}",
-              ip)
+            e(indent, f"if type({obj}) is list and {it}not SHAPES:", ip)
+            e(indent + 1, f"try: {obj}[{idx}] = {val}", ip)       # (see INDEX)
+            e(indent + 1, f"except IndexError: index_set({obj}, {idx}, {val})", ip)
             # A Map written by a plain key, within --max-array (values.map_set's first case).
             e(indent, f"elif type({obj}) is dict and {key}"
                       f"len({obj}) < V.MAX_ARRAY: {obj}[{idx}] = {val}", ip)
