@@ -230,24 +230,41 @@ def _test(method, s, args, test):
     return _labelled(result, s, sub)
 
 
+# The tests below answer two plain Strings themselves (_test's first case, without its call:
+# these are the methods a hot loop calls most).
+
 def s_starts_with(s, vm, args):
+    sub = args[0]
+    if type(sub) is str and type(s) is str:
+        return s.startswith(sub)
     return _test("starts_with", s, args, str.startswith)
 
 
 def s_ends_with(s, vm, args):
+    sub = args[0]
+    if type(sub) is str and type(s) is str:
+        return s.endswith(sub)
     return _test("ends_with", s, args, str.endswith)
 
 
 def s_contains(s, vm, args):
+    sub = args[0]
+    if type(sub) is str and type(s) is str:
+        return sub in s
     return _test("contains", s, args, str.__contains__)
 
 
 def s_find(s, vm, args):
-    return _test("find", s, args, str.find)        # a code-point index, or -1
+    sub = args[0]
+    if type(sub) is str and type(s) is str:
+        return s.find(sub)      # a code-point index, or -1
+    return _test("find", s, args, str.find)
 
 
 def s_replace(s, vm, args):
     old, new = args
+    if type(s) is str and type(old) is str and type(new) is str and old and len(new) <= len(old):
+        return s.replace(old, new)      # (plain, and it cannot grow: the general case's first)
     _string_arg("replace", old)
     _string_arg("replace", new)
     text, old_text, new_text = _text(s), _text(old), _text(new)
@@ -313,11 +330,20 @@ def _pad(method, s, args, before: bool):
     return _joined([padding, s] if before else [s, padding])
 
 
+# A plain String, an Int width within --max-string and a plain one-character fill: what
+# _pad pads with str.rjust / str.ljust after all its checks, done straight away.
+
 def s_pad_start(s, vm, args):
+    if (type(s) is str and len(args) == 2 and type(args[0]) is int and args[0] <= V.MAX_STRING
+            and type(args[1]) is str and len(args[1]) == 1):
+        return s.rjust(args[0], args[1])
     return _pad("pad_start", s, args, True)
 
 
 def s_pad_end(s, vm, args):
+    if (type(s) is str and len(args) == 2 and type(args[0]) is int and args[0] <= V.MAX_STRING
+            and type(args[1]) is str and len(args[1]) == 1):
+        return s.ljust(args[0], args[1])
     return _pad("pad_end", s, args, False)
 
 
