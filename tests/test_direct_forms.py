@@ -770,3 +770,11 @@ def test_a_closure_updates_captured_variables_from_its_direct_form(tmp_path):
     source = _direct_source(vm, "next")
     assert "elif 'count' in pv: pv['count'] = s0\n" in source
     assert "elif not store_found(P.parent, 'count', s0)" in source
+
+
+def test_the_nesting_limit_is_a_constant_of_the_direct_form(tmp_path):
+    """A direct form's first test compares its nesting with DIRECT_LIMIT written out as a
+    number (no global to read on every call); the recursion test above shows it still holds."""
+    from sensevm.runtime.frames import DIRECT_LIMIT
+    out, vm = both(tmp_path, RECURSION)
+    assert f"if N > {DIRECT_LIMIT} or D > vm.max_depth:" in _direct_source(vm, "fib")

@@ -250,7 +250,7 @@ _RUNTIME = {
     "negate": V.negate, "LT": PV.LABELLED, "negation": PV.negation,
     "CT": PV.CONTAINERS, "decides": PV.decides_branch, "SHAPES": PV.SHAPES,
     "container_negation": PV.container_negation, "PV": PV,
-    "materialize": materialize, "function_scope": function_scope, "Deoptimize": Deoptimize, "DIRECT_LIMIT": DIRECT_LIMIT, "Scope": Scope, "Closure": Closure, "Builtin": Builtin,
+    "materialize": materialize, "function_scope": function_scope, "Deoptimize": Deoptimize, "Scope": Scope, "Closure": Closure, "Builtin": Builtin,
     "ArrayIterator": ArrayIterator, "SenseRuntimeError": SenseRuntimeError, "V": V,
     "ToolDefinition": ToolDefinition, "ActionDefinition": ActionDefinition,
     "PreparedAction": PreparedAction,
@@ -882,7 +882,7 @@ class _Gen:
             # that one. ``cl`` is the prepared action.
             self.argnames = None
             e(0, "def direct(vm, cl, D, N, sc):", 0)
-            e(1, "if N > DIRECT_LIMIT or D > vm.max_depth: raise Deoptimize(None, 0)", 0)
+            e(1, f"if N > {DIRECT_LIMIT} or D > vm.max_depth: raise Deoptimize(None, 0)", 0)
             e(1, "fs = sc", 0)
             e(1, "v0 = sc.vars", 0)
             e(1, "P = sc.parent", 0)
@@ -898,7 +898,7 @@ class _Gen:
         # Python stack with this one. Past DIRECT_LIMIT or the depth limit the call is refused
         # before anything is checked: made again with a frame, it gets every check in tier 1's
         # order, the depth limit's included.
-        e(1, "if N > DIRECT_LIMIT or D > vm.max_depth: raise Deoptimize(None, 0)", 0)
+        e(1, f"if N > {DIRECT_LIMIT} or D > vm.max_depth: raise Deoptimize(None, 0)", 0)
         # (A tool body's arguments were checked by call_tool, before its `called` record.)
         checks = () if self.kind is CodeKind.TOOL_BODY else prepared.param_checks
         for k, name, text, check, exact in checks:
