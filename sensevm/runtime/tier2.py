@@ -416,6 +416,7 @@ class _Gen:
         self.lazy = False       # ... whose function scope is made only if it deoptimizes
         self.argnames: list = []        # ... its Python parameters, one per Sense parameter
         self.slot_names: dict = {}      # stack slot -> the name last loaded into it, per block
+        self.bound: set = set()         # block locals certainly bound here, per block (block)
         self.specialise = True  # give blocks Int versions (see region)
         self.spec = False       # emitting a region's Int version (see region)
         # ... where slot -> (line, expression, ip or None) for the slots the lines of Int
@@ -659,6 +660,8 @@ class _Gen:
         if test is not None:
             e(indent, f"{kw} {test}:", ip)
             indent += 1
+        else:
+            self.bound.add(local)
         e(indent, f"{local} = {top}", ip)
         if self.direct:
             return
@@ -984,16 +987,23 @@ class _Gen:
         """Emit instructions from i until control leaves (always by goto, return or yield)."""
         instrs = self.instrs
         self.slot_names = {}
-        while True:
-            op, a, b = instrs[i]
-            depth, scope = self.state[i]
-            nxt = self.instr(i, op, a, b, depth, scope, indent)
-            if nxt is None:
-                return
-            if nxt in self.dispatch or self.preds[nxt] != 1:
-                self.goto(nxt, indent, i + 1)
-                return
-            i = nxt
+        # The block locals this block has bound so far, unconditionally: a load finds them
+        # bound without a test. A block emitted within (a branch's target) starts afresh and
+        # never falls back into this one's code, which then goes on knowing what it knew.
+        outer, self.bound = self.bound, set()
+        try:
+            while True:
+                op, a, b = instrs[i]
+                depth, scope = self.state[i]
+                nxt = self.instr(i, op, a, b, depth, scope, indent)
+                if nxt is None:
+                    return
+                if nxt in self.dispatch or self.preds[nxt] != 1:
+                    self.goto(nxt, indent, i + 1)
+                    return
+                i = nxt
+        finally:
+            self.bound = outer
 
     def region(self, i, indent):
         """Block i, as entered from the dispatch loop: in two versions when that pays. The Int
@@ -1240,7 +1250,10 @@ class _Gen:
         lines = []
         kw = "if"
         if self.blocal and scope > 0:
-            for blocal in self.block_locals(i, name):
+            found = self.block_locals(i, name)
+            if found and found[0] in self.bound:
+                return [f"{dst} = {found[0]}"]
+            for blocal in found:
                 lines.append(f"{kw} {blocal} is not U: {dst} = {blocal}")
                 kw = "elif"
         local = self.cached.get(name)
@@ -1424,6 +1437,7 @@ class _Gen:
                 names = self.bnames.get(i, {})
                 for local in names.values():
                     e(indent, f"{local} = U", ip)       # a fresh block: nothing bound yet
+                    self.bound.discard(local)
                 # Nobody but this frame can tell one block scope from another (see blocal), so
                 # the scopes cached for this block's last entry serve again, its own emptied
                 # (a block that binds nothing leaves them as they are); any others are stale.
