@@ -42,7 +42,17 @@ only reads, so falling back is exactly tier 1's behaviour. A block gets its Int 
 when it spares tests in proportion to the code made twice (SPEC_LINES), and the generator of a
 loopless function with a direct form gets none (it runs only on the first call and after a
 deoptimization). A direct form's call of itself by its own name tests only that the callee is
-the closure it runs as (``cl``) and calls ``direct``.
+the closure it runs as (``cl``) and calls ``direct``. In an Int version an operation on Int
+locals and constants is one line with the loads of its operands and with the branch or store
+that takes its result (``_Gen.int_op``): a line holds at most one operation that can fail, and
+has its position.
+
+Control: the generator is one ``while True`` that finds the block to run by testing ``L``; a
+loop header runs in a ``while True`` of its own inside it, so a loop's next turn is a
+``continue`` that skips those tests (``_Gen.turn``). A fused member call ``x.name(args)``
+tests once for the receiver type its name most likely means and calls that method straight
+away (``_Gen.guessed_method``); a block local its block has bound unconditionally is read
+without a test for being unbound.
 
 Declined (they stay in tier 1): code containing test blocks (their recovery restores a stack
 that lives in the frame), very large code objects, and code that keeps a deep operand stack
@@ -417,6 +427,7 @@ class _Gen:
         self.argnames: list = []        # ... its Python parameters, one per Sense parameter
         self.slot_names: dict = {}      # stack slot -> the name last loaded into it, per block
         self.bound: set = set()         # block locals certainly bound here, per block (block)
+        self.turning = None     # the dispatch target being emitted in its own loop (see turn)
         self.specialise = True  # give blocks Int versions (see region)
         self.spec = False       # emitting a region's Int version (see region)
         # ... where slot -> (line, expression, ip or None) for the slots the lines of Int
@@ -783,6 +794,9 @@ class _Gen:
         e(1, "try:", 0)
         e(2, "while True:", 0)
         order = sorted(j for j in self.dispatch if self.state[j] is not None)
+        # Loop headers: the targets of backward jumps.
+        self.headers = {j for k, outs in enumerate(self.succ) if self.state[k] is not None
+                        for j in outs if j <= k}
         inner = self.innermost_loop(order)
         if inner is None:
             self._tree(order, 3)
@@ -790,7 +804,7 @@ class _Gen:
             # Every turn of the innermost loop comes back here: its header is tested first,
             # the other blocks are found by the tree as before.
             e(3, f"if L == {inner}:", 0)
-            self.region(inner, 4)
+            self.turn(inner, 4)
             order.remove(inner)
             self._tree(order, 3, "elif")
         if self.direct:
@@ -845,13 +859,30 @@ class _Gen:
             if kw == "elif":
                 self.emit(indent, "else:", 0)
                 indent += 1
-            self.region(blocks[0], indent)
+            self.turn(blocks[0], indent)
             return
         mid = len(blocks) // 2
         self.emit(indent, f"{kw} L < {blocks[mid]}:", 0)
         self._tree(blocks[:mid], indent + 1)
         self.emit(indent, "else:", 0)
         self._tree(blocks[mid:], indent + 1)
+
+    def turn(self, j, indent):
+        """Dispatch target j, found by the tree; a loop's header in a ``while True`` of its
+        own: a jump back to j (the loop's next turn) is a ``continue`` of it, which skips the
+        dispatch's tests, and a jump anywhere else sets L and breaks out to the dispatch loop.
+        (Other targets, a join, are left as they are: a break and the dispatch loop's turn
+        cost more than a continue; so is a direct form that checks its return type, whose
+        RETURN breaks out to the check.)"""
+        if j not in self.headers or self.direct and self.direct_return_check() is not None:
+            self.region(j, indent)
+            return
+        self.emit(indent, "while True:", 0)
+        self.turning = j
+        try:
+            self.region(j, indent + 1)
+        finally:
+            self.turning = None
 
     def innermost_loop(self, order) -> Optional[int]:
         """The header, among the blocks ``order``, of the loop nested deepest (the smallest
@@ -969,7 +1000,12 @@ class _Gen:
         j = self.thread(j)
         if self.counting and j < ip:
             self.tick(indent, ip)       # a backward jump taken: a step
-        if j in self.dispatch:
+        if j in self.dispatch and j == self.turning:
+            self.emit(indent, "continue", ip)       # another turn of this block's own loop
+        elif j in self.dispatch and self.turning is not None:
+            self.emit(indent, f"L = {j}", ip)
+            self.emit(indent, "break", ip)          # to the dispatch loop, which finds j
+        elif j in self.dispatch:
             self.emit(indent, f"L = {j}", ip)
             self.emit(indent, "continue", ip)
         elif indent > MAX_INDENT:
