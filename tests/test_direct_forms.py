@@ -735,3 +735,46 @@ def test_a_function_calling_itself_skips_the_type_dispatch(tmp_path, rebind):
     # f calls g (f itself only when the caller passed f): a call by another name is not
     # given the test.
     assert " is cl:" not in _direct_source(vm, "f")
+
+
+CAPTURED = """\
+def make(step):
+    count = 0
+    total = 100
+    def outer_counter():
+        def next():
+            count = count + step
+            total = total - 1
+            fresh = count * 2
+            return count + total + fresh
+        return next
+    return outer_counter()
+bump = make(3)
+other = make(-1)
+i = 0
+s = 0
+while i < 120:
+    s = s + bump() + other()
+    i = i + 1
+print(s, bump(), other())
+"""
+
+
+def test_a_closure_updates_captured_variables_from_its_direct_form(tmp_path):
+    """next updates `count` and `total` two scopes out and binds `fresh` as its own, all in
+    its direct form: the grandparent's bindings are found past the parent's, whose own test
+    comes first (a closure's store finds its captured variable there in one test)."""
+    out, vm = both(tmp_path, CAPTURED)
+    assert out[1] is None and out[0].split()[0] == "53040"
+    assert direct_form(vm, "next") is not None and vm.deopts == 0
+    source = _direct_source(vm, "next")
+    assert "elif 'count' in pv: pv['count'] = s0\n" in source
+    assert "elif not store_found(P.parent, 'count', s0)" in source
+
+
+def test_the_nesting_limit_is_a_constant_of_the_direct_form(tmp_path):
+    """A direct form's first test compares its nesting with DIRECT_LIMIT written out as a
+    number (no global to read on every call); the recursion test above shows it still holds."""
+    from sensevm.runtime.frames import DIRECT_LIMIT
+    out, vm = both(tmp_path, RECURSION)
+    assert f"if N > {DIRECT_LIMIT} or D > vm.max_depth:" in _direct_source(vm, "fib")

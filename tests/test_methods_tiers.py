@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -235,3 +236,57 @@ def test_a_callback_with_a_direct_form_is_called_without_call_t2(tmp_path, monke
     assert all(names.count(name) == 1 for name in ("double", "odd", "add", "key", "loud"))
     # loud deoptimizes where it branches on the labelled item, and where it calls the tool.
     assert vm.deopts == (2 if special > 0 else 1)
+
+
+GUESSED = '''tool page() returns String:
+    return "a page from a tool"
+def probe(x, w):
+    return x.contains(w)
+p = page()
+seen = []
+i = 0
+while i < 80:
+    seen.push(probe("alpha" + str(i % 3), "a1"))
+    i = i + 1
+seen.push(probe(["a1", "b"], "a1"))
+seen.push(probe(p, "page"))
+print(seen.slice(78, 84))
+print(probe(BAD, "a"))
+'''
+
+
+@pytest.mark.parametrize("bad", ['{"a": 1}', "5", '"text".upper'])
+def test_a_member_call_guesses_its_receiver_type_and_falls_back(tmp_path, bad):
+    """A fused member call tests once for the type its name most likely means (``contains``:
+    a String) and calls that method straight away; an Array's, a labelled String's (a tool's
+    result) or a receiver with no such method take the general path, with tier 1's results and
+    errors."""
+    from test_tier2_ints import source_of
+    out, error, *_, vm = same_on_both_tiers(tmp_path, GUESSED.replace("BAD", bad))
+    assert out.splitlines() == ["[false, true, true, true]"]
+    assert error is not None
+    source = source_of(vm, "probe")
+    assert re.search(r"if type\(s\d\) is str: _m\d+ = _k\d+", source)
+
+
+def test_map_reduce_and_sorted_take_a_direct_forms_results_themselves(tmp_path, monkeypatch):
+    """methods.step puts the result of a direct form's call where map, sorted(key) and reduce
+    keep it without Callback.take; filter's (which may label what it keeps) and a frame's
+    results still go through take."""
+    from sensevm.runtime import methods
+    taken = []
+    real = methods.Callback.take
+    monkeypatch.setattr(methods.Callback, "take",
+                        lambda self, *a: taken.append(self.kind) or real(self, *a))
+    path = tmp_path / "p.sns"
+    path.write_text(CALLBACKS.replace("SPECIAL", "-1"))
+    verified = _verified(str(path))
+    one = run_tier(verified, "1")
+    assert {kind: taken.count(kind) for kind in methods.KINDS} == {
+        "map": 603, "filter": 201, "reduce": 334, "sorted": 133}
+    taken.clear()
+    two = run_tier(verified, "2")
+    assert one[:5] == two[:5]
+    # (map's: str's 201 calls, and the few made before double and loud had direct forms)
+    assert taken.count("filter") == 201 and 201 <= taken.count("map") <= 210
+    assert taken.count("reduce") <= 3 and taken.count("sorted") <= 3

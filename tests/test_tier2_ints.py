@@ -170,3 +170,67 @@ def test_int_versions_agree_with_tier_one(tmp_path, source):
     """Loops of arithmetic and branches on Ints, Floats, Bools, labelled Ints, huge Ints, Strings
     and nil: tier 2 (Int versions and all) prints, labels and fails exactly as tier 1."""
     both(tmp_path, source)
+
+
+FUSED = HEADER + TAIL + """\
+def p(a, b, n):
+    t = 0
+    i = 0
+    while i < n:
+        i = i + 1
+        if i - b < a:
+            t = t + 1
+        if a * 3 == i:
+            t = t - a
+    return t + n / Z
+show(p(A, B, 9))
+"""
+
+
+@pytest.mark.parametrize("a, b", [("2", "1"), ("-4", "11"), ("lab(2)", "1"), ("2", "1.5"),
+                                  ("100000000000000000000", "3")])
+@pytest.mark.parametrize("z", ["2", "0"])
+def test_int_operations_on_locals_are_one_line_and_keep_their_meaning(tmp_path, a, b, z):
+    """In an Int version, an operation on Int locals and constants is one line with the loads
+    of its operands and with the branch or the store that takes its result (no moves through
+    stack slots); the results, the labels and the error after them (a division by zero) are
+    tier 1's."""
+    source = FUSED.replace("A, B", f"{a}, {b}").replace("Z", z)
+    (out, error, *_), vm = both(tmp_path, source)
+    assert (error is None) == (z != "0")
+    if a == "2" and b == "1" and z == "2":
+        assert out.startswith("4.5 nil")
+    generated = source_of(vm, "p")
+    assert re.search(r"if not \(l\d < l\d\):\n", generated)
+    assert re.search(r"if not \(\(l\d - l\d\) < l\d\):\n", generated)
+    assert re.search(r"if not \(\(l\d \* 3\) == l\d\):\n", generated)
+    assert re.search(r"(l\d) = v0\['i'\] = \1 \+ 1\n", generated)
+
+
+INDEXED = """\
+def walk(xs, far):
+    total = 0
+    i = 0
+    while i < 60:
+        k = i % 7 - 3
+        total = total + xs[k]
+        xs[-k - 1] = xs[k] + 1
+        if i == 50:
+            total = total + xs[far]
+        i = i + 1
+    return total
+print(walk([1, 2, 3, 4, 5, 6, 7], FAR))
+print(walk([1, 2, 3], 0))
+"""
+
+
+@pytest.mark.parametrize("far", ["0", "-7", "6", "7", "-8", "true", "2.0", '"a"'])
+def test_array_indexing_out_of_bounds_is_tier_ones_error(tmp_path, far):
+    """An Array read or written at an Int index is Python's own indexing; an index out of
+    bounds (past either end, here on the second call) or of another type raises tier 1's
+    error at tier 1's position."""
+    (out, error, *_), vm = both(tmp_path, INDEXED.replace("FAR", far))
+    assert error is not None
+    source = source_of(vm, "walk")
+    assert re.search(r"try: (s\d) = \1\[s\d\]\n", source)
+    assert re.search(r"try: s\d\[s\d\] = s\d\n", source)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import glob
 import io
 import os
+import re
 
 import pytest
 
@@ -707,3 +708,81 @@ def test_unread_prologue_lines_are_the_ones_a_search_per_line_found(path, monkey
     for before, after in pruned:
         gone = _unread_per_line(before)
         assert after == [line for k, line in enumerate(before) if k not in gone]
+
+
+SHADOWED = """\
+x = "module"
+def g(xs):
+    out = []
+    for x in xs:
+        for x in [x, x * 10]:
+            out.push(x)
+        out.push(x)
+        if x > 2:
+            for y in [x]:
+                out.push(y)
+        out.push(x)
+    return out
+i = 0
+r = []
+while i < 40:
+    r = g([1, 2, 3])
+    i = i + 1
+print(r, x)
+print(g([1, nope]))
+"""
+
+
+def test_a_loop_variable_read_after_it_was_bound_needs_no_test(tmp_path):
+    """A block local bound by its block's own code (a for loop's variable) is read without
+    testing whether it is bound; loops nested over the same name, a branch's block and the
+    loop after it read what tier 1 reads."""
+    one = _run_source(tmp_path, SHADOWED, "1")
+    two = _run_source(tmp_path, SHADOWED, "2")
+    assert one[:5] == two[:5]
+    assert one[0].splitlines()[0] == "[1, 10, 1, 1, 2, 20, 2, 2, 3, 30, 3, 3, 3] module"
+    from sensevm.runtime.tier2 import _Gen
+    gen = _Gen(next(c for c in two[5].prepared if c.code.name == "g"))
+    gen.analyse()
+    assert re.search(r"\n *s\d = b\d+_0\n", gen.generate())
+
+
+TURNS = """\
+def f(n, x):
+    total = 0
+    i = 0
+    while i < n:
+        j = 0
+        while j < 3:
+            total = total + j * x
+            j = j + 1
+        if total > 400:
+            return total
+        i = i + 1
+    for k in [1, 2, 3]:
+        total = total - k
+    k = 0
+    while k < n:
+        total = total + 1
+        k = k + 1
+    return total / (n - 7)
+print(f(6, 2), f(6, 2.5), f(60, 3))
+print(f(7, 1))
+"""
+
+
+def test_a_loop_turns_in_a_while_of_its_own(tmp_path):
+    """Each loop header tier 2 dispatches to runs in a ``while True`` of its own, whose next
+    turn is a ``continue`` that skips the dispatch's tests; leaving it (for another loop, an
+    early return, a Float's general version, the error after) does what tier 1 does."""
+    one = _run_source(tmp_path, TURNS, "1")
+    two = _run_source(tmp_path, TURNS, "2")
+    assert one[:5] == two[:5] and one[1] is not None
+    assert one[0] == "-36.0 -45.0 405\n"
+    from sensevm.runtime.tier2 import _Gen
+    gen = _Gen(next(c for c in two[5].prepared if c.code.name == "f"))
+    gen.analyse()
+    source = gen.generate()
+    assert source.count("while True:") >= 4         # the dispatch loop, and three loops'
+    assert re.search(r"\n( *)L = \d+\n\1break\n", source)
+    assert re.search(r"\n *continue\n", source)

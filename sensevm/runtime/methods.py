@@ -32,8 +32,7 @@ from sensevm.guard import provenance as PV
 from sensevm.guard.provenance import LABELLED, LStr
 from sensevm.runtime import values as V
 from sensevm.runtime.builtins import b_float, b_int
-from sensevm.runtime.frames import (CALLBACK_OP, DIRECT_ARITIES, Deoptimize, Frame,
-                                     PreparedCode)
+from sensevm.runtime.frames import CALLBACK_OP, Deoptimize, Frame, PreparedCode
 from sensevm.runtime.limits import array_limit, map_limit, string_limit
 from sensevm.runtime.values import Builtin, Closure, type_name
 
@@ -231,24 +230,41 @@ def _test(method, s, args, test):
     return _labelled(result, s, sub)
 
 
+# The tests below answer two plain Strings themselves (_test's first case, without its call:
+# these are the methods a hot loop calls most).
+
 def s_starts_with(s, vm, args):
+    sub = args[0]
+    if type(sub) is str and type(s) is str:
+        return s.startswith(sub)
     return _test("starts_with", s, args, str.startswith)
 
 
 def s_ends_with(s, vm, args):
+    sub = args[0]
+    if type(sub) is str and type(s) is str:
+        return s.endswith(sub)
     return _test("ends_with", s, args, str.endswith)
 
 
 def s_contains(s, vm, args):
+    sub = args[0]
+    if type(sub) is str and type(s) is str:
+        return sub in s
     return _test("contains", s, args, str.__contains__)
 
 
 def s_find(s, vm, args):
-    return _test("find", s, args, str.find)        # a code-point index, or -1
+    sub = args[0]
+    if type(sub) is str and type(s) is str:
+        return s.find(sub)      # a code-point index, or -1
+    return _test("find", s, args, str.find)
 
 
 def s_replace(s, vm, args):
     old, new = args
+    if type(s) is str and type(old) is str and type(new) is str and old and len(new) <= len(old):
+        return s.replace(old, new)      # (plain, and it cannot grow: the general case's first)
     _string_arg("replace", old)
     _string_arg("replace", new)
     text, old_text, new_text = _text(s), _text(old), _text(new)
@@ -314,11 +330,20 @@ def _pad(method, s, args, before: bool):
     return _joined([padding, s] if before else [s, padding])
 
 
+# A plain String, an Int width within --max-string and a plain one-character fill: what
+# _pad pads with str.rjust / str.ljust after all its checks, done straight away.
+
 def s_pad_start(s, vm, args):
+    if (type(s) is str and len(args) == 2 and type(args[0]) is int and args[0] <= V.MAX_STRING
+            and type(args[1]) is str and len(args[1]) == 1):
+        return s.rjust(args[0], args[1])
     return _pad("pad_start", s, args, True)
 
 
 def s_pad_end(s, vm, args):
+    if (type(s) is str and len(args) == 2 and type(args[0]) is int and args[0] <= V.MAX_STRING
+            and type(args[1]) is str and len(args[1]) == 1):
+        return s.ljust(args[0], args[1])
     return _pad("pad_end", s, args, False)
 
 
@@ -722,11 +747,6 @@ class Callback:
         self.out = out
         self.decided = PV.EMPTY     # filter: the labels of the answers that kept or dropped
 
-    def args(self) -> list:
-        x = self.items[self.i]
-        self.i += 1
-        return [self.out, x] if self.kind == "reduce" else [x]
-
     def take(self, result, frame) -> None:
         kind = self.kind
         if kind == "map" or kind == "sorted":
@@ -816,9 +836,16 @@ def step(vm, f) -> bool:
     f.ip = 0            # every call returns here: to this instruction, with its result pushed
     items = driver.items
     fn = driver.fn
-    closure = type(fn) is Closure
+    code = fn.code if type(fn) is Closure else None
+    # Callback.args and Callback.take, written out for the calls of a direct form below: map's
+    # and sorted's results go on the Array being made (always the same one), reduce's
+    # becomes the accumulator.
+    kind = driver.kind
+    reduce = kind == "reduce"
+    append = driver.out.append if kind == "map" or kind == "sorted" else None
     while driver.i < len(items):
-        args = driver.args()
+        x = items[driver.i]
+        driver.i += 1
         if budget is not None:      # a call: a step, as CALL's is
             vm.count_step()
         if tiered and not f.pc:
@@ -826,25 +853,32 @@ def step(vm, f) -> bool:
             # A function with a direct form is called here, as vm.call_t2 would call it (its
             # result not pushed on this frame's stack only to be popped again); dx is read
             # afresh for every call: the first makes the direct form.
-            n = len(args)
-            direct = fn.code.dx[n] if closure and n < DIRECT_ARITIES else None
+            direct = code.dx[2 if reduce else 1] if code is not None else None
             if direct is not None:
                 try:
-                    value = direct(vm, fn, vm.depth + 1, 1, *args)
+                    if reduce:
+                        value = direct(vm, fn, vm.depth + 1, 1, driver.out, x)
+                    else:
+                        value = direct(vm, fn, vm.depth + 1, 1, x)
                 except Deoptimize as stop:
                     if stop.top is not None:
                         # The callee's activations are frames now (see vm.call_t2).
                         stop.top.caller = f
                         vm.depth = stop.depth
                         return True
-                    pushed = vm.call_frame(f, fn, args)     # refused before it was entered
+                    pushed = vm.call_frame(f, fn, [driver.out, x] if reduce else [x])
                 else:
-                    driver.take(value, f)
+                    if append is not None:
+                        append(value)
+                    elif reduce:
+                        driver.out = value
+                    else:
+                        driver.take(value, f)
                     continue
             else:
-                pushed = vm.call_t2(f, fn, args)
+                pushed = vm.call_t2(f, fn, [driver.out, x] if reduce else [x])
         else:
-            pushed = vm._call(f, fn, args)
+            pushed = vm._call(f, fn, [driver.out, x] if reduce else [x])
         if pushed:
             return True
         driver.take(stack.pop(), f)

@@ -42,7 +42,17 @@ only reads, so falling back is exactly tier 1's behaviour. A block gets its Int 
 when it spares tests in proportion to the code made twice (SPEC_LINES), and the generator of a
 loopless function with a direct form gets none (it runs only on the first call and after a
 deoptimization). A direct form's call of itself by its own name tests only that the callee is
-the closure it runs as (``cl``) and calls ``direct``.
+the closure it runs as (``cl``) and calls ``direct``. In an Int version an operation on Int
+locals and constants is one line with the loads of its operands and with the branch or store
+that takes its result (``_Gen.int_op``): a line holds at most one operation that can fail, and
+has its position.
+
+Control: the generator is one ``while True`` that finds the block to run by testing ``L``; a
+loop header runs in a ``while True`` of its own inside it, so a loop's next turn is a
+``continue`` that skips those tests (``_Gen.turn``). A fused member call ``x.name(args)``
+tests once for the receiver type its name most likely means and calls that method straight
+away (``_Gen.guessed_method``); a block local its block has bound unconditionally is read
+without a test for being unbound.
 
 Declined (they stay in tier 1): code containing test blocks (their recovery restores a stack
 that lives in the frame), very large code objects, and code that keeps a deep operand stack
@@ -250,7 +260,7 @@ _RUNTIME = {
     "negate": V.negate, "LT": PV.LABELLED, "negation": PV.negation,
     "CT": PV.CONTAINERS, "decides": PV.decides_branch, "SHAPES": PV.SHAPES,
     "container_negation": PV.container_negation, "PV": PV,
-    "materialize": materialize, "function_scope": function_scope, "Deoptimize": Deoptimize, "DIRECT_LIMIT": DIRECT_LIMIT, "Scope": Scope, "Closure": Closure, "Builtin": Builtin,
+    "materialize": materialize, "function_scope": function_scope, "Deoptimize": Deoptimize, "Scope": Scope, "Closure": Closure, "Builtin": Builtin,
     "ArrayIterator": ArrayIterator, "SenseRuntimeError": SenseRuntimeError, "V": V,
     "ToolDefinition": ToolDefinition, "ActionDefinition": ActionDefinition,
     "PreparedAction": PreparedAction,
@@ -416,8 +426,13 @@ class _Gen:
         self.lazy = False       # ... whose function scope is made only if it deoptimizes
         self.argnames: list = []        # ... its Python parameters, one per Sense parameter
         self.slot_names: dict = {}      # stack slot -> the name last loaded into it, per block
+        self.bound: set = set()         # block locals certainly bound here, per block (block)
+        self.turning = None     # the dispatch target being emitted in its own loop (see turn)
         self.specialise = True  # give blocks Int versions (see region)
         self.spec = False       # emitting a region's Int version (see region)
+        # ... where slot -> (line, expression, ip or None) for the slots the lines of Int
+        # locals and constants put there (see int_op)
+        self.exprs: dict = {}
         self.types: dict = {}           # ... stack slot -> "i" (an Int) or "b" (a Bool) there
         self.known: set = set()         # ... Python locals holding an Int there
         self.written: set = set()       # ... Python locals stored to on the way there
@@ -554,6 +569,7 @@ class _Gen:
         self.dispatch = dispatch
         self.entries = frozenset(j for j in dispatch if j == 0 or j in loop_heads)
         self.fused, self.fused_calls = self.method_calls()
+        self.guesses: dict = {}     # fused site -> its guessed method (see guessed_method)
 
     def method_calls(self):
         """The member calls ``x.name(args)`` tier 2 makes without binding the method first:
@@ -590,6 +606,21 @@ class _Gen:
                     break
         return fused, calls
 
+    def guessed_method(self, site):
+        """For the fused member call at ``site``: (type, entry, function) of the first of
+        String, Array and Map (methods.PURE_BY_TYPE) whose method of that name calls no Sense
+        code and takes the call's argument count, entry and function as names in the generated
+        code; None when there is none."""
+        from sensevm.runtime.methods import PURE_BY_TYPE
+        name, n = self.instrs[site][1], self.instrs[self.fused[site]][1]
+        for t in (str, list, dict):
+            entry = PURE_BY_TYPE[t].get(name)
+            if entry is not None and (entry[1] is None or entry[1] == n):
+                if site not in self.guesses:
+                    self.guesses[site] = (t, self.const(entry), self.const(entry[0]))
+                return self.guesses[site]
+        return None
+
     def materialize_methods(self, k, count, indent):
         """Before instruction k spills ``count`` stack slots: bind the method of every fused
         site still open there into its slot (see method_calls), as tier 1 has it."""
@@ -618,10 +649,12 @@ class _Gen:
         Outside direct forms the parent's and grandparent's bindings are tested first, written
         out as ``elif`` branches (a store to a new local asks this on every first store, and
         these are where a binding is found if anywhere), then store_found from three out. A
-        direct form's prologue runs on every call, so it does not read those scopes: it asks
-        store_found from the parent."""
+        direct form's prologue runs on every call, so it reads only the parent's bindings
+        (``pv``, which a closure's store to its captured variable finds): it tests those, then
+        asks store_found from the grandparent."""
         if self.direct:
-            return kw, f"not store_found(P, {q}, {top})"
+            self.emit(indent, f"{kw} {q} in pv: pv[{q}] = {top}", ip)
+            return "elif", f"not store_found(P.parent, {q}, {top})"
         self.emit(indent, f"{kw} {q} in pv: pv[{q}] = {top}", ip)
         self.emit(indent, f"elif {q} in ppv: ppv[{q}] = {top}", ip)
         self.reads_great = True
@@ -638,6 +671,8 @@ class _Gen:
         if test is not None:
             e(indent, f"{kw} {test}:", ip)
             indent += 1
+        else:
+            self.bound.add(local)
         e(indent, f"{local} = {top}", ip)
         if self.direct:
             return
@@ -759,6 +794,9 @@ class _Gen:
         e(1, "try:", 0)
         e(2, "while True:", 0)
         order = sorted(j for j in self.dispatch if self.state[j] is not None)
+        # Loop headers: the targets of backward jumps.
+        self.headers = {j for k, outs in enumerate(self.succ) if self.state[k] is not None
+                        for j in outs if j <= k}
         inner = self.innermost_loop(order)
         if inner is None:
             self._tree(order, 3)
@@ -766,7 +804,7 @@ class _Gen:
             # Every turn of the innermost loop comes back here: its header is tested first,
             # the other blocks are found by the tree as before.
             e(3, f"if L == {inner}:", 0)
-            self.region(inner, 4)
+            self.turn(inner, 4)
             order.remove(inner)
             self._tree(order, 3, "elif")
         if self.direct:
@@ -821,13 +859,30 @@ class _Gen:
             if kw == "elif":
                 self.emit(indent, "else:", 0)
                 indent += 1
-            self.region(blocks[0], indent)
+            self.turn(blocks[0], indent)
             return
         mid = len(blocks) // 2
         self.emit(indent, f"{kw} L < {blocks[mid]}:", 0)
         self._tree(blocks[:mid], indent + 1)
         self.emit(indent, "else:", 0)
         self._tree(blocks[mid:], indent + 1)
+
+    def turn(self, j, indent):
+        """Dispatch target j, found by the tree; a loop's header in a ``while True`` of its
+        own: a jump back to j (the loop's next turn) is a ``continue`` of it, which skips the
+        dispatch's tests, and a jump anywhere else sets L and breaks out to the dispatch loop.
+        (Other targets, a join, are left as they are: a break and the dispatch loop's turn
+        cost more than a continue; so is a direct form that checks its return type, whose
+        RETURN breaks out to the check.)"""
+        if j not in self.headers or self.direct and self.direct_return_check() is not None:
+            self.region(j, indent)
+            return
+        self.emit(indent, "while True:", 0)
+        self.turning = j
+        try:
+            self.region(j, indent + 1)
+        finally:
+            self.turning = None
 
     def innermost_loop(self, order) -> Optional[int]:
         """The header, among the blocks ``order``, of the loop nested deepest (the smallest
@@ -861,7 +916,7 @@ class _Gen:
             # that one. ``cl`` is the prepared action.
             self.argnames = None
             e(0, "def direct(vm, cl, D, N, sc):", 0)
-            e(1, "if N > DIRECT_LIMIT or D > vm.max_depth: raise Deoptimize(None, 0)", 0)
+            e(1, f"if N > {DIRECT_LIMIT} or D > vm.max_depth: raise Deoptimize(None, 0)", 0)
             e(1, "fs = sc", 0)
             e(1, "v0 = sc.vars", 0)
             e(1, "P = sc.parent", 0)
@@ -877,7 +932,7 @@ class _Gen:
         # Python stack with this one. Past DIRECT_LIMIT or the depth limit the call is refused
         # before anything is checked: made again with a frame, it gets every check in tier 1's
         # order, the depth limit's included.
-        e(1, "if N > DIRECT_LIMIT or D > vm.max_depth: raise Deoptimize(None, 0)", 0)
+        e(1, f"if N > {DIRECT_LIMIT} or D > vm.max_depth: raise Deoptimize(None, 0)", 0)
         # (A tool body's arguments were checked by call_tool, before its `called` record.)
         checks = () if self.kind is CodeKind.TOOL_BODY else prepared.param_checks
         for k, name, text, check, exact in checks:
@@ -945,7 +1000,12 @@ class _Gen:
         j = self.thread(j)
         if self.counting and j < ip:
             self.tick(indent, ip)       # a backward jump taken: a step
-        if j in self.dispatch:
+        if j in self.dispatch and j == self.turning:
+            self.emit(indent, "continue", ip)       # another turn of this block's own loop
+        elif j in self.dispatch and self.turning is not None:
+            self.emit(indent, f"L = {j}", ip)
+            self.emit(indent, "break", ip)          # to the dispatch loop, which finds j
+        elif j in self.dispatch:
             self.emit(indent, f"L = {j}", ip)
             self.emit(indent, "continue", ip)
         elif indent > MAX_INDENT:
@@ -963,16 +1023,23 @@ class _Gen:
         """Emit instructions from i until control leaves (always by goto, return or yield)."""
         instrs = self.instrs
         self.slot_names = {}
-        while True:
-            op, a, b = instrs[i]
-            depth, scope = self.state[i]
-            nxt = self.instr(i, op, a, b, depth, scope, indent)
-            if nxt is None:
-                return
-            if nxt in self.dispatch or self.preds[nxt] != 1:
-                self.goto(nxt, indent, i + 1)
-                return
-            i = nxt
+        # The block locals this block has bound so far, unconditionally: a load finds them
+        # bound without a test. A block emitted within (a branch's target) starts afresh and
+        # never falls back into this one's code, which then goes on knowing what it knew.
+        outer, self.bound = self.bound, set()
+        try:
+            while True:
+                op, a, b = instrs[i]
+                depth, scope = self.state[i]
+                nxt = self.instr(i, op, a, b, depth, scope, indent)
+                if nxt is None:
+                    return
+                if nxt in self.dispatch or self.preds[nxt] != 1:
+                    self.goto(nxt, indent, i + 1)
+                    return
+                i = nxt
+        finally:
+            self.bound = outer
 
     def region(self, i, indent):
         """Block i, as entered from the dispatch loop: in two versions when that pays. The Int
@@ -1031,6 +1098,7 @@ class _Gen:
 
     def rollback(self, mark):
         lines, keyed = mark
+        self.exprs = {}
         del self.lines[lines:]
         del self.keyed_at[keyed:]
         self.linemap = {n: ip for n, ip in self.linemap.items() if n <= lines}
@@ -1071,13 +1139,13 @@ class _Gen:
         kc = self.folded_constant(i)
         if (kc is not None and kc[0] is int and op in _INT_FOLD and (op is not Op.MOD or kc[2])
                 and T.get(depth - 2) == "i"):
-            e(indent, f"{sec} = {sec} {_INT_FOLD[op]} {kc[1]}", ip)
+            self.int_op(indent, depth - 2, op, kc[1], None, ip)
             self.taken(depth - 2)
             self.set_type(depth - 2, "b" if op in _COMPARISONS else "i")
             return i + 1
         if kc is None and depth >= 2 and T.get(depth - 1) == "i" == T.get(depth - 2):
             if op in _INT_FOLD and op is not Op.MOD:
-                e(indent, f"{sec} = {sec} {_INT_FOLD[op]} {top}", ip)
+                self.int_op(indent, depth - 2, op, top, depth - 1, ip)
             elif op is Op.MOD:
                 e(indent, f"if {top}: {sec} = {sec} % {top}", ip)
                 e(indent, f"else: {sec} = arith('%', {sec}, {top})", ip)    # its error
@@ -1087,7 +1155,13 @@ class _Gen:
             self.set_type(depth - 2, "b" if op in _COMPARISONS else "i")
             return i + 1
         if op in (Op.POP_JUMP_IF_FALSE, Op.POP_JUMP_IF_TRUE) and T.get(depth - 1) == "b":
-            e(indent, f"if {'not ' if op is Op.POP_JUMP_IF_FALSE else ''}{top}:", ip)
+            test = "not " if op is Op.POP_JUMP_IF_FALSE else ""
+            operand = self.operand(depth - 1, indent)
+            if operand is None:
+                e(indent, f"if {test}{top}:", ip)
+            else:       # the condition's own line becomes the test (the slot is popped)
+                self.lines[-1] = "    " * indent + f"if {test}{_parens(operand[0])}:"
+                self.linemap[len(self.lines)] = operand[1] or ip
             self.set_type(depth - 1, None)
             self.goto(a, indent + 1, ip)
             return i + 1
@@ -1111,10 +1185,49 @@ class _Gen:
                     self.guards.append(local)
                 self.known.add(local)
             e(indent, f"{push} = {local}", ip)
+            self.exprs[depth] = (len(self.lines), local, None)
             self.slot_names[depth] = a
             self.set_type(depth, "i", local)
             return i + 1
         return None
+
+    def operand(self, slot, indent, back=0):
+        """(expression, ip or None) when the line ``back`` before the last one emitted only
+        put into stack slot ``slot`` an expression of Int locals and constants (see int_op),
+        with the ip of the one operation in it that can fail; else None."""
+        entry = self.exprs.get(slot)
+        if entry is None:
+            return None
+        line, expr, fails = entry
+        if (line != len(self.lines) - back
+                or self.lines[line - 1] != "    " * indent + f"s{slot} = {expr}"):
+            return None
+        return expr, fails
+
+    def int_op(self, indent, slot, op, right, right_slot, ip):
+        """``s{slot} = s{slot} OP right`` on Ints in an Int version. When the operands were
+        put in their slots by the lines just before from Int locals and constants, it becomes
+        one line with theirs (``s0 = l2``, ``s1 = l3``, ``s0 = s0 < s1``: ``s0 = l2 < l3``):
+        a value in a Python local is cheaper than one moved through stack slots, and a slot
+        above the stack is never read again. An error keeps its position: a line holds at most
+        one operation that can fail (+, -, * and % can run out of memory; a load or a
+        comparison cannot), and has that operation's ip."""
+        symbol = _INT_FOLD[op]
+        left = self.operand(slot, indent, 0 if right_slot is None else 1)
+        rhs = (right, None) if right_slot is None else self.operand(right_slot, indent)
+        if left is not None and rhs is not None:
+            fails = [at for at in (left[1], rhs[1], None if op in _COMPARISONS else ip)
+                     if at is not None]
+            if len(fails) <= 1:
+                if right_slot is not None:
+                    del self.linemap[len(self.lines)]
+                    self.lines.pop()
+                expr = f"{_parens(left[0])} {symbol} {_parens(rhs[0])}"
+                self.lines[-1] = "    " * indent + f"s{slot} = {expr}"
+                self.linemap[len(self.lines)] = fails[0] if fails else ip
+                self.exprs[slot] = (len(self.lines), expr, fails[0] if fails else None)
+                return
+        self.emit(indent, f"s{slot} = s{slot} {symbol} {right}", ip)
 
     def known_int(self, slot) -> bool:
         """Is stack slot ``slot`` known to hold an Int here (in an Int version only)? If so,
@@ -1173,7 +1286,10 @@ class _Gen:
         lines = []
         kw = "if"
         if self.blocal and scope > 0:
-            for blocal in self.block_locals(i, name):
+            found = self.block_locals(i, name)
+            if found and found[0] in self.bound:
+                return [f"{dst} = {found[0]}"]
+            for blocal in found:
                 lines.append(f"{kw} {blocal} is not U: {dst} = {blocal}")
                 kw = "elif"
         local = self.cached.get(name)
@@ -1224,7 +1340,12 @@ class _Gen:
                   and (op is Op.STORE_NAME or scope == 0))
         if simple:
             write = "" if self.lazy else f"v0[{a!r}] = "
-            self.emit(indent, f"{local} = {write}{top}", i + 1)
+            operand = self.operand(depth - 1, indent)
+            if operand is None:
+                self.emit(indent, f"{local} = {write}{top}", i + 1)
+            else:       # the value's own line stores it (the slot is popped; see int_op)
+                self.lines[-1] = "    " * indent + f"{local} = {write}{operand[0]}"
+                self.linemap[len(self.lines)] = operand[1] or i + 1
         else:
             self.plain_instr(i, op, a, None, depth, scope, indent)
         self.forget(a)
@@ -1352,6 +1473,7 @@ class _Gen:
                 names = self.bnames.get(i, {})
                 for local in names.values():
                     e(indent, f"{local} = U", ip)       # a fresh block: nothing bound yet
+                    self.bound.discard(local)
                 # Nobody but this frame can tell one block scope from another (see blocal), so
                 # the scopes cached for this block's last entry serve again, its own emptied
                 # (a block that binds nothing leaves them as they are); any others are stale.
@@ -1426,9 +1548,11 @@ class _Gen:
             known = self.known_int(depth - 1)
             it = "" if known else f"type({top}) is int and "
             key = "" if known else f"(type({top}) is str or type({top}) is int) and "
-            e(indent, f"if type({sec}) is list and {it}"
-                      f"-len({sec}) <= {top} < len({sec}) and not SHAPES: {sec} = {sec}[{top}]",
-              ip)
+            # (An index out of bounds is Python's IndexError, as values.index_get's test;
+            # then index_get raises tier 1's error. A try costs nothing until it catches.)
+            e(indent, f"if type({sec}) is list and {it}not SHAPES:", ip)
+            e(indent + 1, f"try: {sec} = {sec}[{top}]", ip)
+            e(indent + 1, f"except IndexError: {sec} = index_get({sec}, {top})", ip)
             # A Map read by a plain key it holds (values.map_get's first case).
             e(indent, f"elif type({sec}) is dict and {key}{top} in {sec}: {sec} = {sec}[{top}]",
               ip)
@@ -1440,9 +1564,9 @@ class _Gen:
             key = "" if known else f"(type({idx}) is str or type({idx}) is int) and "
             # (While no Array's shape is the data's: values.index_set labels what lands in a
             # slot the data chose.)
-            e(indent, f"if type({obj}) is list and {it}"
-                      f"-len({obj}) <= {idx} < len({obj}) and not SHAPES: {obj}[{idx}] = {val}",
-              ip)
+            e(indent, f"if type({obj}) is list and {it}not SHAPES:", ip)
+            e(indent + 1, f"try: {obj}[{idx}] = {val}", ip)       # (see INDEX)
+            e(indent + 1, f"except IndexError: index_set({obj}, {idx}, {val})", ip)
             # A Map written by a plain key, within --max-array (values.map_set's first case).
             e(indent, f"elif type({obj}) is dict and {key}"
                       f"len({obj}) < V.MAX_ARRAY: {obj}[{idx}] = {val}", ip)
@@ -1472,6 +1596,13 @@ class _Gen:
                 if "MT" not in self.ns:
                     from sensevm.runtime.methods import PURE_BY_TYPE
                     self.ns["MT"] = PURE_BY_TYPE
+                guess = self.guessed_method(i)
+                if guess is not None:
+                    # One test for the receiver type the name most likely means: its method
+                    # is then known, and so is that the call's argument count fits it.
+                    e(indent, f"if type({top}) is {guess[0].__name__}: _m{i} = {guess[1]}", ip)
+                    e(indent, "else:", ip)
+                    indent += 1
                 e(indent, f"_m{i} = MT.get(type({top}))", ip)
                 e(indent, f"if _m{i} is not None: _m{i} = _m{i}.get({a!r})", ip)
                 e(indent, f"if _m{i} is None:", ip)
@@ -1752,7 +1883,16 @@ class _Gen:
             # The method of this site's GET_MEMBER, on its receiver: (function, argument count
             # or None, name), checked as vm._call checks a builtin's count.
             callee, args = f"s{base}", ", ".join(f"s{j}" for j in range(base + 1, depth))
-            e(indent, f"if _m{site} is not None:", ip)
+            guess = self.guessed_method(site)
+            kw = "if"
+            if guess is not None:
+                e(indent, f"if _m{site} is {guess[1]}:", ip)
+                if self.counting:
+                    e(indent + 1, f"f.ip = {ip}", ip)
+                    self.tick(indent + 1, ip)
+                e(indent + 1, f"{callee} = {guess[2]}({callee}, vm, [{args}])", ip)
+                kw = "elif"
+            e(indent, f"{kw} _m{site} is not None:", ip)
             if self.counting:
                 e(indent + 1, f"f.ip = {ip}", ip)
                 self.tick(indent + 1, ip)
@@ -1938,6 +2078,11 @@ _BRANCHES = frozenset({Op.POP_JUMP_IF_FALSE, Op.POP_JUMP_IF_TRUE, Op.JUMP_IF_FAL
                        Op.JUMP_IF_TRUE_OR_POP})
 _INT_FOLD = {Op.ADD: "+", Op.SUB: "-", Op.MUL: "*", Op.MOD: "%", Op.LT: "<", Op.LE: "<=",
              Op.GT: ">", Op.GE: ">=", Op.EQ: "==", Op.NE: "!="}
+
+
+def _parens(expr: str) -> str:
+    """``expr`` as an operand: a compound one in parentheses (so comparisons never chain)."""
+    return f"({expr})" if " " in expr else expr
 
 
 def _reads(text, name) -> bool:

@@ -1,0 +1,86 @@
+"""The first cases of String methods that hot loops call most (methods.py: starts_with,
+ends_with, contains, find, replace, pad_start, pad_end), which answer plain Strings without
+the general helpers: for any arguments they give what the general code gives (its value, or its
+error with the same message), and for plain Strings the general helpers are not called."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from sensevm.base.errors import SenseError
+from sensevm.guard import provenance as PV
+from sensevm.guard.provenance import LStr
+from sensevm.runtime import methods as M
+from sensevm.runtime import values as V
+
+TESTS = {"starts_with": str.startswith, "ends_with": str.endswith,
+         "contains": str.__contains__, "find": str.find}
+
+
+def outcome(fn, *args):
+    try:
+        return ("value", fn(*args))
+    except SenseError as exc:
+        return ("error", str(exc))
+
+
+TEXT = st.text(alphabet="ab4. ß", max_size=6)
+VALUE = st.one_of(TEXT, st.integers(-3, 12), st.booleans(), st.none(), st.floats(0, 3))
+
+
+@settings(max_examples=300, deadline=None)
+@given(name=st.sampled_from(sorted(TESTS)), s=TEXT, sub=VALUE)
+def test_the_tests_agree_with_the_general_case(name, s, sub):
+    fast = getattr(M, f"s_{name}")
+    assert outcome(fast, s, None, [sub]) == outcome(M._test, name, s, [sub], TESTS[name])
+
+
+def general_replace(s, old, new):
+    """s_replace without its first case: the general code, run on a copy of ``old`` that is
+    an LStr whose one span has no origins (so only the general code can answer)."""
+    live = PV.live      # (making an LStr marks the run as having labelled data)
+    try:
+        if type(old) is str:
+            old = LStr(old, ((0, len(old), PV.EMPTY),))
+        return M.s_replace(s, None, [old, new])
+    finally:
+        PV.live = live
+
+
+@settings(max_examples=300, deadline=None)
+@given(s=TEXT, old=st.one_of(TEXT, st.integers(0, 2)), new=st.one_of(TEXT, st.none()))
+def test_replace_agrees_with_the_general_case(s, old, new):
+    fast = outcome(M.s_replace, s, None, [old, new])
+    slow = outcome(general_replace, s, old, new)
+    assert fast[0] == slow[0] and (fast[0] == "error" or str(fast[1]) == str(slow[1]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(name=st.sampled_from(["pad_start", "pad_end"]), s=TEXT,
+       args=st.lists(st.one_of(st.integers(-2, 12), TEXT, st.booleans()), max_size=3))
+def test_padding_agrees_with_the_general_case(name, s, args):
+    fast = getattr(M, f"s_{name}")
+    assert outcome(fast, s, None, args) == outcome(M._pad, name, s, args, name == "pad_start")
+
+
+def test_a_pad_wider_than_max_string_is_the_general_error(monkeypatch):
+    monkeypatch.setattr(V, "MAX_STRING", 8)
+    assert outcome(M.s_pad_start, "ab", None, [9, "."])[0] == "error"
+    assert M.s_pad_start("ab", None, [8, "."]) == "......ab"
+
+
+def test_plain_strings_skip_the_general_helpers(monkeypatch):
+    def refuse(*args):
+        raise AssertionError("general helper called")
+    for helper in ("_test", "_pad", "_string_arg", "_text"):
+        monkeypatch.setattr(M, helper, refuse)
+    assert M.s_starts_with("alpha", None, ["al"]) is True
+    assert M.s_ends_with("alpha", None, ["a"]) is True
+    assert M.s_contains("alpha", None, ["ph"]) is True
+    assert M.s_find("alpha", None, ["p"]) == 2
+    assert M.s_replace("banana", None, ["a", "4"]) == "b4n4n4"
+    assert M.s_pad_start("ab", None, [5, "."]) == "...ab"
+    assert M.s_pad_end("ab", None, [5, "."]) == "ab..."
+    with pytest.raises(AssertionError):
+        M.s_replace("banana", None, ["a", "44"])       # (it may grow: the general case)
