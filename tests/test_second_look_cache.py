@@ -157,6 +157,26 @@ def test_commit_reuses_the_verdict_of_verify_for_arguments_that_cannot_change(go
     assert len({look["digest"] for look in out.looks[:6]}) == 1
 
 
+def test_an_action_with_no_labelled_argument_is_looked_at_once(go, monkeypatch):
+    # (issue 27) Literal Strings and numbers carry no label and cannot change: verify finds
+    # nothing to look at, and commit does not ask again. An Array argument is looked at each
+    # time (a label can be put into it in between).
+    from sensevm.guard import secondlook as SL
+    calls = []
+    real = SL.SecondLook.evaluate
+    monkeypatch.setattr(SL.SecondLook, "evaluate",
+                        lambda self, action: calls.append(action.name) or real(self, action))
+    src = EXTRA + ('m = send_mail("a@corp.example", "x")\nm.verify()\nm.commit()\n'
+                   'who = {"to": "a@corp.example"}\nn = notify(who)\nn.verify()\n'
+                   'who["to"] = fetch_page("u")\ntest "commit":\n    n.commit()\n'
+                   'print(m.state, n.state)\n')
+    out = go(src, page="x@evil.example")
+    assert out.error is None, out.error
+    assert calls == ["send_mail", "notify", "notify"]
+    assert isinstance(out.tests["commit"].error, SenseApprovalError)
+    assert out.lines[-1] == "committed verified"
+
+
 @pytest.mark.parametrize("a, b", [
     (1, 1.0), (1, True), (0, False), (0.0, -0.0), ("1", 1), (None, "None"),
     ([1], (1,)), ([1, [2]], [1, 2]), ({"a": 1}, [("a", 1)]), ({"a": 1, "b": 2}, {"b": 2, "a": 1}),

@@ -155,8 +155,6 @@ _ARTICLE = {"malformed email": "a malformed e-mail address", "malformed url": "a
 
 _NONE: list = []        # (shared: read, never changed)
 _NOTHING = Evaluation("", (), [])
-# An action's ``looked`` when no argument is labelled or a container (SecondLook.evaluate).
-_PLAIN = ("plain",)
 
 
 def _preview(value) -> str:
@@ -323,9 +321,7 @@ class SecondLook:
         """The verdict on an outgoing action's arguments as they are now (at verify, at
         commit)."""
         looked = action.looked
-        if looked is not None:
-            if looked is _PLAIN:
-                return _NOTHING
+        if looked:
             if looked[1] == len(self.evidence) and looked[2] == len(self._units):
                 # Its verdict at verify: the same arguments (none of them a container, so none
                 # changed), the same origins, no evidence or code added since.
@@ -336,8 +332,9 @@ class SecondLook:
                 break
         else:
             # Nothing labelled, nothing inside, and never will be: a plain value cannot change
-            # and a verdict on nothing labelled depends on no evidence.
-            action.looked = _PLAIN
+            # and a verdict on nothing labelled depends on no evidence (False: the VM's commit
+            # then does not ask).
+            action.looked = False
             return _NOTHING
         ev = self._cached(action.definition, args)
         if ev.findings:

@@ -1490,8 +1490,7 @@ class VM:
             raise SenseApprovalError(f"action '{action.name}' requires approval before "
                                      f"commit() — call {action.name}.approve() first",
                                      located=False)
-        look = self.look
-        if look is not None and definition.outbound:
+        if self.look is not None and definition.outbound and action.looked is not False:
             self.second_look_at(f, action, "commit", None)
         if self.dry_run:
             self.step(action, "commit_dry_run", "committed", f, None, "dry run — body not executed")
