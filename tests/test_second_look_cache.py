@@ -279,3 +279,33 @@ _VALUES = st.recursive(_SCALARS, lambda inner: st.lists(inner, max_size=3) | st.
 @given(name=_TEXT, args=st.lists(_VALUES, max_size=3))
 def test_the_digest_is_the_json_definitions_byte_for_byte(name, args):
     assert _digest(name, args) == _digest_by_json(name, args)
+
+
+def test_code_loaded_between_two_checks_is_seen_by_the_second():
+    # (issue 27) A verdict holds while no evidence and no code was added (SecondLook.grown):
+    # a unit loaded after a flag whose literal is the flagged address vouches for it at the
+    # next check, of the same prepared action (its kept verdict) and of a new one (the cache).
+    from types import SimpleNamespace as NS
+    from sensevm.bytecode.opcodes import Op
+    from sensevm.bytecode.program import CodeKind
+    from sensevm.guard.secondlook import SecondLook
+    look = SecondLook()
+    decl = NS(name="send", capability="email.send", roles=())
+
+    class Definition:           # (hashable, as the VM's definitions are: by identity)
+        name, params = "send", ("to", "body")
+
+    definition = Definition()
+    definition.decl = decl
+    to = P.LStr("a@corp.example", ((0, 14, P.only(P.untrusted("page"))),))
+
+    def prepared():
+        return NS(definition=definition, args=[to, "x"], looked=None)
+
+    kept = prepared()
+    assert look.evaluate(kept).flagged
+    assert look.evaluate(prepared()).flagged
+    code = NS(code=NS(kind=CodeKind.FUNCTION), instrs=[(int(Op.LOAD_CONST), "a@corp.example", 0)])
+    look.add_unit([code])
+    assert look.evaluate(kept).findings and not look.evaluate(kept).flagged
+    assert not look.evaluate(prepared()).flagged

@@ -184,6 +184,9 @@ class SecondLook:
         # have no frame to keep a pc label on).
         self.live = False
         self.evidence: list = []          # (origin, text): the user's words, trusted records
+        # Pieces of evidence and units of code added so far (both only grow): a verdict holds
+        # while this is what it was.
+        self.grown = 0
         self._seen: set = set()
         self._literals = None
         # Verdicts by what decides them (_cached).
@@ -206,6 +209,13 @@ class SecondLook:
         if text and key not in self._seen:
             self._seen.add(key)
             self.evidence.append(key)
+            self._grow()
+
+    def _grow(self) -> None:
+        # After the addition, and under the lock: two threads adding at once must not leave
+        # it counting one, or a verdict made between them would hold after the second.
+        with _VERDICT_LOCK:
+            self.grown += 1
 
     def user_text(self, text: str):
         """The user's own words (an ask_human answer, the run's request): evidence, labelled."""
@@ -249,6 +259,7 @@ class SecondLook:
     def add_unit(self, unit) -> None:
         """A loaded unit of code (its literals are gathered at the first check)."""
         self._units.append(unit)
+        self._grow()
         self._literals = None
         self._literals_indexed = False
 
@@ -321,11 +332,10 @@ class SecondLook:
         """The verdict on an outgoing action's arguments as they are now (at verify, at
         commit)."""
         looked = action.looked
-        if looked:
-            if looked[1] == len(self.evidence) and looked[2] == len(self._units):
-                # Its verdict at verify: the same arguments (none of them a container, so none
-                # changed), the same origins, no evidence or code added since.
-                return looked[0]
+        if looked and looked[1] == self.grown:
+            # Its verdict at verify: the same arguments (none of them a container, so none
+            # changed), the same origins, no evidence or code added since.
+            return looked[0]
         args = action.args
         for a in args:
             if type(a) not in _PLAIN_TYPES:
@@ -343,7 +353,7 @@ class SecondLook:
                     break
             else:
                 ev.digest           # (bound now, from the arguments as they are)
-                action.looked = (ev, len(self.evidence), len(self._units))
+                action.looked = (ev, self.grown)
         return ev
 
     def evaluate_tool(self, tool, args) -> Evaluation:
@@ -363,9 +373,10 @@ class SecondLook:
         contents at every check, so an Array or Map changed in between is a different key."""
         found = _key(args)
         if found is not None:
-            # Evidence and units are only ever appended to: their lengths say which there are,
-            # and a verdict depends on nothing else besides the definition and the arguments.
-            key = (definition, len(self.evidence), len(self._units), found)
+            # Evidence and units are only ever appended to: how many were says which there
+            # are, and a verdict depends on nothing else besides the definition and the
+            # arguments.
+            key = (definition, self.grown, found)
             hit = self._verdicts.get(key)
             if hit is not None:
                 return hit[0]
