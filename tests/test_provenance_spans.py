@@ -101,3 +101,15 @@ def test_an_empty_labelled_string_labels_what_it_is_joined_to():
     assert both.spans == ((0, 2, ORIGINS[3]),)
     grown = V.add(PV.label("ab", ORIGINS[1]), empty)
     assert grown.spans == ((0, 2, ORIGINS[1]),)
+
+
+def test_deep_origins_of_arrays_of_plain_values_and_of_labelled_ones():
+    # (issue 27) An Array of plain values is passed over in one C-level test of its element
+    # types; one labelled element, a nested Array or a Map still gives its origins.
+    page = PV.only(PV.untrusted("page"))
+    s = PV.LStr("x", ((0, 1, page),))
+    assert PV.deep_origins(["a", 1, 2.5, True, None] * 10) == PV.EMPTY
+    assert PV.deep_origins(["a"] * 10 + [s]) == page
+    assert PV.deep_origins(["a", ["b", [s]]]) == page
+    assert PV.deep_origins(["a", {"k": s}]) == page
+    assert PV.deep_origins([1, PV.LInt(3, page)]) == page

@@ -10,7 +10,7 @@ import pytest
 
 from sensevm.base.errors import SenseApprovalError
 from sensevm.guard import provenance as P
-from sensevm.guard.secondlook import _digest, _key
+from sensevm.guard.secondlook import _digest, _key, _key_chars
 
 from tests.test_second_look import go  # noqa: F401  (the fixture: both tiers)
 
@@ -145,17 +145,36 @@ def test_commit_reuses_the_verdict_of_verify_for_arguments_that_cannot_change(go
     calls = []
     real = SL.SecondLook._cached
     monkeypatch.setattr(SL.SecondLook, "_cached",
-                        lambda self, d, args, stage: calls.append(stage) or real(self, d, args,
-                                                                                 stage))
+                        lambda self, d, args: calls.append(d.name) or real(self, d, args))
     src = EXTRA + ('page = fetch_page("u")\nfor i in range(3):\n'
                    '    m = send_mail(page, "x")\n    m.verify()\n    m.approve()\n'
                    '    m.commit()\nto = [page]\nsend_all.approve()\n'
                    'test "arr":\n    send_all(to)\n')
     out = go(src, page="x@evil.example")
     assert out.error is None, out.error
-    assert calls == ["verify"] * 3 + ["call"]
+    assert calls == ["send_mail"] * 3 + ["send_all"]
     assert [look["stage"] for look in out.looks][:6] == ["verify", "commit"] * 3
     assert len({look["digest"] for look in out.looks[:6]}) == 1
+
+
+def test_an_action_with_no_labelled_argument_is_looked_at_once(go, monkeypatch):
+    # (issue 27) Literal Strings and numbers carry no label and cannot change: verify finds
+    # nothing to look at, and commit does not ask again. An Array argument is looked at each
+    # time (a label can be put into it in between).
+    from sensevm.guard import secondlook as SL
+    calls = []
+    real = SL.SecondLook.evaluate
+    monkeypatch.setattr(SL.SecondLook, "evaluate",
+                        lambda self, action: calls.append(action.name) or real(self, action))
+    src = EXTRA + ('m = send_mail("a@corp.example", "x")\nm.verify()\nm.commit()\n'
+                   'who = {"to": "a@corp.example"}\nn = notify(who)\nn.verify()\n'
+                   'who["to"] = fetch_page("u")\ntest "commit":\n    n.commit()\n'
+                   'print(m.state, n.state)\n')
+    out = go(src, page="x@evil.example")
+    assert out.error is None, out.error
+    assert calls == ["send_mail", "notify", "notify"]
+    assert isinstance(out.tests["commit"].error, SenseApprovalError)
+    assert out.lines[-1] == "committed verified"
 
 
 @pytest.mark.parametrize("a, b", [
@@ -164,7 +183,7 @@ def test_commit_reuses_the_verdict_of_verify_for_arguments_that_cannot_change(go
 ])
 def test_keys_of_different_arguments_differ(a, b):
     ka, kb = _key([a]), _key([b])
-    assert ka is None or kb is None or ka[0] != kb[0]
+    assert ka is None or kb is None or ka != kb
 
 
 def test_keys_see_origins_and_spans():
@@ -173,13 +192,13 @@ def test_keys_see_origins_and_spans():
     s1 = P.LStr("ab", ((0, 2, page),))
     s2 = P.LStr("ab", ((0, 2, other),))
     s3 = P.LStr("ab", ((0, 1, page),))
-    keys = {_key([x])[0] for x in ("ab", s1, s2, s3)}
+    keys = {_key([x]) for x in ("ab", s1, s2, s3)}
     assert len(keys) == 4
-    assert _key([P.LInt(1, page)])[0] != _key([P.LInt(1, other)])[0] != _key([1])[0]
-    assert _key([P.LFloat(1.0, page)])[0] != _key([P.LFloat(1.0, other)])[0]
-    assert _key([P.LBool(True, page)])[0] != _key([P.LBool(True, other)])[0]
-    assert _key([[s1]])[0] != _key([[s2]])[0]
-    assert _key([{s1: 1}])[0] != _key([{s2: 1}])[0]
+    assert _key([P.LInt(1, page)]) != _key([P.LInt(1, other)]) != _key([1])
+    assert _key([P.LFloat(1.0, page)]) != _key([P.LFloat(1.0, other)])
+    assert _key([P.LBool(True, page)]) != _key([P.LBool(True, other)])
+    assert _key([[s1]]) != _key([[s2]])
+    assert _key([{s1: 1}]) != _key([{s2: 1}])
 
 
 def test_cycles_and_unknown_values_are_not_cached():
@@ -188,6 +207,17 @@ def test_cycles_and_unknown_values_are_not_cached():
     assert _key([xs]) is None
     assert _key([object()]) is None
     assert _key(["a", [1, {"k": [2.5]}]]) is not None
+
+
+def test_the_size_bound_counts_every_string_a_key_keeps():
+    # (issue 27) A cache hit makes only the key; the characters the bound counts are found
+    # from the key when a verdict is stored: every String, labelled or not, at any depth, a
+    # Map's keys and values alike, and nothing for numbers (a Float's repr is not counted).
+    page = P.only(P.untrusted("page"))
+    s = P.LStr("abc", ((0, 3, page),))
+    assert _key_chars(_key(["xy", s, 1, 2.5, True, None])) == 5
+    assert _key_chars(_key([["a", ["bb", s]], {"k": "vvvv", s: [s]}])) == 1 + 2 + 3 + 1 + 4 + 6
+    assert _key_chars(_key([{P.LInt(1, page): "z"}, P.LFloat(1.5, page)])) == 1
 
 
 # ----------------------------------------------------------------------------- the digest's bytes
@@ -249,3 +279,33 @@ _VALUES = st.recursive(_SCALARS, lambda inner: st.lists(inner, max_size=3) | st.
 @given(name=_TEXT, args=st.lists(_VALUES, max_size=3))
 def test_the_digest_is_the_json_definitions_byte_for_byte(name, args):
     assert _digest(name, args) == _digest_by_json(name, args)
+
+
+def test_code_loaded_between_two_checks_is_seen_by_the_second():
+    # (issue 27) A verdict holds while no evidence and no code was added (SecondLook.grown):
+    # a unit loaded after a flag whose literal is the flagged address vouches for it at the
+    # next check, of the same prepared action (its kept verdict) and of a new one (the cache).
+    from types import SimpleNamespace as NS
+    from sensevm.bytecode.opcodes import Op
+    from sensevm.bytecode.program import CodeKind
+    from sensevm.guard.secondlook import SecondLook
+    look = SecondLook()
+    decl = NS(name="send", capability="email.send", roles=())
+
+    class Definition:           # (hashable, as the VM's definitions are: by identity)
+        name, params = "send", ("to", "body")
+
+    definition = Definition()
+    definition.decl = decl
+    to = P.LStr("a@corp.example", ((0, 14, P.only(P.untrusted("page"))),))
+
+    def prepared():
+        return NS(definition=definition, args=[to, "x"], looked=None)
+
+    kept = prepared()
+    assert look.evaluate(kept).flagged
+    assert look.evaluate(prepared()).flagged
+    code = NS(code=NS(kind=CodeKind.FUNCTION), instrs=[(int(Op.LOAD_CONST), "a@corp.example", 0)])
+    look.add_unit([code])
+    assert look.evaluate(kept).findings and not look.evaluate(kept).flagged
+    assert not look.evaluate(prepared()).flagged

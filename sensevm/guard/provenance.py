@@ -299,6 +299,8 @@ def deep_origins(v, _seen=None) -> frozenset:
                 if type(k) not in _PLAIN_TYPES:
                     out = union(out, origins_of(k))
             items = items.values()
+        elif _PLAIN_TYPES.issuperset(map(type, items)):
+            continue        # (an Array of plain values, audit_log()'s lines: found in C)
         for x in items:
             tx = type(x)
             if tx in _PLAIN_TYPES:

@@ -78,13 +78,17 @@ class Finding:
 
 
 class Evaluation:
-    __slots__ = ("name", "args", "findings", "stage", "_digest", "_body", "_reason")
+    """One verdict on a call's arguments. The same at every stage (verify, commit, a tool's
+    call) and for every call with the same arguments and origins, so the cache and an action
+    keep the object itself; the stage is given where it shows (``detail``, ``as_json``)."""
 
-    def __init__(self, name, args, findings, stage):
+    __slots__ = ("name", "args", "findings", "flagged", "_digest", "_body", "_reason")
+
+    def __init__(self, name, args, findings):
         self.name = name
         self.args = args
         self.findings = findings
-        self.stage = stage
+        self.flagged = [f for f in findings if f.verdict == "flagged"] if findings else _NONE
         self._digest = None
         self._body = None           # detail()'s JSON without its stage (the same at each stage)
         self._reason = None
@@ -97,34 +101,20 @@ class Evaluation:
             self._digest = _digest(self.name, self.args)
         return self._digest
 
-    def at(self, stage: str) -> "Evaluation":
-        """The same verdict at another stage (a cache hit: SecondLook._cached)."""
-        ev = Evaluation(self.name, None, self.findings, stage)
-        ev._digest = self._digest
-        ev._body = self._body
-        ev._reason = self._reason
-        return ev
-
-    def detail(self) -> str:
-        """``json.dumps(self.as_json(), ensure_ascii=False, sort_keys=True)``, the audit record's
-        detail; "stage" sorts last, so the rest of the text is made once per verdict."""
-        import json
+    def detail(self, stage: str) -> str:
+        """``json.dumps(self.as_json(stage), ensure_ascii=False, sort_keys=True)``, the audit
+        record's detail; "stage" sorts last, so the rest of the text is made once per verdict."""
         body = self._body
         if body is None:
-            doc = self.as_json()
+            import json
+            doc = self.as_json(stage)
             del doc["stage"]
             body = self._body = json.dumps(doc, ensure_ascii=False, sort_keys=True)[:-1]
-        tail = _STAGE_TAIL.get(self.stage)
+        tail = _STAGE_TAIL.get(stage)
         if tail is None:
-            tail = ', "stage": ' + json.dumps(self.stage, ensure_ascii=False) + "}"
+            import json
+            tail = ', "stage": ' + json.dumps(stage, ensure_ascii=False) + "}"
         return body + tail
-
-    @property
-    def flagged(self) -> list:
-        for f in self.findings:
-            if f.verdict == "flagged":
-                return [f for f in self.findings if f.verdict == "flagged"]
-        return _NONE
 
     def reason(self) -> str:
         """A plain sentence naming the first flagged value and where it came from."""
@@ -151,8 +141,8 @@ class Evaluation:
         return (f"'{self.name}' {what} {f.shown()} (argument '{f.param}'{kind}), "
                 f"which {tail}{extra}")
 
-    def as_json(self) -> dict:
-        return {"stage": self.stage, "digest": self.digest,
+    def as_json(self, stage: str) -> dict:
+        return {"stage": stage, "digest": self.digest,
                 "decision": "ask" if self.flagged else "pass",
                 "findings": [f.as_json() for f in self.findings]}
 
@@ -163,8 +153,8 @@ _STAGE_TAIL = {stage: f', "stage": "{stage}"}}' for stage in ("verify", "commit"
 _ARTICLE = {"malformed email": "a malformed e-mail address", "malformed url": "a malformed URL",
             "iban (unverified)": "an IBAN whose check digits do not verify"}
 
-_NOTHING = Evaluation("", (), [], "")
 _NONE: list = []        # (shared: read, never changed)
+_NOTHING = Evaluation("", (), [])
 
 
 def _preview(value) -> str:
@@ -194,6 +184,9 @@ class SecondLook:
         # have no frame to keep a pc label on).
         self.live = False
         self.evidence: list = []          # (origin, text): the user's words, trusted records
+        # Pieces of evidence and units of code added so far (both only grow): a verdict holds
+        # while this is what it was.
+        self.grown = 0
         self._seen: set = set()
         self._literals = None
         # Verdicts by what decides them (_cached).
@@ -216,6 +209,13 @@ class SecondLook:
         if text and key not in self._seen:
             self._seen.add(key)
             self.evidence.append(key)
+            self._grow()
+
+    def _grow(self) -> None:
+        # After the addition, and under the lock: two threads adding at once must not leave
+        # it counting one, or a verdict made between them would hold after the second.
+        with _VERDICT_LOCK:
+            self.grown += 1
 
     def user_text(self, text: str):
         """The user's own words (an ask_human answer, the run's request): evidence, labelled."""
@@ -259,6 +259,7 @@ class SecondLook:
     def add_unit(self, unit) -> None:
         """A loaded unit of code (its literals are gathered at the first check)."""
         self._units.append(unit)
+        self._grow()
         self._literals = None
         self._literals_indexed = False
 
@@ -327,27 +328,32 @@ class SecondLook:
 
     # -- the check
 
-    def evaluate(self, action, stage: str) -> Evaluation:
+    def evaluate(self, action) -> Evaluation:
+        """The verdict on an outgoing action's arguments as they are now (at verify, at
+        commit)."""
         looked = action.looked
-        if looked is not None and looked[1] == len(self.evidence) \
-                and looked[2] == len(self._units):
+        if looked and looked[1] == self.grown:
             # Its verdict at verify: the same arguments (none of them a container, so none
             # changed), the same origins, no evidence or code added since.
-            return looked[0].at(stage)
+            return looked[0]
         args = action.args
         for a in args:
             if type(a) not in _PLAIN_TYPES:
                 break
         else:
-            return _NOTHING         # nothing labelled, nothing inside: nothing to look at
-        ev = self._cached(action.definition, args, stage)
+            # Nothing labelled, nothing inside, and never will be: a plain value cannot change
+            # and a verdict on nothing labelled depends on no evidence (False: the VM's commit
+            # then does not ask).
+            action.looked = False
+            return _NOTHING
+        ev = self._cached(action.definition, args)
         if ev.findings:
             for a in args:
                 if type(a) not in _PLAIN_TYPES and type(a) not in P.LABELLED:
                     break
             else:
                 ev.digest           # (bound now, from the arguments as they are)
-                action.looked = (ev, len(self.evidence), len(self._units))
+                action.looked = (ev, self.grown)
         return ev
 
     def evaluate_tool(self, tool, args) -> Evaluation:
@@ -357,9 +363,9 @@ class SecondLook:
                 break
         else:
             return _NOTHING
-        return self._cached(tool, args, "call")
+        return self._cached(tool, args)
 
-    def _cached(self, definition, args, stage) -> Evaluation:
+    def _cached(self, definition, args) -> Evaluation:
         """The evaluation of ``definition`` (an action's or a tool's) with ``args``: computed
         once for the same definition, the same arguments with the same origins (every span's)
         and the same evidence and code, then reused -- at commit after verify,
@@ -367,20 +373,20 @@ class SecondLook:
         contents at every check, so an Array or Map changed in between is a different key."""
         found = _key(args)
         if found is not None:
-            # Evidence and units are only ever appended to: their lengths say which there are,
-            # and a verdict depends on nothing else besides the definition and the arguments.
-            key = (definition, len(self.evidence), len(self._units), found[0])
+            # Evidence and units are only ever appended to: how many were says which there
+            # are, and a verdict depends on nothing else besides the definition and the
+            # arguments.
+            key = (definition, self.grown, found)
             hit = self._verdicts.get(key)
             if hit is not None:
-                return hit[0].at(stage)
+                return hit[0]
         decl = definition.decl
-        ev = self._evaluate(definition.name, definition.params, args, decl, decl.capability,
-                            stage)
+        ev = self._evaluate(definition.name, definition.params, args, decl, decl.capability)
         if found is None or not ev.findings:
             return ev
         ev.digest               # bound now, from the arguments as they are now
         ev.args = None          # (the cache keeps no mutable argument alive)
-        chars = found[1]
+        chars = _key_chars(found)
         with _VERDICT_LOCK:     # agents and async tools check from threads of their own
             verdicts = self._verdicts
             while verdicts and (len(verdicts) >= _VERDICT_ENTRIES
@@ -392,7 +398,7 @@ class SecondLook:
                 self._verdict_chars += chars
         return ev
 
-    def _evaluate(self, name, params, args, decl, capability, stage) -> Evaluation:
+    def _evaluate(self, name, params, args, decl, capability) -> Evaluation:
         E = _endorse()
         named = _NAMED.get(id(decl))
         if named is None or named[0] is not decl or named[1] != params:
@@ -413,7 +419,7 @@ class SecondLook:
             for leaf, hint, path in _leaves(value, param, E):
                 role = role_named or hint or E.value_role(capability, P.plain(leaf))
                 findings.extend(self._check(param, role, leaf, path, E))
-        return Evaluation(name, list(args), findings, stage)
+        return Evaluation(name, list(args), findings)
 
     def _check(self, param, role, leaf, path, E) -> list:
         origins = P.origins_of(leaf)
@@ -626,7 +632,7 @@ _KEY_VALUES = 10_000    # nor arguments holding more values than this
 
 
 def _key(args):
-    """(key, characters) for a verdict's arguments, or None if they cannot be keyed.
+    """The key of a verdict's arguments, or None if they cannot be keyed.
 
     Equal keys mean equal arguments with equal origins, so that the evaluation -- and the
     digest, which is a function of the same things -- is the same: every value carries its
@@ -637,24 +643,41 @@ def _key(args):
     what it is. Anything else -- an Answer, a Memory (whose entries change under it), a Python
     value, a function -- makes the arguments uncacheable, as does a cycle."""
     out = []
-    n = 0
-    counts = None
+    count = None
     for a in args:
         t = type(a)
         if t is str:                        # the common arguments first, without a call
-            n += len(a)
             out.append(a)
         elif t is _LStr:
-            n += len(a)
             out.append((_LStr, str.__str__(a), a.spans))
         else:
-            if counts is None:
-                counts = [0, 0]         # characters, values in containers
+            if count is None:
+                count = [0]             # values in containers
             try:
-                out.append(_k(a, counts, 0))
+                out.append(_k(a, count, 0))
             except _Uncacheable:
                 return None
-    return tuple(out), n + (counts[0] if counts else 0)
+    return tuple(out)
+
+
+def _key_chars(key) -> int:
+    """The characters of the strings ``key`` keeps alive (what the cache's size bound counts),
+    made only when a verdict is stored."""
+    n = 0
+    stack = list(key)
+    while stack:
+        x = stack.pop()
+        if type(x) is str:
+            n += len(x)
+        elif type(x) is tuple and x:
+            if x[0] is _LStr:
+                n += len(x[1])
+            elif x[0] is list:
+                stack.extend(x[1])
+            elif x[0] is dict:
+                for pair in x[1]:
+                    stack.extend(pair)
+    return n
 
 
 _LStr = P.LStr
@@ -664,16 +687,12 @@ class _Uncacheable(Exception):
     pass
 
 
-def _k(v, chars, depth):
+def _k(v, count, depth):
     t = type(v)
-    if t is str:
-        chars[0] += len(v)
+    if t is str or t is int or v is None:
         return v
     if t is P.LStr:
-        chars[0] += len(v)
         return (P.LStr, str.__str__(v), v.spans)
-    if t is int or v is None:
-        return v
     if t is bool:
         return (bool, v)
     if t is float:
@@ -684,12 +703,12 @@ def _k(v, chars, depth):
         return (P.LFloat, repr(float(v)), v.origins)
     if t is P.LBool:
         return (P.LBool, v.value, v.origins)
-    if depth < _KEY_DEPTH and chars[1] < _KEY_VALUES:
-        chars[1] += len(v) if t is list or t is dict else 0
+    if depth < _KEY_DEPTH and count[0] < _KEY_VALUES:
+        count[0] += len(v) if t is list or t is dict else 0
         if t is list:
-            return (list, tuple([_k(x, chars, depth + 1) for x in v]))
+            return (list, tuple([_k(x, count, depth + 1) for x in v]))
         if t is dict:
-            return (dict, tuple([(_k(a, chars, depth + 1), _k(b, chars, depth + 1))
+            return (dict, tuple([(_k(a, count, depth + 1), _k(b, count, depth + 1))
                                  for a, b in v.items()]))
     raise _Uncacheable
 

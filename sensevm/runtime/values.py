@@ -1050,7 +1050,8 @@ class PreparedAction:
         self.approved = False
         # The second look: the digest it flagged, the digest an approval after the flag
         # cleared, and the reason in words (secondlook.py); and its last evaluation with the
-        # evidence it saw, kept when no argument can change (SecondLook.evaluate).
+        # evidence it saw, kept when no argument can change, or False when no argument is
+        # labelled or a container (SecondLook.evaluate).
         self.flag = None
         self.cleared = None
         self.reason = None

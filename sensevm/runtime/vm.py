@@ -1416,11 +1416,10 @@ class VM:
     def second_look_at(self, f, action: PreparedAction, stage: str, line) -> None:
         """Evaluate an outgoing action (secondlook.py), record the evaluation host-side, and at
         commit refuse a flagged one that was not approved after the flag for these arguments."""
-        evaluation = self.look.evaluate(action, stage)
+        evaluation = self.look.evaluate(action)
         if not evaluation.findings:
             return
-        self.record(action, "second_look", f, line=line, host_only=True,
-                    detail=evaluation.detail())
+        self.record(action, "second_look", f, line, evaluation.detail(stage), True)
         if not evaluation.flagged:
             if stage == "verify":
                 action.flag = None
@@ -1445,8 +1444,8 @@ class VM:
         evaluation = self.look.evaluate_tool(tool, args)
         if not evaluation.findings:
             return
-        self.audit.append((tool.subject, tool.name, "tool", "second_look", evaluation.detail(),
-                           line, self.lineage(f), _now(), True))
+        self.audit.append((tool.subject, tool.name, "tool", "second_look",
+                           evaluation.detail("call"), line, self.lineage(f), _now(), True))
         if not evaluation.flagged:
             return
         digest = evaluation.digest
@@ -1491,8 +1490,7 @@ class VM:
             raise SenseApprovalError(f"action '{action.name}' requires approval before "
                                      f"commit() — call {action.name}.approve() first",
                                      located=False)
-        look = self.look
-        if look is not None and definition.outbound:
+        if self.look is not None and definition.outbound and action.looked is not False:
             self.second_look_at(f, action, "commit", None)
         if self.dry_run:
             self.step(action, "commit_dry_run", "committed", f, None, "dry run — body not executed")
