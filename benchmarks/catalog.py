@@ -45,47 +45,49 @@ class Bench:
 
 BENCHMARKS: list[Bench] = [
     Bench("fib", "recursive calls: fib(n), two calls per level",
-          source="fib.sns", twin="fib.py", full=25, quick=15),
+          source="fib.sns", twin="fib.py", full=32, quick=15,
+          # CPython computes 0.4 s at n=32 and the reference over two minutes a round.
+          rounds=3),
     Bench("loops", "while loop of Int arithmetic with a three-way branch per iteration",
-          source="loops.sns", twin="loops.py", full=300_000, quick=5_000),
+          source="loops.sns", twin="loops.py", full=1_800_000, quick=5_000),
     Bench("arrays", "push, for-iteration, index reads and writes, many small arrays",
-          source="arrays.sns", twin="arrays.py", full=90_000, quick=2_000),
+          source="arrays.sns", twin="arrays.py", full=540_000, quick=2_000),
     Bench("strings", "string building with str() and +, then a walk over every character",
-          source="strings.sns", twin="strings.py", full=45_000, quick=1_000),
+          source="strings.sns", twin="strings.py", full=500_000, quick=1_000),
     Bench("closures", "calls of closures that read and update captured variables",
-          source="closures.sns", twin="closures.py", full=200_000, quick=2_000),
+          source="closures.sns", twin="closures.py", full=1_000_000, quick=2_000),
     Bench("lifecycle", "actions: prepare / verify / approve / commit (and some rollbacks), 2 per iteration",
-          source="lifecycle.sns", full=10_000, quick=500),
+          source="lifecycle.sns", full=30_000, quick=500),
     Bench("lifecycle_dry_run", "the lifecycle loop under --dry-run: bodies skipped, summary printed",
-          source="lifecycle.sns", full=10_000, quick=500, dry_run=True),
+          source="lifecycle.sns", full=30_000, quick=500, dry_run=True),
     # EXTENSIONS.md E1/E2 (the reference has neither, so only ours and CPython's twin run).
     Bench("maps", "build and read a 100,000-entry map (String, then Int keys), count with get()",
           source="maps.sns", twin="maps.py", full=250_000, quick=5_000, extension="maps"),
     Bench("string_methods", "split, join, upper, lower, replace, trim, find, pad_start ... "
                             "over the words and lines of a text",
-          source="string_methods.sns", twin="string_methods.py", full=150_000, quick=1_000,
+          source="string_methods.sns", twin="string_methods.py", full=450_000, quick=1_000,
           extension="string methods"),
     Bench("callbacks", "map, filter, reduce and sorted(key) calling a Sense function per element",
-          source="callbacks.sns", twin="callbacks.py", full=60_000, quick=2_000,
+          source="callbacks.sns", twin="callbacks.py", full=600_000, quick=2_000,
           extension="Array methods"),
     Bench("tool_calls", "a capability-checked, audited tool called in a loop",
-          source="tool_calls.sns", full=20_000, quick=1_000, needs="tools"),
+          source="tool_calls.sns", full=60_000, quick=1_000, needs="tools"),
     # Provenance (the second look) on the path it was built for: an outgoing action's
     # arguments, literal; a tool's result endorsed by the program's own constant; a tool's
     # result flagged, and approved by the program after the question. No CPython twin: plain
     # Python has no lifecycle, labels or second look to do equivalent work with.
     Bench("provenance_literal", "email.send with literal arguments: prepare / verify / commit",
-          source="provenance_literal.sns", full=20_000, quick=500),
+          source="provenance_literal.sns", full=60_000, quick=500),
     Bench("provenance_pass", "a tool's result as email.send's recipient, endorsed by a literal",
-          source="provenance_pass.sns", full=20_000, quick=500, needs="tools"),
+          source="provenance_pass.sns", full=60_000, quick=500, needs="tools"),
     Bench("provenance_flag", "a tool's result as email.send's recipient, flagged, approved",
-          source="provenance_flag.sns", full=20_000, quick=500, needs="tools"),
+          source="provenance_flag.sns", full=60_000, quick=500, needs="tools"),
     # The cost of provenance (the second look): the same two programs with it switched off in
     # our VM (the reference runs them as always); the table's notes give on/off.
     Bench("lifecycle_look_off", "the lifecycle loop, ours with --second-look=off",
-          source="lifecycle.sns", full=10_000, quick=500, look_off="lifecycle"),
+          source="lifecycle.sns", full=30_000, quick=500, look_off="lifecycle"),
     Bench("tool_calls_look_off", "the tool-call loop, ours with --second-look=off",
-          source="tool_calls.sns", full=20_000, quick=1_000, needs="tools",
+          source="tool_calls.sns", full=60_000, quick=1_000, needs="tools",
           look_off="tool_calls"),
     # Issue 5's memory target: a million lifecycles (two per iteration) with every audit record
     # appended and fsync'd to a hash-chained file, in bounded memory. Ours only (the reference

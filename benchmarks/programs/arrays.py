@@ -1,5 +1,5 @@
 """CPython twin of arrays.sns."""
-N = 30000
+N = 540000
 
 
 def run(n):

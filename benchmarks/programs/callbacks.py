@@ -1,7 +1,7 @@
 # callbacks: the CPython twin of callbacks.sns (map, filter, reduce, sorted with a key).
 from functools import reduce
 
-N = 30000
+N = 600000
 
 
 def double(x):

@@ -1,5 +1,5 @@
 """CPython twin of closures.sns."""
-N = 30000
+N = 1000000
 
 
 def make_counter(step):

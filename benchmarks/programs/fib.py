@@ -1,5 +1,5 @@
 """CPython twin of fib.sns."""
-N = 22
+N = 32
 
 
 def fib(n):

@@ -1,5 +1,5 @@
 """CPython twin of loops.sns."""
-N = 100000
+N = 1800000
 
 
 def run(n):

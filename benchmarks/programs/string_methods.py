@@ -1,5 +1,5 @@
 """CPython twin of string_methods.sns."""
-N = 15000
+N = 450000
 
 WORDS = ["alpha", "beta", "gamma", "delta", "epsilon"]
 

@@ -1,5 +1,5 @@
 """CPython twin of strings.sns."""
-N = 15000
+N = 500000
 
 WORDS = ["alpha", "beta", "gamma", "delta", "epsilon"]
 
