@@ -55,8 +55,7 @@ class JournalStop(BaseException):
     the replay did not reach), ``fenced`` (a newer attempt took the journal over) or
     ``approval`` (a session waits for one; see ``detail``). ``detail`` of ``unknown``: the
     ``effect`` number, the ``action``, its call as ``shown`` and the body's ``role`` (commit,
-    rollback). A BaseException, so that
-    nothing in the VM catches it."""
+    rollback). A BaseException, so that nothing in the VM catches it."""
 
     def __init__(self, reason: str, message: str, detail=None):
         super().__init__(message)
@@ -178,7 +177,7 @@ class Journal:
     """One segment attempt's journal. ``entries``: what earlier attempts recorded (effect number
     -> entry); ``send(entry)``: record an entry durably, returning once it is acknowledged;
     ``stdout``: the segment's output buffer (a StringIO); ``settlements``: effect number ->
-    HAPPENED or NOT_HAPPENED, an operator's word on commits journaled in flight; ``limit``:
+    HAPPENED or NOT_HAPPENED, an operator's word on action bodies journaled in flight; ``limit``:
     the largest entry ``send`` can carry (in bytes of JSON; a larger outcome is journaled
     without its value, as ``opaque``)."""
 
@@ -366,21 +365,22 @@ def _row(raw) -> tuple:
 
 
 def _unknown_row(entry) -> tuple:
-    import time
-    subject = f"{entry['action']} action '{entry['name']}'"
-    return (subject, entry["name"], entry["action"], "unknown",
-            "in flight when a worker died: outcome unknown, not run again", None, (),
-            time.time(), True)
+    return _action_row(entry, "unknown",
+                       "in flight when a worker died: outcome unknown, not run again")
 
 
 def _settled_row(entry, settled: str) -> tuple:
-    import time
-    subject = f"{entry['action']} action '{entry['name']}'"
     role = entry["kind"]
     said = (f"it happened: the {role} succeeds, its body not run again" if settled == HAPPENED
             else f"it did not happen: the {role} fails, its body not run")
-    return (subject, entry["name"], entry["action"], "settled",
-            f"outcome settled by an operator: {said}", None, (), time.time(), True)
+    return _action_row(entry, "settled", f"outcome settled by an operator: {said}")
+
+
+def _action_row(entry, event: str, detail: str) -> tuple:
+    """A host-side audit row of the journal's own about the action body ``entry`` stands for."""
+    import time
+    return (f"{entry['action']} action '{entry['name']}'", entry["name"], entry["action"],
+            event, detail, None, (), time.time(), True)
 
 
 def _error(raw):
