@@ -292,11 +292,6 @@ class SenseRun:
 
     @workflow.query(name="describe")
     def describe(self) -> dict:
-        return {"state": self.state, "status": self.status, "segments": self.segments,
-                "continued": self.continued,
-                "reason": self.reason, "approval": self.awaiting,
-                "settlement": self.unsettled,
-                "waiting": [{"agent": a, "question": q} for a, q in self.waiting.items()
-                            if not self._answered(a)],
-                "output": "".join(self.output), "errors": "".join(self.errors),
-                "audit": self.audit}
+        """What the memo says (``_memo``), and the record: output, errors and audit log."""
+        return dict(self._memo(), segments=self.segments, output="".join(self.output),
+                    errors="".join(self.errors), audit=self.audit)
