@@ -594,32 +594,27 @@ def test_container_shapes_survive_a_saved_agent(tmp_path):
                '    print(asks(len(e)), asks(w[-3]), asks(w[0]), asks(w[-1]), asks(n),'
                ' asks(w[2]))\n'
                'start(clerk)\nprint(clerk.status)\n')
-    (tmp_path / "c.sns").write_text(program)
-    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(__file__)))
-    cmd = [sys.executable, "-m", "sensevm"]
-    first = subprocess.run(cmd + ["run", "c.sns", "--state-dir", "st"], cwd=tmp_path,
-                           capture_output=True, text=True, env=env)
-    assert first.returncode == 0, first.stderr
-    state = (tmp_path / "st" / "clerk.json").read_text()
-    assert '"shape"' in state and '"origins"' in state     # the lengths, the loop's count
-    second = subprocess.run(cmd + ["resume", "st", "clerk", "go"], cwd=tmp_path,
-                            capture_output=True, text=True, env=env)
-    assert second.returncode == 0, second.stderr
+    saved = {}
+
+    def keep(state):
+        text = json.dumps(state)
+        assert '"shape"' in text and '"origins"' in text     # the lengths, the loop's count
+        saved.update(state)
+    out = _run_then_resume(tmp_path, program, "go", keep)
     # w = ["a", 7, "b", "c"]: w[-3] is the tool's 7 (its own label), w[-1] the program's "c"
     # counted from the end, w[0] its "a" from the start; n counts passes over a tool's list;
     # w[2] is the program's "b", at an index the tool's list decided.
-    assert second.stdout.split() == ["true", "true", "false", "false", "true", "true"]
+    assert out.split() == ["true", "true", "false", "false", "true", "true"]
     # Behind the MAC (re-signed with the host key): a breakpoint past the Array's end.
-    import json as _json
     from saved_state import write_state
-    saved = _json.loads(state)["state"]
     shaped = [o for o in saved["objects"] if o.get("type") == "array" and "shape" in o
               and o["shape"]["starts"]]
     assert shaped
     shaped[0]["shape"]["starts"] = [[99, shaped[0]["shape"]["length"]]]
     write_state(tmp_path / "st", "clerk", saved)
-    third = subprocess.run(cmd + ["resume", "st", "clerk", "go"], cwd=tmp_path,
-                           capture_output=True, text=True, env=env)
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(__file__)))
+    third = subprocess.run([sys.executable, "-m", "sensevm", "resume", "st", "clerk", "go"],
+                           cwd=tmp_path, capture_output=True, text=True, env=env)
     assert third.returncode != 0 and "not a breakpoint" in third.stderr, third.stderr
     assert "Traceback" not in third.stderr
 
