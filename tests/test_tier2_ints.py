@@ -82,6 +82,43 @@ def test_a_loop_of_int_arithmetic_has_one_guard_and_falls_back_alike(tmp_path, a
     assert "if type(s0) is int: s0 = s0 % 3" in source       # the general version is kept
 
 
+def test_a_loops_joins_are_part_of_its_turn(tmp_path):
+    """The blocks an ``if`` in the loop's body joins again (``i = i + 1``) are emitted on each
+    path into them (tier2._Gen.copied_joins): the dispatch loop finds only the entry and the
+    loop's header, and a turn is guarded once, at its start."""
+    _, vm = both(tmp_path, LOOP.replace("A, B", "3, 4"))
+    from sensevm.runtime.tier2 import _Gen
+    gen = _Gen(next(p for p in vm.prepared if p.code.name == "f"))
+    gen.analyse()
+    source = gen.generate()
+    assert {int(j) for j in re.findall(r"\bL = (\d+)", source)} <= gen.entries
+    assert len(re.findall(r"if type\(l\d+\) is int and", source)) == 1
+
+
+def diamonds(k):
+    """A loop whose body is ``k`` ifs one after another: 2**k paths through one turn."""
+    body = "".join(f"        if i % {j + 2} == 0:\n            x = x + {j}\n"
+                   f"        else:\n            x = x - 1\n" for j in range(k))
+    return HEADER + TAIL + (f"def f(n):\n    x = 0\n    i = 0\n    while i < n:\n{body}"
+                            f"        i = i + 1\n    return x\nshow(f(40))\n")
+
+
+def test_copied_joins_stay_linear_in_the_code(tmp_path):
+    """However many paths run through a turn, no instruction is emitted more than MAX_COPIES
+    times in a version: a join past that is a dispatch target again, so the generated code
+    grows with the source, not with the paths (2**16 here), and still agrees with tier 1."""
+    from sensevm.runtime.tier2 import _Gen
+    sizes = {}
+    for k in (8, 16):
+        (out, error, *_), vm = both(tmp_path, diamonds(k))
+        assert error is None
+        gen = _Gen(next(p for p in vm.prepared if p.code.name == "f"))
+        gen.analyse()
+        sizes[k] = len(gen.generate().splitlines())
+        assert len(gen.dispatch) > 2           # some joins went back to the dispatch loop
+    assert sizes[16] < 2.5 * sizes[8]
+
+
 UNBOUND = HEADER + TAIL + """\
 x = 5
 def g(n):

@@ -49,7 +49,9 @@ has its position.
 
 Control: the generator is one ``while True`` that finds the block to run by testing ``L``; a
 loop header runs in a ``while True`` of its own inside it, so a loop's next turn is a
-``continue`` that skips those tests (``_Gen.turn``). A fused member call ``x.name(args)``
+``continue`` that skips those tests (``_Gen.turn``). A join (the code after an ``if``) is
+emitted on every path into it, as long as no instruction is emitted more than MAX_COPIES
+times (``_Gen.copied_joins``): a loop's turn is then one block with one Int guard. A fused member call ``x.name(args)``
 tests once for the receiver type its name most likely means and calls that method straight
 away (``_Gen.guessed_method``); a block local its block has bound unconditionally is read
 without a test for being unbound.
@@ -85,6 +87,11 @@ _GREAT = "P3 = P.parent.parent if P is not None and P.parent is not None else No
 _CORE_BY_NAME = {b.name: b for b in CORE}
 MAX_INSTRUCTIONS = 4000     # larger code objects stay in tier 1 (compile time, Python limits)
 MAX_INDENT = 40             # deeper inlining turns the block into a dispatch target instead
+# A join is emitted in place on every path into it (see _Gen.copied_joins) while no
+# instruction would be emitted more than MAX_COPIES times; in code objects over COPY_SIZE
+# instructions, twice.
+MAX_COPIES = 8
+COPY_SIZE = 500
 # Every instruction done by its tier-1 handler (a call among them) writes the whole operand
 # stack back and reads it again, so code that keeps a deep stack (calls nested hundreds deep,
 # f(f(f(...)))) would generate code quadratic in its size: 700 nested calls took 1 GB. The
@@ -566,10 +573,40 @@ class _Gen:
             for j in self.succ[i]:
                 if preds[j] > 1:
                     dispatch.add(j)
-        self.dispatch = dispatch
         self.entries = frozenset(j for j in dispatch if j == 0 or j in loop_heads)
+        self.dispatch = dispatch - self.copied_joins(dispatch)
         self.fused, self.fused_calls = self.method_calls()
         self.guesses: dict = {}     # fused site -> its guessed method (see guessed_method)
+
+    def copied_joins(self, dispatch) -> set:
+        """The joins (blocks two paths reach, other than the entry and loop headers) emitted
+        in place on each path into them, as single-predecessor blocks are, rather than found
+        by the dispatch loop: a loop body's ``if`` then costs no trip through the dispatch
+        loop and no second Int guard at its end, its join being part of the path that enters
+        it. Chosen in instruction order (forward edges only go forward: every backward jump
+        targets a loop header), so that no instruction is emitted more than MAX_COPIES times
+        in one version of its region: a join the paths into which would exceed that stays a
+        dispatch target, and starts the count afresh."""
+        limit = MAX_COPIES if len(self.instrs) <= COPY_SIZE else 2
+        arriving = [0] * len(self.instrs)      # how many times the paths into i are emitted
+        copied = set()
+        for i, st in enumerate(self.state):
+            if st is None:
+                continue
+            if i in self.entries:
+                count = 1
+            elif i in dispatch:
+                count = arriving[i]
+                if count <= limit:
+                    copied.add(i)
+                else:
+                    count = 1
+            else:
+                count = arriving[i]
+            for j in self.succ[i]:
+                if j > i:
+                    arriving[j] += count
+        return copied
 
     def method_calls(self):
         """The member calls ``x.name(args)`` tier 2 makes without binding the method first:
