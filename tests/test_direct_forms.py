@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import io
 
+import re
+
 import pytest
 
 from test_tiers import _run_source, _verified, run_tier
@@ -72,7 +74,7 @@ def _run_with_depth(tmp_path, source, tier, max_depth):
     return out.getvalue(), None, vm
 
 
-@pytest.mark.parametrize("max_depth", [5, 40, 60, 130])
+@pytest.mark.parametrize("max_depth", [5, 40, 47, 48, 49, 60, 95, 96, 97, 130])
 def test_max_depth_is_reached_at_the_same_call(tmp_path, max_depth):
     """The depth limit counts direct activations exactly as frames: the same call fails, at
     the same position, whether it is made directly, with a frame, or after a deoptimization."""
@@ -731,7 +733,7 @@ def test_a_function_calling_itself_skips_the_type_dispatch(tmp_path, rebind):
     if rebind == -1:
         assert out == "987 144 3751 2387 511 377\n"
     source = _direct_source(vm, "fib")
-    assert "if s0 is cl:\n" in source and "s0 = direct(vm, s0, D + 1, N + 1, s1)" in source
+    assert "if s0 is cl:\n" in source and "s0 = direct(vm, s0, D + 1, M, s1)" in source
     # f calls g (f itself only when the caller passed f): a call by another name is not
     # given the test.
     assert " is cl:" not in _direct_source(vm, "f")
@@ -772,9 +774,35 @@ def test_a_closure_updates_captured_variables_from_its_direct_form(tmp_path):
     assert "elif not store_found(P.parent, 'count', s0)" in source
 
 
-def test_the_nesting_limit_is_a_constant_of_the_direct_form(tmp_path):
-    """A direct form's first test compares its nesting with DIRECT_LIMIT written out as a
-    number (no global to read on every call); the recursion test above shows it still holds."""
-    from sensevm.runtime.frames import DIRECT_LIMIT
+def test_a_direct_call_tests_one_bound(tmp_path):
+    """A direct form's first test is one comparison of its depth with the bound its chain was
+    given (frames.DIRECT_BOUND: the nesting limit and the depth limit in one number, made once
+    per chain), and its call of itself passes the bound on unchanged; the recursion and depth
+    tests above show both limits still hold where they held."""
     out, vm = both(tmp_path, RECURSION)
-    assert f"if N > {DIRECT_LIMIT} or D > vm.max_depth:" in _direct_source(vm, "fib")
+    source = _direct_source(vm, "fib")
+    assert "\n    if D > M: raise Deoptimize(None, 0)\n" in source
+    assert re.search(r"= direct\(vm, s\d+, D \+ 1, M, s\d+\)", source)
+    assert "vm.max_depth" not in source and "N + 1" not in source
+
+
+THROUGH_MAP = """\
+def down(n):
+    if n == 0:
+        return 0
+    return [n - 1].map(down)[0] + 1
+print(down(20))
+print(down(1000))
+"""
+
+
+@pytest.mark.parametrize("max_depth", [30, 47, 48, 49, 96, 97])
+def test_recursion_through_a_callback_meets_the_depth_limit_at_the_same_call(tmp_path, max_depth):
+    """A method's callbacks are called directly with the bound worked out once per method call
+    (methods.step): recursion through ``map`` fails at the same call, with the same depth, in
+    both tiers, whatever the limit's distance from the nesting limit."""
+    one = _run_with_depth(tmp_path, THROUGH_MAP, "1", max_depth)
+    two = _run_with_depth(tmp_path, THROUGH_MAP, "2", max_depth)
+    assert one[:2] == two[:2]
+    assert one[1][0] == "SenseRecursionError"
+    assert two[2].depth == one[2].depth

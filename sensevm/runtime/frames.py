@@ -26,6 +26,13 @@ CALLBACK_OP = 0xFF
 # Direct-form activations nested on the Python stack (one Python frame each); a call past this
 # is made with a real frame, so deep recursion never reaches Python's recursion limit.
 DIRECT_LIMIT = 48
+# The bound a chain of direct activations starting at depth d is given, as the Python
+# expression its callers write out (it is computed once per chain; each activation then tests
+# one comparison, ``D > M``): the deepest an activation of the chain may be, DIRECT_LIMIT
+# activations in all and none past the VM's depth limit.
+# (``vm.direct_cap`` is ``vm.max_depth - DIRECT_REACH``, fixed with it when the VM is made.)
+DIRECT_REACH = DIRECT_LIMIT - 1
+DIRECT_BOUND = "({d} + %d if {d} < {vm}.direct_cap else {vm}.max_depth)" % DIRECT_REACH
 
 
 class PreparedCode:

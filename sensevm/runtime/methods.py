@@ -32,7 +32,7 @@ from sensevm.guard import provenance as PV
 from sensevm.guard.provenance import LABELLED, LStr
 from sensevm.runtime import values as V
 from sensevm.runtime.builtins import b_float, b_int
-from sensevm.runtime.frames import CALLBACK_OP, Deoptimize, Frame, PreparedCode
+from sensevm.runtime.frames import CALLBACK_OP, DIRECT_REACH, Deoptimize, Frame, PreparedCode
 from sensevm.runtime.limits import array_limit, map_limit, string_limit
 from sensevm.runtime.values import Builtin, Closure, type_name
 
@@ -843,6 +843,10 @@ def step(vm, f) -> bool:
     kind = driver.kind
     reduce = kind == "reduce"
     append = driver.out.append if kind == "map" or kind == "sorted" else None
+    # The depth and bound of a direct call (frames.DIRECT_BOUND): this frame's depth holds
+    # while it calls, each call having returned before the next.
+    d = vm.depth + 1
+    bound = d + DIRECT_REACH if d < vm.direct_cap else vm.max_depth
     while driver.i < len(items):
         x = items[driver.i]
         driver.i += 1
@@ -857,9 +861,9 @@ def step(vm, f) -> bool:
             if direct is not None:
                 try:
                     if reduce:
-                        value = direct(vm, fn, vm.depth + 1, 1, driver.out, x)
+                        value = direct(vm, fn, d, bound, driver.out, x)
                     else:
-                        value = direct(vm, fn, vm.depth + 1, 1, x)
+                        value = direct(vm, fn, d, bound, x)
                 except Deoptimize as stop:
                     if stop.top is not None:
                         # The callee's activations are frames now (see vm.call_t2).

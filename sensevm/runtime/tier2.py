@@ -75,7 +75,8 @@ from sensevm.bytecode.program import CodeKind
 from sensevm.guard import provenance as PV
 from sensevm.runtime import values as V
 from sensevm.runtime.builtins import CORE
-from sensevm.runtime.frames import DIRECT_ARITIES, DIRECT_LIMIT, Deoptimize, Frame, code_label
+from sensevm.runtime.frames import (DIRECT_ARITIES, DIRECT_BOUND as BOUND, Deoptimize, Frame,
+                                    code_label)
 from sensevm.runtime.values import (ActionDefinition, ArrayIterator, Builtin, Closure,
                                     PreparedAction, Scope, ToolDefinition, index_get, index_set,
                                     load_name, store_name, store_outer)
@@ -126,7 +127,7 @@ class Compiled:
     instruction indices it can start at (function entry and loop headers).
 
     ``direct`` is the function's *direct form*, when it has one: ``direct(vm, closure, depth,
-    nesting, *args)`` runs the whole body as a plain Python call with no frame and returns the
+    bound, *args)`` (``bound``: see frames.DIRECT_BOUND) runs the whole body as a plain Python call with no frame and returns the
     result, after the checks of a call (made first, so their errors are the caller's; a tool
     body's and a commit body's are made by call_tool and commit, which call theirs the same
     way, a commit body with its scope instead of arguments). vm.call_t2 and the generated code
@@ -952,8 +953,8 @@ class _Gen:
             # the checked arguments; a rollback block: vm.rollback made its scope, a child of
             # that one. ``cl`` is the prepared action.
             self.argnames = None
-            e(0, "def direct(vm, cl, D, N, sc):", 0)
-            e(1, f"if N > {DIRECT_LIMIT} or D > vm.max_depth: raise Deoptimize(None, 0)", 0)
+            e(0, "def direct(vm, cl, D, M, sc):", 0)
+            e(1, "if D > M: raise Deoptimize(None, 0)", 0)
             e(1, "fs = sc", 0)
             e(1, "v0 = sc.vars", 0)
             e(1, "P = sc.parent", 0)
@@ -963,13 +964,14 @@ class _Gen:
         # direct form of n parameters: PreparedCode.dx), named as the locals that mirror them.
         self.argnames = [self.cached.get(name) if name in self.fixed and self.lazy
                          else f"a{k}" for k, name in enumerate(params)]
-        e(0, f"def direct(vm, cl, D, N{''.join(', ' + a for a in self.argnames)}):", 0)
+        e(0, f"def direct(vm, cl, D, M{''.join(', ' + a for a in self.argnames)}):", 0)
         # D: the depth this call has (vm.depth is not moved by direct calls: it counts frames,
-        # and a deoptimization sets it to the frames it made); N: direct activations on the
-        # Python stack with this one. Past DIRECT_LIMIT or the depth limit the call is refused
-        # before anything is checked: made again with a frame, it gets every check in tier 1's
-        # order, the depth limit's included.
-        e(1, f"if N > {DIRECT_LIMIT} or D > vm.max_depth: raise Deoptimize(None, 0)", 0)
+        # and a deoptimization sets it to the frames it made); M: the deepest a direct
+        # activation of this chain may be (frames.DIRECT_BOUND: DIRECT_LIMIT activations on the
+        # Python stack, and the depth limit). Past it the call is refused before anything is
+        # checked: made again with a frame, it gets every check in tier 1's order, the depth
+        # limit's included.
+        e(1, "if D > M: raise Deoptimize(None, 0)", 0)
         # (A tool body's arguments were checked by call_tool, before its `called` record.)
         checks = () if self.kind is CodeKind.TOOL_BODY else prepared.param_checks
         for k, name, text, check, exact in checks:
@@ -1867,7 +1869,7 @@ class _Gen:
             indent += 1
         def called(fn, indent):
             e(indent, "try:", ip)
-            e(indent + 1, f"{callee} = {fn}(vm, {callee}, D + 1, N + 1{', ' + args if args else ''})",
+            e(indent + 1, f"{callee} = {fn}(vm, {callee}, D + 1, M{', ' + args if args else ''})",
               ip)
             e(indent, "except Deoptimize as _d:", ip)
             e(indent + 1, "if _d.top is None:", ip)
@@ -1952,7 +1954,8 @@ class _Gen:
         if not self.counting and n < DIRECT_ARITIES:
             e(indent, f"if _ty is Closure and (_l := {callee}.code.dx[{n}]) is not None:", ip)
             e(indent + 1, "try:", ip)
-            e(indent + 2, f"{callee} = _l(vm, {callee}, vm.depth + 1, 1"
+            e(indent + 2, f"{callee} = _l(vm, {callee}, _dd := vm.depth + 1, "
+                          f"{BOUND.format(d='_dd', vm='vm')}"
                           f"{', ' + args if args else ''})", ip)
             e(indent + 1, "except Deoptimize as _d:", ip)
             # The frame is on the chain from here on: spilled, as for any other call.
@@ -2184,7 +2187,7 @@ def _direct_on_first_call(compiled: Compiled, gen: _Gen, filename: str):
     """A stand-in for the direct form that makes it when it is first called: most functions
     hot enough for tier 2 are called often, but one that is hot only for its loops (a
     program's ``main``) would make its direct form for nothing."""
-    def first_call(vm, closure, depth, nested, *args):
+    def first_call(vm, closure, depth, bound, *args):
         gen.direct = True
         gen.specialise = True
         gen.lazy = gen.scope_is_lazy()
@@ -2197,5 +2200,5 @@ def _direct_on_first_call(compiled: Compiled, gen: _Gen, filename: str):
         gen.ns["LINEMAP"] = gen.linemap
         direct = gen.ns["direct"]
         compiled.set_direct(gen.prepared, direct)
-        return direct(vm, closure, depth, nested, *args)
+        return direct(vm, closure, depth, bound, *args)
     return first_call

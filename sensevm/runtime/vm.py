@@ -33,9 +33,9 @@ from sensevm.guard.provenance import CONTAINERS as _CONTAINERS, LABELLED as _LT
 from sensevm.runtime import services
 from sensevm.runtime import values as V
 from sensevm.runtime.builtins import builtin_scope
-from sensevm.runtime.frames import (CALLBACK_OP, DIRECT_ARITIES, INLINE_LIMIT, _NO_TESTS,
-                                    Deoptimize, Frame, PreparedCode, TestHandler, TestResult,
-                                    TryHandler, code_label)
+from sensevm.runtime.frames import (CALLBACK_OP, DIRECT_ARITIES, DIRECT_REACH, INLINE_LIMIT,
+                                    _NO_TESTS, Deoptimize, Frame, PreparedCode, TestHandler,
+                                    TestResult, TryHandler, code_label)
 from sensevm.runtime.limits import (DEFAULT_MAX_ARRAY, DEFAULT_MAX_DEPTH, DEFAULT_MAX_STRING,
                                     DEFAULT_MAX_WORKERS, Budget)
 from sensevm.runtime.values import (ActionDefinition, AgentValue, Builtin, Closure, ErrorValue, Future,
@@ -102,6 +102,7 @@ class VM:
         self.program = verified.program
         self.out = stdout if stdout is not None else sys.stdout
         self.max_depth = max_depth
+        self.direct_cap = max_depth - DIRECT_REACH       # (see frames.DIRECT_BOUND)
         self.max_array = max_array
         self.max_string = max_string
         self.max_workers = max_workers
@@ -504,7 +505,9 @@ class VM:
         direct = callee.code.dx[n] if n < DIRECT_ARITIES else None
         if direct is not None:
             try:
-                frame.stack.append(direct(self, callee, self.depth + 1, 1, *args))
+                d = self.depth + 1      # (the bound: frames.DIRECT_BOUND)
+                frame.stack.append(direct(self, callee, d, d + DIRECT_REACH if d < self.direct_cap
+                                          else self.max_depth, *args))
                 return False
             except Deoptimize as stop:
                 if stop.top is not None:
@@ -1665,7 +1668,9 @@ class VM:
         caller and audit line _push_body would have given it), None when it declined before
         starting (then the caller makes the frame)."""
         try:
-            value = direct(self, action, self.depth + 1, 1, scope)
+            d = self.depth + 1      # (the bound: frames.DIRECT_BOUND)
+            value = direct(self, action, d, d + DIRECT_REACH if d < self.direct_cap
+                           else self.max_depth, scope)
         except Deoptimize as stop:
             if stop.top is None:
                 return None
@@ -1756,7 +1761,9 @@ class VM:
             # frame unless it deoptimizes, when its activations become frames (the body's with
             # the role, tool and lineage frame below) and the loop runs them.
             try:
-                value = direct(self, tool, self.depth + 1, 1, *args)
+                d = self.depth + 1      # (the bound: frames.DIRECT_BOUND)
+                value = direct(self, tool, d, d + DIRECT_REACH if d < self.direct_cap
+                               else self.max_depth, *args)
             except Deoptimize as stop:
                 if stop.top is not None:
                     stop.top.caller = f
