@@ -51,7 +51,13 @@ Control: the generator is one ``while True`` that finds the block to run by test
 loop header runs in a ``while True`` of its own inside it, so a loop's next turn is a
 ``continue`` that skips those tests (``_Gen.turn``). A join (the code after an ``if``) is
 emitted on every path into it, as long as no instruction is emitted more than MAX_COPIES
-times (``_Gen.copied_joins``): a loop's turn is then one block with one Int guard. A fused member call ``x.name(args)``
+times (``_Gen.copied_joins``): a loop's turn is then one block with one Int guard.
+
+Stores: a function's generator keeps a cached name's new value in its Python local only,
+noting that the scope is out of date (``dw``); wherever the scope can be seen (any hand-out of
+the frame: a spill, a call, a member read, a return through tier 1's RETURN, an error leaving)
+the changed values are written to it first (``_Gen.publish``). Not where something can hold on
+to the scope (a closure declared here, a policy rule, an internal builtin's ``@`` name). A fused member call ``x.name(args)``
 tests once for the receiver type its name most likely means and calls that method straight
 away (``_Gen.guessed_method``); a block local its block has bound unconditionally is read
 without a test for being unbound.
@@ -511,12 +517,23 @@ class _Gen:
         # declared here (closure, action, tool or agent, which alone can see this frame's
         # scopes) ever names, so such a name that lives there (never in a block) is mirrored in
         # a Python local. Stores write through to the scope, which therefore stays exact for a
-        # spill, a save, a later tier-1 continuation and the code declared here.
+        # spill, a save, a later tier-1 continuation and the code declared here (a function's
+        # generator writes them where the scope can be seen instead: _Gen.publish).
         self.cached = {}
         if fresh:
             shared = _nested_names(self.prepared) if captures else frozenset()
             for j, name in enumerate(sorted(own - blk - shared)):
                 self.cached[name] = f"l{j}"
+        # The cached names some instruction stores (the others' locals never change), when
+        # their stores may wait for the scope to be seen (_Gen.publish): not where anything
+        # can hold on to the scope past a hand-out -- a closure, action, tool or agent declared
+        # here (it may read a name by itself: ``ask`` reads the delegation its scope set), a
+        # policy rule, an internal builtin such as a session's.
+        holds = captures or bool(ops & POLICY_OPS) or any(
+            op == Op.LOAD_NAME and type(a) is str and a.startswith("@") for op, a, _ in instrs)
+        self.stored = () if holds else tuple(name for name in self.cached if any(
+            (op == Op.STORE_NAME or op == Op.STORE_LOCAL) and a == name
+            for op, a, _ in instrs))
         # Block variables: with nothing declared here to capture a scope and no policy rule to
         # write into one, nobody but this frame sees its block scopes, so none is made: each
         # name a block can bind lives in a Python local of that block (reset when it is
@@ -763,6 +780,9 @@ class _Gen:
         self.keyed_at: list = []        # (line index, chain key): see keyed
         self.reads_great = False        # whether the code reads P3 (see outer_store)
         self.built_keys: set = set()
+        # A function's generator keeps its cached names' new values in their Python locals
+        # and writes them to its scope only where something can see it (see publish).
+        self.defer = not self.direct and self.kind is CodeKind.FUNCTION and bool(self.stored)
         maxdepth = max((st[0] for st in self.state if st is not None), default=0)
         slots = [f"s{i}" for i in range(maxdepth + 2)]
         e = self.emit
@@ -810,6 +830,8 @@ class _Gen:
                 e(1, f"{local} = U", 0)             # a fresh function scope holds only params
             else:
                 e(1, f"{local} = v0.get({name!r}, U)", 0)
+        if self.defer:
+            e(1, "dw = 0", 0)
         if self.blocal:
             if not self.direct:
                 e(1, "sc = fs", 0)
@@ -852,6 +874,7 @@ class _Gen:
             e(1, "except Exception as exc:", 0)
             e(2, "tb = exc.__traceback__", 0)
             e(2, "f.ip = LINEMAP.get(tb.tb_lineno, f.ip) if tb is not None else f.ip", 0)
+            self.publish(2, 0)
             e(2, "raise", 0)
         self.drop_keyed()
         self.prune_unread()
@@ -1378,12 +1401,11 @@ class _Gen:
                   and not (self.blocal and scope > 0 and self.block_sites(i, a))
                   and (op is Op.STORE_NAME or scope == 0))
         if simple:
-            write = "" if self.lazy else f"v0[{a!r}] = "
             operand = self.operand(depth - 1, indent)
             if operand is None:
-                self.emit(indent, f"{local} = {write}{top}", i + 1)
+                self.emit(indent, self.cached_store(local, a, top), i + 1)
             else:       # the value's own line stores it (the slot is popped; see int_op)
-                self.lines[-1] = "    " * indent + f"{local} = {write}{operand[0]}"
+                self.lines[-1] = "    " * indent + self.cached_store(local, a, operand[0])
                 self.linemap[len(self.lines)] = operand[1] or i + 1
         else:
             self.plain_instr(i, op, a, None, depth, scope, indent)
@@ -1468,9 +1490,9 @@ class _Gen:
                     e(indent, f"{kw} {test}: {local} = {top}", ip)
             elif local is not None:
                 if a in self.fixed:
-                    e(indent, f"{local} = v0[{q}] = {top}", ip)
+                    e(indent, self.cached_store(local, a, top), ip)
                 else:
-                    e(indent, f"if {local} is not U: {local} = v0[{q}] = {top}", ip)
+                    e(indent, f"if {local} is not U: {self.cached_store(local, a, top)}", ip)
                     e(indent, "else:", ip)
                     # Not in the function's scope: update an outer binding, or (possible
                     # only at depth 0) bind it in the function's scope.
@@ -1494,8 +1516,10 @@ class _Gen:
             target = "v0" if scope == 0 else "sc.vars"
             if self.lazy:
                 e(indent, f"{local} = {top}", ip)     # depth 0: a name of its own, cached
+            elif local:
+                e(indent, self.cached_store(local, a, top), ip)
             else:
-                e(indent, f"{local + ' = ' if local else ''}{target}[{a!r}] = {top}", ip)
+                e(indent, f"{target}[{a!r}] = {top}", ip)
         elif op is Op.CHECK_DECL:
             text, check = b
             cname = self.const(check)
@@ -1649,6 +1673,7 @@ class _Gen:
             # A member read may capture the frame's scope and position (a bound lifecycle
             # method does, for its policy check and audit line).
             e(indent, f"f.ip = {ip}", ip)
+            self.publish(indent, ip)
             e(indent, "f.scope = sc", ip)
             e(indent, f"{top} = vm.member({top}, {a!r})", ip)
         elif op is Op.GET_ITER:
@@ -1705,8 +1730,7 @@ class _Gen:
             kw = "elif"
         local = self.cached.get(name)
         if local is not None:
-            write = "" if self.lazy else f"v0[{q}] = "
-            e(indent, f"{kw} {local} is not U: {local} = {write}{top}", ip)
+            e(indent, f"{kw} {local} is not U: {self.cached_store(local, name, top)}", ip)
             kw = "elif"
         elif self.own is None or name in self.own:
             e(indent, f"{kw} {q} in v0: v0[{q}] = {top}", ip)
@@ -1801,8 +1825,38 @@ class _Gen:
             slots = ", ".join(f"s{j}" for j in range(count))
             self.emit(indent, f"{slots}, = f.stack", i + 1)
 
+    def cached_store(self, local: str, name: str, value: str) -> str:
+        """The statement storing ``value`` in cached name ``name`` (its Python local ``local``):
+        written through to the function's scope, or only to the local (a direct form's lazy
+        scope; a generator's deferred store, which marks the scope out of date: publish)."""
+        if self.lazy:
+            return f"{local} = {value}"
+        if self.defer:
+            return f"{local} = {value}; dw = 1"
+        return f"{local} = v0[{name!r}] = {value}"
+
+    def publish(self, indent, ip) -> None:
+        """Where anything but this generator may read the frame's scope (a spill for a tier-1
+        handler or a call, a yield, a member read, an error leaving), write the cached names'
+        values to it, if any changed since it was last written (``dw``). Between such points a
+        loop's stores touch only Python locals: nothing else can see the scope (no code
+        declared here captures it) until the frame is handed out, and every hand-out passes
+        here first (scope_at, the frame's return to tier 1's RETURN, the error handler)."""
+        if not self.defer:
+            return
+        e = self.emit
+        e(indent, "if dw:", ip)
+        for name in self.stored:
+            local = self.cached[name]
+            if name in self.fixed:
+                e(indent + 1, f"v0[{name!r}] = {local}", ip)
+            else:
+                e(indent + 1, f"if {local} is not U: v0[{name!r}] = {local}", ip)
+        e(indent + 1, "dw = 0", ip)
+
     def scope_at(self, i, indent) -> str:
         """The expression for the scope tier 1 would have at instruction i (see set_scope)."""
+        self.publish(indent, i + 1)
         if self.lazy:
             names = [p for p in self.params] + [n for n in self.cached if n not in self.params]
             values = "".join(self.cached[n] + ", " for n in names)
@@ -1982,6 +2036,7 @@ class _Gen:
                   f"({callee}.arity is None or {callee}.arity == {n}):", ip)
         if not self.counting:
             e(indent + 1, f"f.ip = {ip}", ip)
+        self.publish(indent + 1, ip)
         e(indent + 1, "f.scope = sc", ip)
         e(indent + 1, f"{callee} = {callee}.fn(vm, [{args}])", ip)
         e(indent, "else:", ip)
@@ -2091,6 +2146,7 @@ class _Gen:
         # are built for it.
         e(indent, f"f.stack = [{top}]", ip)
         e(indent, f"f.ip = {ip}", ip)
+        self.publish(indent, ip)
         e(indent, f"H[{int(Op.RETURN)}](f, None, None)", ip)
         e(indent, "return", ip)
 
