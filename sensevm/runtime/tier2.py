@@ -57,10 +57,11 @@ Stores: a function's generator keeps a cached name's new value in its Python loc
 noting that the scope is out of date (``dw``); wherever the scope can be seen (any hand-out of
 the frame: a spill, a call, a member read, a return through tier 1's RETURN, an error leaving)
 the changed values are written to it first (``_Gen.publish``). Not where something can hold on
-to the scope (a closure declared here, a policy rule, an internal builtin's ``@`` name). A fused member call ``x.name(args)``
-tests once for the receiver type its name most likely means and calls that method straight
-away (``_Gen.guessed_method``); a block local its block has bound unconditionally is read
-without a test for being unbound.
+to the scope (a closure declared here, a policy rule, an internal builtin's ``@`` name).
+
+A fused member call ``x.name(args)`` tests once for the receiver type its name most likely
+means and calls that method straight away (``_Gen.guessed_method``); a block local its block
+has bound unconditionally is read without a test for being unbound.
 
 Declined (they stay in tier 1): code containing test blocks (their recovery restores a stack
 that lives in the frame), very large code objects, and code that keeps a deep operand stack
@@ -133,8 +134,8 @@ class Compiled:
     instruction indices it can start at (function entry and loop headers).
 
     ``direct`` is the function's *direct form*, when it has one: ``direct(vm, closure, depth,
-    bound, *args)`` (``bound``: see frames.DIRECT_BOUND) runs the whole body as a plain Python call with no frame and returns the
-    result, after the checks of a call (made first, so their errors are the caller's; a tool
+    bound, *args)`` (``bound``: frames.DIRECT_BOUND) runs the whole body as a plain Python
+    call with no frame and returns the result, after the checks of a call (made first, so their errors are the caller's; a tool
     body's and a commit body's are made by call_tool and commit, which call theirs the same
     way, a commit body with its scope instead of arguments). vm.call_t2 and the generated code
     find it by argument count (PreparedCode.dx). A function has one when every instruction is
@@ -286,6 +287,14 @@ _RUNTIME = {
 
 class _Declined(Exception):
     pass
+
+
+def _keeps_scope(op, a) -> bool:
+    """Can instruction (op, a) let something hold on to the scope it runs in: a closure,
+    action, tool or agent declared there, a policy rule written into it, or an internal
+    builtin (an ``@`` name, such as a session's, which keeps the scope it opens in)?"""
+    return (op in CAPTURING_OPS or op in POLICY_OPS
+            or op == Op.LOAD_NAME and type(a) is str and a.startswith("@"))
 
 
 def _flow(instrs):
@@ -529,11 +538,11 @@ class _Gen:
         # can hold on to the scope past a hand-out -- a closure, action, tool or agent declared
         # here (it may read a name by itself: ``ask`` reads the delegation its scope set), a
         # policy rule, an internal builtin such as a session's.
-        holds = captures or bool(ops & POLICY_OPS) or any(
-            op == Op.LOAD_NAME and type(a) is str and a.startswith("@") for op, a, _ in instrs)
-        self.stored = () if holds else tuple(name for name in self.cached if any(
-            (op == Op.STORE_NAME or op == Op.STORE_LOCAL) and a == name
-            for op, a, _ in instrs))
+        if any(_keeps_scope(op, a) for op, a, _ in instrs):
+            self.stored = ()
+        else:
+            stores = {a for op, a, _ in instrs if op == Op.STORE_NAME or op == Op.STORE_LOCAL}
+            self.stored = tuple(name for name in self.cached if name in stores)
         # Block variables: with nothing declared here to capture a scope and no policy rule to
         # write into one, nobody but this frame sees its block scopes, so none is made: each
         # name a block can bind lives in a Python local of that block (reset when it is
@@ -552,8 +561,7 @@ class _Gen:
             for i, (op, a, b) in enumerate(instrs):
                 if self.state[i] is None:
                     continue
-                if op in CAPTURING_OPS or op in POLICY_OPS or (
-                        op == Op.LOAD_NAME and type(a) is str and a.startswith("@")):
+                if _keeps_scope(op, a):
                     kept.update(self.regions[i])
             self.reused = {i for i, (op, _, _) in enumerate(instrs)
                            if op == Op.PUSH_SCOPE and self.state[i] is not None
