@@ -108,6 +108,17 @@ def test_sample_round_trips():
     assert snb.dump(p) == VALID
 
 
+
+def test_names_are_loaded_interned():
+    """A loaded name is the interpreter's interned string, the one tier 2's generated literals
+    are, so a scope's dict finds it by identity; text that is no name need not be."""
+    name = "".join(["loaded_", "name"])     # made at run time: no literal interned it already
+    p = replace(sample_program(), strings=(name, "not a name", "n", "Array<Int>"))
+    loaded = snb.load(snb.dump(p))
+    assert loaded == p
+    assert loaded.strings[0] is sys.intern("".join(["loaded_", "name"]))
+    assert loaded.strings[0] is not name
+
 def test_header_layout():
     assert VALID[:8] == b"\x89SNB\r\n\x1a\n"
     assert struct.unpack_from("<HHI", VALID, 8) == (FORMAT_MAJOR, FORMAT_MINOR, 0)

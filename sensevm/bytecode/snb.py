@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from sys import intern
 from itertools import accumulate, chain
 
 from sensevm.base.errors import SnbFormatError
@@ -99,6 +100,7 @@ class Tag:
 _DOUBLE = struct.Struct("<d")
 # A string of at least this many bytes is written and read without an intermediate copy.
 _OWN_PIECE = 1 << 16
+_NAME_LENGTH = 64          # the longest string the loader interns when it is a name
 
 
 # ============================================================================= dump
@@ -427,7 +429,12 @@ def _load_strings(r: _Reader, out: dict) -> None:
             n = r.length("string length")
             at = r.pos
             try:
-                if n < _OWN_PIECE:
+                if n <= _NAME_LENGTH:
+                    s = r.raw(n, "string bytes").decode("utf-8")
+                    # A name is interned as the generated code's literals are, so that a
+                    # scope's dict finds it by identity rather than comparing the text.
+                    pool.append(intern(s) if s.isidentifier() else s)
+                elif n < _OWN_PIECE:
                     pool.append(r.raw(n, "string bytes").decode("utf-8"))
                 else:
                     pool.append(str(r.view(n, "string bytes"), "utf-8"))
