@@ -523,6 +523,49 @@ def test_names_code_declared_here_uses_stay_in_the_scope_on_both_tiers(tmp_path)
     assert set(gen.cached) == {"i", "n", "bump", "deep", "note", "probe", "clerk"}
 
 
+
+MOVED_BINDING = """\
+def make(early):
+    def read():
+        return z
+    if early:
+        return read
+    z = "make's z"
+    return read
+def twice(f):
+    return f() + " / " + f()
+i = 0
+while i < 40:
+    print(twice(make(false)))
+    i = i + 1
+{module}print(twice(make(true)))
+print(twice(make(false)))
+"""
+
+
+@pytest.mark.parametrize("module", ['z = "module z"\n', ""])
+def test_a_load_predicted_from_the_declaring_scope_falls_back_where_the_binding_is_not(
+        tmp_path, module):
+    """`read` is made while its declaring scope binds `z`, so its tier-2 code reads that
+    scope's dict once for it; a closure of the same code whose declaring scope has no `z`
+    finds the module's (or tier 1's undefined-variable error, at the same position) instead."""
+    source = MOVED_BINDING.format(module=module)
+    one = _run_source(tmp_path, source, "1")
+    two = _run_source(tmp_path, source, "2")
+    assert one[:5] == two[:5]
+    lines = one[0].splitlines()
+    assert lines[:40] == ["make's z / make's z"] * 40
+    if module:
+        assert lines[40:] == ["module z / module z", "make's z / make's z"] and one[1] is None
+    else:
+        assert len(lines) == 40
+        assert one[1][0] == "SenseNameError" and one[1][1].endswith("undefined variable 'z'")
+        assert one[1][2].line == 3
+    read = next(c for c in two[5].prepared if c.code.name == "read").t2
+    predicted = [line for line in read.direct_source.splitlines() if "pv['z']" in line]
+    assert predicted and all(line.lstrip().startswith("try:") for line in predicted)
+
+
 NESTED_LOOPS = """\
 def f(n):
     t = 0

@@ -151,13 +151,14 @@ class Compiled:
     (pc labels live in tier 1).
     """
 
-    __slots__ = ("fn", "entries", "source", "direct")
+    __slots__ = ("fn", "entries", "source", "direct", "direct_source")
 
     def __init__(self, fn, entries, source, direct=None):
         self.fn = fn
         self.entries = entries
         self.source = source
         self.direct = direct
+        self.direct_source = None   # the direct form's Python, once it is made
 
     def set_direct(self, prepared, direct) -> None:
         """Make ``direct`` (or None) the direct form that calls of ``prepared`` find."""
@@ -447,6 +448,9 @@ class _Gen:
         self.nconst = 0
         self.direct = False     # generating the direct form (see Compiled)
         self.lazy = False       # ... whose function scope is made only if it deoptimizes
+        # Names the parent scope bound when the code was generated: a load of one reads the
+        # parent's dict once and asks further out only on a KeyError (see lookup).
+        self.present: frozenset = frozenset()
         self.argnames: list = []        # ... its Python parameters, one per Sense parameter
         self.slot_names: dict = {}      # stack slot -> the name last loaded into it, per block
         self.bound: set = set()         # block locals certainly bound here, per block (block)
@@ -1372,6 +1376,10 @@ class _Gen:
         elif self.own is None or name in self.own:
             lines.append(f"{kw} {q} in v0: {dst} = v0[{q}]")
             kw = "elif"
+        elif not lines and name in self.present:
+            # One dict operation where the binding is where it was (a function's globals
+            # and a closure's captures stay put); a raised KeyError is dear, so only then.
+            return [f"try: {dst} = pv[{q}]", f"except KeyError: {dst} = load_name(P.parent, {q})"]
         lines.append(f"{kw} {q} in pv: {dst} = pv[{q}]")
         if name in CORE_NAMES:
             # Most likely a builtin, two scopes out for a top-level function (see prologue).
@@ -2217,12 +2225,15 @@ class _Deeper(Exception):
 
 
 def compile_code(prepared, counting: bool = False, max_array: Optional[int] = None,
-                 max_string: Optional[int] = None) -> Optional[Compiled]:
+                 max_string: Optional[int] = None, present=()) -> Optional[Compiled]:
     """The tier-2 form of ``prepared``, or None when it stays in tier 1. With ``counting`` (a
     step or time limit), the code counts the steps tier 1 counts (sensevm/runtime/limits.py); an array
     literal longer than ``max_array`` raises tier 1's error, and an Int whose text could be
-    longer than ``max_string`` is made into text by values.int_text."""
+    longer than ``max_string`` is made into text by values.int_text. ``present``: the names
+    bound in the scope the code's function was declared in, as far as the caller knows (a
+    hint: see _Gen.present)."""
     gen = _Gen(prepared, counting, max_array, max_string)
+    gen.present = frozenset(present)
     try:
         gen.analyse()
     except _Declined:
@@ -2255,12 +2266,18 @@ def _direct_on_first_call(compiled: Compiled, gen: _Gen, filename: str):
         gen.direct = True
         gen.specialise = True
         gen.lazy = gen.scope_is_lazy()
+        # The scope the code was declared in: a function's or a tool's own, or an action
+        # body's (called with its body scope) that scope's parent.
+        outer = args[0].parent if type(closure) is PreparedAction else closure.scope
+        gen.present = frozenset(outer.vars)
         gen.ns = dict(gen.ns)       # its own globals: LINEMAP differs from the generator's
+        source = gen.generate()
         try:
-            exec(compile(gen.generate(), filename, "exec"), gen.ns)
+            exec(compile(source, filename, "exec"), gen.ns)
         except (SyntaxError, RecursionError, MemoryError):
             compiled.set_direct(gen.prepared, None)     # a Python limit: with a frame
             raise Deoptimize(None, 0) from None
+        compiled.direct_source = source
         gen.ns["LINEMAP"] = gen.linemap
         direct = gen.ns["direct"]
         compiled.set_direct(gen.prepared, direct)

@@ -527,7 +527,7 @@ class VM:
             return True
         t2 = callee.code.t2
         if t2 is None or t2 is False:
-            t2 = self._compiled(callee.code)
+            t2 = self._compiled(callee.code, callee)
             if t2 is None:
                 return True
         gen = new.gen = t2.fn(self, new, 0)
@@ -607,17 +607,19 @@ class VM:
 
     # ------------------------------------------------------------------ tier 2
 
-    def _compiled(self, code):
-        """The tier-2 form of ``code`` if it is (now) hot enough and tier 2 accepts it."""
+    def _compiled(self, code, closure=None):
+        """The tier-2 form of ``code`` if it is (now) hot enough and tier 2 accepts it; the
+        bindings of ``closure``'s scope, when given, are a hint to the generated code's loads."""
         t2 = code.t2
         if t2 is None:
             code.heat += 1
             if self.tier == "auto" and code.heat < HOT_THRESHOLD:
                 return None
             from sensevm.runtime.tier2 import compile_code
+            present = closure.scope.vars if closure is not None else ()
             t2 = code.t2 = compile_code(code, counting=self.budget is not None,
                                         max_array=self.max_array,
-                                        max_string=self.max_string) or False
+                                        max_string=self.max_string, present=present) or False
             if t2 and t2.direct is not None:
                 t2.set_direct(code, t2.direct)
         return t2 or None
@@ -626,7 +628,7 @@ class VM:
         """Start ``frame`` in tier 2 at its current instruction if possible."""
         if frame.pc is not None:
             return False        # pc labels live in tier 1 only
-        t2 = self._compiled(frame.prepared)
+        t2 = self._compiled(frame.prepared, frame.closure)
         if t2 is None or frame.ip not in t2.entries:
             return False
         frame.gen = t2.fn(self, frame, frame.ip)
