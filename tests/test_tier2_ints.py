@@ -309,3 +309,117 @@ def test_array_indexing_out_of_bounds_is_tier_ones_error(tmp_path, far):
     source = source_of(vm, "walk")
     assert re.search(r"try: (s\d) = \1\[s\d\]\n", source)
     assert re.search(r"try: s\d\[s\d\] = s\d\n", source)
+
+
+# ----------------------------------------------------------------------------- Int entries
+
+FIB = HEADER + TAIL + """\
+def fib(n):
+    if n < 2:
+        return n
+    return fib(n - 1) + fib(n - 2)
+show(fib(15))
+show(fib(lab(9)))
+show(fib(7.0))
+"""
+
+
+def test_a_recursive_function_calls_its_int_entry_and_adds_what_it_returns_as_ints(tmp_path):
+    """fib's calls of itself pass Ints from its Int version: they go to ``direct_i``, which
+    returns only Ints, so the sum of two is one Python addition there; a labelled Int and a
+    Float still take ``direct``'s general version (and keep their labels)."""
+    (out, error, *_), vm = both(tmp_path, FIB)
+    assert error is None
+    assert [line.split()[0] for line in out.splitlines()] == ["610", "34", "13.0"]
+    fib = next(c for c in vm.prepared if c.code.name == "fib").t2
+    entry, general = fib.direct_source.split("\ndef direct(")
+    assert entry.startswith("def direct_i(") and "type(l0)" not in entry
+    assert re.search(r"\n +(s\d) = \1 \+ s\d\n +return \1\n", entry)
+    assert "direct_i(vm, s0, D + 1, M, s1)" in general and "type(l0) is int" in general
+    # what another callee gives is tested at the two calls of the Int versions only: the
+    # general version takes nothing to be an Int
+    assert entry.count("is not int:") == 2 == general.count("is not int:")
+
+
+REBOUND = HEADER + TAIL + """\
+def fib(n):
+    if n < 2:
+        return n
+    return fib(n - 1) + fib(n - 2)
+show(fib(12))
+real = fib
+def fib(n):
+    return WRAPPED
+show(real(12))
+"""
+
+
+@pytest.mark.parametrize("wrapped", ["real(n) * 1.5", 'str(real(n))', "real(n) + 1",
+                                     "real(n) > 2", "nil", "[real(n)]", "real(n) / 0",
+                                     "lab(real(n))"])
+def test_a_call_taken_to_give_an_int_that_gives_something_else_goes_on_in_tier_one(
+        tmp_path, wrapped):
+    """`fib` rebound to a wrapper: the original's calls of `fib` call the wrapper, whose result
+    (a Float, a String, an Int, a Bool, nil, an Array, an error, a labelled Int from a tool)
+    is checked before it is taken to be an Int; anything else carries on in tier 1, exactly
+    as tier 1 would (Python's + would add Bools and concatenate Arrays)."""
+    (out, error, *_), vm = both(tmp_path, REBOUND.replace("WRAPPED", wrapped))
+    assert out.splitlines()[0].startswith("144 ")
+
+
+MIXED = HEADER + TAIL + """\
+def g(n):
+    if n < 0:
+        return NEGATIVE
+    if n < 2:
+        return n
+    return g(n - 1) + g(n - 3)
+show(g(12))
+"""
+
+
+@pytest.mark.parametrize("negative", ["0", "-n", "0.5", '"neg"', "nil", "true"])
+def test_an_int_entry_that_may_return_other_values_is_not_taken_to_return_ints(
+        tmp_path, negative):
+    """g can return what its negative case returns: its Int entry is still used for the calls
+    with Int arguments, but unless that is an Int what they give is tested as in the general
+    version (a Float flows on, a String, nil or a Bool fails where tier 1 fails)."""
+    (out, error, *_), vm = both(tmp_path, MIXED.replace("NEGATIVE", negative))
+    g = next(c for c in vm.prepared if c.code.name == "g").t2
+    entry = g.direct_source.split("\ndef direct(")[0]
+    assert entry.startswith("def direct_i(")
+    typed = negative in ("0", "-n")       # an Int, and an Int operation on one
+    assert ("type(s0) is int is type(s1)" not in entry) == typed
+
+
+@st.composite
+def recursions(draw):
+    base = draw(VALUES)
+    d1, d2 = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    k_next = draw(st.sampled_from(["k", "k + 1", "k * 2", "k - n", "k % 3", "lab(k)"]))
+    combine = draw(OPS)
+    other = draw(st.sampled_from(["", "", 'r = 0\n', "def r(n, k):\n    return n * 1.5\n",
+                                  "def r(n, k):\n    return k\n",
+                                  "def r(n, k):\n    return n > k\n",
+                                  "def r(n, k):\n    return [n]\n"]))
+    return HEADER + TAIL + f"""\
+def r(n, k):
+    if n <= {draw(st.integers(-1, 2))}:
+        return {base}
+    if n == {draw(st.integers(0, 9))}:
+        return k
+    return r(n - {d1}, {k_next}) {combine} r(n - {d2}, k)
+first = r
+print(r({draw(st.integers(0, 9))}, {draw(VALUES)}))
+{other}print(first({draw(st.integers(0, 9))}, {draw(st.integers(-3, 3))}))
+"""
+
+
+@settings(max_examples=80, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(recursions())
+def test_int_entries_agree_with_tier_one(tmp_path, source):
+    """Recursive functions of Ints and everything else, rebound or not halfway: tier 2 (the Int
+    entry, the Ints it is taken to return and the checks of what else was called) prints,
+    labels and fails exactly as tier 1."""
+    both(tmp_path, source)

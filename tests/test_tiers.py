@@ -35,7 +35,7 @@ def run_tier(verified, tier, *, dry_run=False, source=None):
     try:
         vm.run()
     except SenseError as err:
-        error = (type(err).__name__, err.text, err.pos, err.path, err.kind)
+        error = (type(err).__name__, err.text, err.pos, err.path, err.kind, tuple(err.frames))
     tests = [(t.name, t.passed, t.error and t.error.text, t.pos) for t in vm.tests]
     records = [(r.subject, r.event, r.detail, r.line, r.lineage, r.host_only)
                for r in vm.audit.records]
@@ -689,7 +689,7 @@ def test_a_failing_lifecycle_step_in_a_hot_loop_is_placed_alike_on_both_tiers(tm
     one = _run_source(tmp_path, source, "1")
     two = _run_source(tmp_path, source, "2")
     assert one[:5] == two[:5]
-    name, _, pos, _, _ = one[1]
+    name, _, pos, *_ = one[1]
     assert name == kind and (pos.line, pos.col) == (21, column)
     assert one[0].count("credit") == 41
 

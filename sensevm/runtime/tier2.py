@@ -42,7 +42,9 @@ only reads, so falling back is exactly tier 1's behaviour. A block gets its Int 
 when it spares tests in proportion to the code made twice (SPEC_LINES), and the generator of a
 loopless function with a direct form gets none (it runs only on the first call and after a
 deoptimization). A direct form's call of itself by its own name tests only that the callee is
-the closure it runs as (``cl``) and calls ``direct``. In an Int version an operation on Int
+the closure it runs as (``cl``) and calls ``direct``, or from an Int version with Int arguments
+``direct_i``, its Int entry, which skips the parameters' guard and, when all its returns are
+of known Ints, is taken to return an Int (``_Gen.generate_direct``). In an Int version an operation on Int
 locals and constants is one line with the loads of its operands and with the branch or store
 that takes its result (``_Gen.int_op``): a line holds at most one operation that can fail, and
 has its position.
@@ -468,6 +470,18 @@ class _Gen:
         self.guards: list = []          # ... locals the version assumes Ints on entry
         self.useful: set = set()        # ... locals an Int operation took (while finding)
         self.saved = 0                  # ... Int operations done without a test
+        # A recursive function's direct form may come with an Int entry, ``direct_i``, for its
+        # calls of itself with Int arguments (see generate_direct): whether it is being made;
+        # whether such calls go to it (``int_calls``) and their results are taken to be Ints
+        # (``int_results``); what a generation found: the sites of such calls, the entry
+        # block's guards, and whether every return it made returned a known Int.
+        self.int_entry = False
+        self.int_calls = False
+        self.int_results = False
+        self.int_sites = 0
+        self.entry_guards: list = []
+        self.returns_int = True
+        self.int_result_at = None       # the CALL whose result is an Int (see spec_after)
         self.chain_keys: dict = {}
 
     # -- helpers
@@ -785,10 +799,41 @@ class _Gen:
             except _Deeper as more:
                 self.dispatch.add(more.block)
 
+    def generate_direct(self) -> str:
+        """The direct form's source (``direct``); with ``direct_i`` before it when the function
+        calls itself with Int arguments from an Int version of its blocks and its entry block's
+        Int version tests its parameters: ``direct_i`` is ``direct`` without those tests, for
+        those calls, which know their arguments are Ints. When every return it makes returns
+        a known Int, taking what those calls give to be an Int, it returns only Ints (each
+        return's value comes from Int operations on Ints and on what calls that returned
+        before it gave), and the callers' Int versions take them to be Ints too: fib's
+        ``fib(n - 1) + fib(n - 2)`` is one Python addition."""
+        source = self.generate()
+        params = {self.cached.get(name) for name in self.params}
+        if (not self.int_sites or not set(self.entry_guards) & params
+                or self.preds[0] or 0 in self.headers):
+            return source
+        self.int_entry = self.int_calls = self.int_results = True
+        try:
+            entry = self.generate()
+            if not self.returns_int:
+                self.int_results = False
+                entry = self.generate()
+            linemap = self.linemap
+            self.int_entry = False
+            source = self.generate()
+        finally:
+            self.int_entry = self.int_calls = self.int_results = False
+        shift = entry.count("\n")
+        self.linemap = {**linemap, **{n + shift: ip for n, ip in self.linemap.items()}}
+        return entry + source
+
     def _generate(self) -> str:
         self.lines = []
         self.linemap = {}
         self.spec = False
+        self.int_sites, self.entry_guards, self.returns_int = 0, [], True
+        self.int_result_at = None
         self.keyed_at: list = []        # (line index, chain key): see keyed
         self.reads_great = False        # whether the code reads P3 (see outer_store)
         self.built_keys: set = set()
@@ -999,7 +1044,8 @@ class _Gen:
         # direct form of n parameters: PreparedCode.dx), named as the locals that mirror them.
         self.argnames = [self.cached.get(name) if name in self.fixed and self.lazy
                          else f"a{k}" for k, name in enumerate(params)]
-        e(0, f"def direct(vm, cl, D, M{''.join(', ' + a for a in self.argnames)}):", 0)
+        name = "direct_i" if self.int_entry else "direct"
+        e(0, f"def {name}(vm, cl, D, M{''.join(', ' + a for a in self.argnames)}):", 0)
         # D: the depth this call has (vm.depth is not moved by direct calls: it counts frames,
         # and a deoptimization sets it to the frames it made); M: the deepest a direct
         # activation of this chain may be (frames.DIRECT_BOUND: DIRECT_LIMIT activations on the
@@ -1153,8 +1199,17 @@ class _Gen:
         if not guards:
             self.block(i, indent)
             return
-        self.lines[start[0]] = "    " * indent + "if " + " and ".join(
-            f"type({g}) is int" for g in guards) + ":"
+        if i == 0 and self.direct:
+            self.entry_guards = list(guards)
+            if self.int_entry:
+                # direct_i is called only with Int arguments, and only a call enters block 0
+                # (see generate_direct): its parameters need no test there.
+                params = {self.cached.get(name) for name in self.params}
+                guards = [g for g in guards if g not in params]
+        self.lines[start[0]] = "    " * indent + "if " + (" and ".join(
+            f"type({g}) is int" for g in guards) or "True") + ":"
+        if not guards:
+            return      # no general version: nothing could run it
         self.emit(indent, "else:", i + 1)
         self.block(i, indent + 1)
 
@@ -1325,14 +1380,18 @@ class _Gen:
         """What instruction i, emitted as in the general version, leaves known."""
         pops, pushes = POPS[op](a, b), PUSHES[op](a, b)
         low = depth - pops
-        if op in (Op.CALL, Op.TOOL_CALL, Op.ACTION_PREPARE, Op.ACTION_VERIFY, Op.ACTION_APPROVE,
-                  Op.ACTION_COMMIT) or op not in IN_PLACE_OPS:
+        if op is Op.CALL and self.direct:
+            pass            # a direct form's slots are Python locals a call leaves alone
+        elif op in (Op.CALL, Op.TOOL_CALL, Op.ACTION_PREPARE, Op.ACTION_VERIFY,
+                    Op.ACTION_APPROVE, Op.ACTION_COMMIT) or op not in IN_PLACE_OPS:
             low = 0         # the stack may have been spilled and reloaded
         for slot in [k for k in self.types if k >= low]:
             self.set_type(slot, None)
         for slot in [k for k in self.origin if k >= low]:
             self.origin.pop(slot, None)
-        if op is Op.LOAD_CONST and type(a) is int:
+        if op is Op.CALL and self.int_result_at == i:
+            self.set_type(low, "i")     # what direct_i returns (see generate_direct)
+        elif op is Op.LOAD_CONST and type(a) is int:
             self.set_type(depth, "i")
         elif op in (Op.LOAD_TRUE, Op.LOAD_FALSE) or (op is Op.LOAD_CONST and type(a) is bool):
             self.set_type(depth, "b")
@@ -1901,6 +1960,16 @@ class _Gen:
         e(indent, "vm.deopts += 1", i + 1)
         e(indent, "raise Deoptimize(_fr, D)", i + 1)
 
+    def deoptimize_after(self, i, base, indent):
+        """Become a frame stopped just after instruction i, a call whose result is in slot
+        ``base`` (its stack as it is there), and unwind: tier 1 goes on with the result."""
+        e = self.emit
+        scope = self.scope_at(i, indent)
+        stack = ", ".join(f"s{j}" for j in range(base + 1))
+        e(indent, f"vm.frame = _fr = materialize(PREP, {scope}, cl, [{stack}], {i + 1})", i + 1)
+        e(indent, "vm.deopts += 1", i + 1)
+        e(indent, "raise Deoptimize(_fr, D)", i + 1)
+
     def inline_builtin(self, i, n, base, indent) -> str:
         """For a call of what was loaded as `len`, `push` or `str`: that builtin's common case
         done in place when the callee *is* that builtin (checked by identity, so a program that
@@ -1937,6 +2006,7 @@ class _Gen:
         if kw == "elif":
             e(indent, "else:", ip)
             indent += 1
+        self.int_result_at = None
         def called(fn, indent):
             e(indent, "try:", ip)
             e(indent + 1, f"{callee} = {fn}(vm, {callee}, D + 1, M{', ' + args if args else ''})",
@@ -1955,10 +2025,16 @@ class _Gen:
             # The function calling itself (the closure it was called as, found again by its
             # name): its code is PREP, whose direct form for n arguments is this one, so the
             # type test and the look-up in PREP.dx would find ``direct``; it is called by name.
+            # With Int arguments in an Int version, its Int entry (see generate_direct).
+            ints = (self.spec and kw != "elif"
+                    and all(self.types.get(j) == "i" for j in range(base + 1, depth)))
+            self.int_sites += ints
             e(indent, f"if {callee} is cl:", ip)
-            called("direct", indent + 1)
+            called("direct_i" if ints and self.int_calls else "direct", indent + 1)
             e(indent, "else:", ip)
             indent += 1
+            if ints and self.int_results:
+                self.int_result_at = i
         e(indent, f"_ty = type({callee})", ip)
         e(indent, f"if _ty is Closure and (_l := {callee}.code.dx[{n}]) is not None:"
                   if n < DIRECT_ARITIES else "if False:", ip)
@@ -1968,6 +2044,11 @@ class _Gen:
         e(indent + 1, f"{callee} = {callee}.fn(vm, [{args}])", ip)
         e(indent, "else:", ip)
         self.deoptimize(i, depth, indent + 1)
+        if self.int_result_at == i:
+            # Taken to be an Int below (see spec_after): so is what else was called here, or
+            # tier 1 goes on with it.
+            e(indent, f"if type({callee}) is not int:", ip)
+            self.deoptimize_after(i, base, indent + 1)
 
     def calls_itself(self, n, base) -> bool:
         """Is a CALL of n arguments in this direct form, of what was loaded as the function's
@@ -2136,6 +2217,8 @@ class _Gen:
         ip = i + 1
         e = self.emit
         if self.direct:
+            if not (self.spec and self.types.get(int(top[1:])) == "i"):
+                self.returns_int = False
             if self.direct_return_check() is None:
                 e(indent, f"return {top}", ip)
             else:
@@ -2271,7 +2354,7 @@ def _direct_on_first_call(compiled: Compiled, gen: _Gen, filename: str):
         outer = args[0].parent if type(closure) is PreparedAction else closure.scope
         gen.present = frozenset(outer.vars)
         gen.ns = dict(gen.ns)       # its own globals: LINEMAP differs from the generator's
-        source = gen.generate()
+        source = gen.generate_direct()
         try:
             exec(compile(source, filename, "exec"), gen.ns)
         except (SyntaxError, RecursionError, MemoryError):
