@@ -170,6 +170,36 @@ show(x)
 """
 
 
+TURNS = HEADER + TAIL + """\
+def f(n):
+    x = 0
+    i = 0
+    while i < n:
+        if i == 3:
+            x = CHANGE
+        x = x + 1
+        i = i + 1
+    return x
+show(f(6))
+"""
+
+
+@pytest.mark.parametrize("change", ["x > 1", "x - 1", "x / 2", '"s"', "nil", "lab(x)"])
+def test_a_loops_int_version_tests_again_after_a_turn_that_may_have_changed_a_local(
+        tmp_path, change):
+    """The loop's Int version is a loop of its own, whose turns skip the guard while `x` and
+    `i` stay Ints; the turn that stores anything else in `x` (a Bool, which Python would add
+    to an Int, a Float, a String, nil, a labelled Int) goes back to the guard, whose failure
+    runs the general version: tier 1's result, or its error at its position."""
+    (out, error, *_), vm = both(tmp_path, TURNS.replace("CHANGE", change))
+    f = source_of(vm, "f")
+    assert re.search(r"if type\(l\d\) is int and type\(l\d\) is int.*:\n +while True:", f)
+    assert re.search(r"\n( +)if L != \d+: break\n", f)
+    nexts = re.findall(r"\n +(continue|break)\n", f[f.index("while True:\n", f.index("is int")):])
+    # the path through `x = CHANGE` tests again, unless the value is an Int (x - 1)
+    assert ("break" in nexts) == (change != "x - 1") and "continue" in nexts
+
+
 def test_a_name_found_further_out_is_no_local_int(tmp_path):
     """`x` is the module's: the function's local for it stays unbound, its guard fails, and
     the general version updates the module's binding, as tier 1 does."""
@@ -209,7 +239,7 @@ NAMES = st.sampled_from(["x", "y", "z"])
 
 @st.composite
 def statements(draw):
-    kind = draw(st.integers(0, 3))
+    kind = draw(st.integers(0, 5))
     t, u, w = draw(NAMES), draw(NAMES), draw(NAMES)
     if kind == 0:
         return [f"{t} = {u} {draw(OPS)} {w}"]
@@ -217,7 +247,13 @@ def statements(draw):
         return [f"{t} = {u} {draw(OPS)} {draw(st.integers(-3, 9))}"]
     if kind == 2:
         return [f"if {u} {draw(CMPS)} {w}:", f"    {t} = {t} + 1", "else:", f"    {t} = -{t}"]
-    return [f"if not ({u} {draw(CMPS)} {draw(st.integers(-2, 5))}):", f"    {t} = {u} % 5"]
+    if kind == 3:
+        return [f"if not ({u} {draw(CMPS)} {draw(st.integers(-2, 5))}):", f"    {t} = {u} % 5"]
+    # a local that stops being an Int on some turn: a Bool (which Python would add), a String
+    value = draw(st.sampled_from([f"{u} {draw(CMPS)} {w}", '"s"', "0.5", "nil"]))
+    if kind == 4:
+        return [f"{t} = {value}"]
+    return [f"if i == {draw(st.integers(0, 4))}:", f"    {t} = {value}"]
 
 
 @st.composite

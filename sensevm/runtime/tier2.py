@@ -38,7 +38,9 @@ on Int constants and on what they give are plain Python operators with no test o
 a branch on such a comparison has no test for a label, and a load of such a local no test for
 being unbound; anything else is emitted as in the general version, which runs whenever the
 guard fails (a Float, a Bool, a labelled Int, an unbound name found further out). The guard
-only reads, so falling back is exactly tier 1's behaviour. A block gets its Int version only
+only reads, so falling back is exactly tier 1's behaviour. A loop header's Int version is a
+``while True`` of its own: a turn after which every guarded local is still known to hold an
+Int (or was not written) starts the next without the guard, any other goes back to it. A block gets its Int version only
 when it spares tests in proportion to the code made twice (SPEC_LINES), and the generator of a
 loopless function with a direct form gets none (it runs only on the first call and after a
 deoptimization). A direct form's call of itself by its own name tests only that the callee is
@@ -457,6 +459,9 @@ class _Gen:
         self.slot_names: dict = {}      # stack slot -> the name last loaded into it, per block
         self.bound: set = set()         # block locals certainly bound here, per block (block)
         self.turning = None     # the dispatch target being emitted in its own loop (see turn)
+        # The next turns of a loop's Int version, as emitted: (line index, the locals that may
+        # no longer hold an Int there); see region.
+        self.back_edges: list = []
         self.specialise = True  # give blocks Int versions (see region)
         self.spec = False       # emitting a region's Int version (see region)
         # ... where slot -> (line, expression, ip or None) for the slots the lines of Int
@@ -1122,6 +1127,8 @@ class _Gen:
             self.tick(indent, ip)       # a backward jump taken: a step
         if j in self.dispatch and j == self.turning:
             self.emit(indent, "continue", ip)       # another turn of this block's own loop
+            if self.spec:
+                self.back_edges.append((len(self.lines) - 1, self.written - self.known))
         elif j in self.dispatch and self.turning is not None:
             self.emit(indent, f"L = {j}", ip)
             self.emit(indent, "break", ip)          # to the dispatch loop, which finds j
@@ -1176,9 +1183,14 @@ class _Gen:
             self.block(i, indent)
             return
         start = self.mark()
+        # A loop's Int version is a loop of its own: a turn that leaves every guarded local
+        # an Int goes on to the next without the guard; any other turn leaves it to test again.
+        inner = self.turning == i
         self.emit(indent, "if True:", i + 1)        # the guard, written once it is known
+        if inner:
+            self.emit(indent + 1, "while True:", i + 1)
         self.spec, self.confirm, self.useful, self.saved = True, None, set(), 0
-        self.spec_block(i, indent + 1)
+        self.spec_block(i, indent + 1 + inner)
         useful = self.useful
         if not self.worth(start):
             useful = ()         # (assuming more than the guards will, it spared too little)
@@ -1186,8 +1198,11 @@ class _Gen:
         guards = []
         if useful:
             self.emit(indent, "if True:", i + 1)
+            if inner:
+                self.emit(indent + 1, "while True:", i + 1)
+            self.back_edges = []
             self.spec, self.confirm, self.saved = True, useful, 0
-            self.spec_block(i, indent + 1)
+            self.spec_block(i, indent + 1 + inner)
             guards = self.guards
             # Worth it only where tests are spared in proportion to the code made twice (a
             # loop's header block holds the whole body and its exit: one `i < n` on Ints
@@ -1208,6 +1223,13 @@ class _Gen:
                 guards = [g for g in guards if g not in params]
         self.lines[start[0]] = "    " * indent + "if " + (" and ".join(
             f"type({g}) is int" for g in guards) or "True") + ":"
+        if inner:
+            tested = set(guards)
+            for line, unsure in self.back_edges:
+                if line > start[0] and unsure & tested:
+                    self.lines[line] = self.lines[line].replace("continue", "break")
+            # Left by a jump elsewhere (L set, as the turn's own loop is left), or to test again.
+            self.emit(indent + 1, f"if L != {i}: break", i + 1)
         if not guards:
             return      # no general version: nothing could run it
         self.emit(indent, "else:", i + 1)
