@@ -349,11 +349,14 @@ def test_array_indexing_out_of_bounds_is_tier_ones_error(tmp_path, far):
 
 # ----------------------------------------------------------------------------- Int entries
 
-FIB = HEADER + TAIL + """\
+FIB_DEF = """\
 def fib(n):
     if n < 2:
         return n
     return fib(n - 1) + fib(n - 2)
+"""
+
+FIB = HEADER + TAIL + FIB_DEF + """\
 show(fib(15))
 show(fib(lab(9)))
 show(fib(7.0))
@@ -377,11 +380,7 @@ def test_a_recursive_function_calls_its_int_entry_and_adds_what_it_returns_as_in
     assert entry.count("is not int:") == 2 == general.count("is not int:")
 
 
-REBOUND = HEADER + TAIL + """\
-def fib(n):
-    if n < 2:
-        return n
-    return fib(n - 1) + fib(n - 2)
+REBOUND = HEADER + TAIL + FIB_DEF + """\
 show(fib(12))
 real = fib
 def fib(n):
