@@ -40,16 +40,16 @@ being unbound; anything else is emitted as in the general version, which runs wh
 guard fails (a Float, a Bool, a labelled Int, an unbound name found further out). The guard
 only reads, so falling back is exactly tier 1's behaviour. A loop header's Int version is a
 ``while True`` of its own: a turn after which every guarded local is still known to hold an
-Int (or was not written) starts the next without the guard, any other goes back to it. A block gets its Int version only
-when it spares tests in proportion to the code made twice (SPEC_LINES), and the generator of a
-loopless function with a direct form gets none (it runs only on the first call and after a
-deoptimization). A direct form's call of itself by its own name tests only that the callee is
-the closure it runs as (``cl``) and calls ``direct``, or from an Int version with Int arguments
-``direct_i``, its Int entry, which skips the parameters' guard and, when all its returns are
-of known Ints, is taken to return an Int (``_Gen.generate_direct``). In an Int version an operation on Int
-locals and constants is one line with the loads of its operands and with the branch or store
-that takes its result (``_Gen.int_op``): a line holds at most one operation that can fail, and
-has its position.
+Int (or was not written) starts the next without the guard, any other goes back to it. A
+block gets its Int version only when it spares tests in proportion to the code made twice
+(SPEC_LINES), and the generator of a loopless function with a direct form gets none (it runs
+only on the first call and after a deoptimization). A direct form's call of itself by its own
+name tests only that the callee is the closure it runs as (``cl``) and calls ``direct``, or,
+from an Int version with Int arguments, ``direct_i``, its Int entry, which skips the
+parameters' guard and, when all its returns are of known Ints, is taken to return an Int
+(``_Gen.generate_direct``). In an Int version an operation on Int locals and constants is one
+line with the loads of its operands and with the branch or store that takes its result
+(``_Gen.int_op``): a line holds at most one operation that can fail, and has its position.
 
 Control: the generator is one ``while True`` that finds the block to run by testing ``L``; a
 loop header runs in a ``while True`` of its own inside it, so a loop's next turn is a
@@ -814,8 +814,7 @@ class _Gen:
         before it gave), and the callers' Int versions take them to be Ints too: fib's
         ``fib(n - 1) + fib(n - 2)`` is one Python addition."""
         source = self.generate()
-        params = {self.cached.get(name) for name in self.params}
-        if (not self.int_sites or not set(self.entry_guards) & params
+        if (not self.int_sites or not set(self.entry_guards) & self.param_locals()
                 or self.preds[0] or 0 in self.headers):
             return source
         self.int_entry = self.int_calls = self.int_results = True
@@ -832,6 +831,10 @@ class _Gen:
         shift = entry.count("\n")
         self.linemap = {**linemap, **{n + shift: ip for n, ip in self.linemap.items()}}
         return entry + source
+
+    def param_locals(self) -> set:
+        """The Python locals that mirror the parameters (None for one that has none)."""
+        return {self.cached.get(name) for name in self.params}
 
     def _generate(self) -> str:
         self.lines = []
@@ -1219,7 +1222,7 @@ class _Gen:
             if self.int_entry:
                 # direct_i is called only with Int arguments, and only a call enters block 0
                 # (see generate_direct): its parameters need no test there.
-                params = {self.cached.get(name) for name in self.params}
+                params = self.param_locals()
                 guards = [g for g in guards if g not in params]
         self.lines[start[0]] = "    " * indent + "if " + (" and ".join(
             f"type({g}) is int" for g in guards) or "True") + ":"
@@ -2371,9 +2374,9 @@ def _direct_on_first_call(compiled: Compiled, gen: _Gen, filename: str):
         gen.direct = True
         gen.specialise = True
         gen.lazy = gen.scope_is_lazy()
-        # The scope the code was declared in: a function's or a tool's own, or an action
-        # body's (called with its body scope) that scope's parent.
-        outer = args[0].parent if type(closure) is PreparedAction else closure.scope
+        # The scope the code was declared in, as the prologue finds it (P): a function's or
+        # a tool's, or, for a body called with its scope, that scope's parent.
+        outer = args[0].parent if gen.kind in _GIVEN_SCOPE else closure.scope
         gen.present = frozenset(outer.vars)
         gen.ns = dict(gen.ns)       # its own globals: LINEMAP differs from the generator's
         source = gen.generate_direct()
