@@ -829,3 +829,48 @@ def test_a_loop_turns_in_a_while_of_its_own(tmp_path):
     assert source.count("while True:") >= 4         # the dispatch loop, and three loops'
     assert re.search(r"\n( *)L = \d+\n\1break\n", source)
     assert re.search(r"\n *continue\n", source)
+
+
+ITEMS = """\
+def walk(xs, limit):
+    seen = []
+    for x in xs:
+        push(seen, x)
+        if len(seen) < limit:
+            push(xs, x + 100)
+        if x == 3:
+            xs.pop()
+    n = 0
+    for c in "ab c":
+        n = n + 1
+    return [seen, n]
+def count(s):
+    spaces = 0
+    for c in s:
+        if c == " ":
+            spaces = spaces + 1
+    return spaces
+long = "x "
+while len(long) < 70000:
+    long = long + long
+print(walk([1, 2, 3, 4, 5], 3), walk([], 2), walk([3], 9))
+print(count("a b c"), count(long), count(""))
+"""
+
+
+def test_a_for_loop_reads_its_item_without_asking_the_length(tmp_path):
+    """Tier 2's FOR_ITER reads ``items[i]`` and leaves the loop on IndexError, with no
+    ``len()`` first: an Array the body grows or shrinks, an empty one, a short String (a copy)
+    and a long one (read in place) end where tier 1's loops end."""
+    one = _run_source(tmp_path, ITEMS, "1")
+    two = _run_source(tmp_path, ITEMS, "2")
+    assert one[:5] == two[:5] and one[1] is None
+    assert one[0] == ("[[1, 2, 3, 4, 5, 101], 4] [[], 4] [[3], 4]\n"
+                      "2 65536 0\n")
+    from sensevm.runtime.tier2 import _Gen
+    for name in ("walk", "count"):
+        gen = _Gen(next(c for c in two[5].prepared if c.code.name == name))
+        gen.analyse()
+        source = gen.generate()
+        assert re.search(r"try: s\d = s\d\.items\[s\d\.i\]\n *except IndexError:", source)
+        assert not re.search(r"len\(s\d\.items\)", source)

@@ -1784,14 +1784,27 @@ class _Gen:
             e(indent, f"if {top}.origins or SHAPES and type({top}) is ArrayIterator and "
                       f"id({top}.items) in SHAPES:", ip)
             self.to_tier1(i, depth, indent + 1)
-            e(indent, f"if {top}.i < len({top}.items):", ip)
-            e(indent + 1, f"{push} = {top}.items[{top}.i]", ip)
-            # A labelled item decides that the loop goes on: tier 1 takes this FOR_ITER again
-            # and opens the pc label, as for a labelled condition.
-            self.labelled_branch(i, push, depth, indent + 1, containers=False)
-            e(indent + 1, f"{top}.i += 1", ip)
-            e(indent, "else:", ip)
-            self.goto(a, indent + 1, ip)
+            if self.thread(a) in self.dispatch:
+                # The exit is a jump (no block inlined into the handler): the item is read
+                # without asking the length first. (i is never negative: it counts up from 0,
+                # and a saved agent's is checked to be a natural number when it is loaded.)
+                e(indent, f"try: {push} = {top}.items[{top}.i]", ip)
+                e(indent, "except IndexError:", ip)
+                self.goto(a, indent + 1, ip)
+                # A labelled item decides that the loop goes on: tier 1 takes this FOR_ITER
+                # again and opens the pc label, as for a labelled condition.
+                self.labelled_branch(i, push, depth, indent, containers=False)
+                e(indent, f"{top}.i += 1", ip)
+            else:
+                # (The exit's block is made here: outside the handler, found by a sentinel
+                # no item can be.)
+                e(indent, f"try: {push} = {top}.items[{top}.i]", ip)
+                e(indent, f"except IndexError: {push} = U", ip)
+                e(indent, f"if {push} is not U:", ip)
+                self.labelled_branch(i, push, depth, indent + 1, containers=False)
+                e(indent + 1, f"{top}.i += 1", ip)
+                e(indent, "else:", ip)
+                self.goto(a, indent + 1, ip)
         elif op is Op.MAKE_FUNCTION:
             e(indent, f"_c = f.prepared.unit[{a}]", ip)
             e(indent, f"{push} = Closure(_c, sc, _c.code.name)", ip)
