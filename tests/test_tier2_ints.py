@@ -133,6 +133,56 @@ def test_stores_wait_for_the_scope_to_be_seen(tmp_path):
     assert not any(re.search(r"= v0\['[xi]'\] =", line) for line in lines)
 
 
+HANDED_OVER_MANY = HEADER + TAIL + """\
+def f(a, n):
+    k = lab(a)
+    x = 0
+    y = 1
+    z = 2
+    i = 0
+    while i < n:
+        x = x + i
+        y = y * 2 % 1000
+        z = z + x % 7
+        if i == 10:
+            if k > 1:
+                z = z + 100
+        i = i + 1
+    w = i * 3
+    if k > 1:
+        x = x + w * 1000 + y + z
+    return [x, y, z, w]
+show(f(2, 50))
+show(f(0, 5))
+"""
+
+
+def test_many_deferred_stores_are_written_back_by_one_call(tmp_path):
+    """With more cached names than INLINE_PUBLISH, each hand-out writes them back by one call
+    (PUBLISH, defined after t2) in one line, not a line per name: tier 1 then finds them as
+    the loop left them (the scope's w is not written while w is unbound)."""
+    from sensevm.runtime.tier2 import INLINE_PUBLISH
+    (out, error, *_), vm = both(tmp_path, HANDED_OVER_MANY)
+    assert error is None
+    lines = out.splitlines()
+    assert lines[0].startswith("[152049, 624, 200, 150] ") and "came from the tool lab" in out
+    assert lines[1].startswith("[10, 32, 15, 15] ")
+    source = source_of(vm, "f")
+    t2, _, publisher = source.partition("\ndef PUBLISH(v0, ")
+    assert publisher, "f's generator should define PUBLISH"
+    params = publisher.split(")", 1)[0].split(", ")
+    assert len(params) == 6 > INLINE_PUBLISH            # k, x, y, z, w, i
+    handouts = [line.strip() for line in t2.splitlines() if "dw:" in line]
+    assert handouts and set(handouts) == {f"if dw: dw = PUBLISH(v0, {', '.join(params)})"}
+    assert not re.search(r"v0\['[kxyzwi]'\] = l\d+", t2)
+    # Each name once; a name that may be unbound there (w, any of them in a frame entered
+    # at the loop's header) only when its local is not UNSET.
+    for name in "kxyzwi":
+        assert len(re.findall(rf"(?:if l\d+ is not UNSET: )?v0\['{name}'\] = l\d+\n",
+                              publisher)) == 1
+    assert re.search(r"if l\d+ is not UNSET: v0\['w'\] = l\d+\n", publisher)
+
+
 def diamonds(k):
     """A loop whose body is ``k`` ifs one after another: 2**k paths through one turn."""
     body = "".join(f"        if i % {j + 2} == 0:\n            x = x + {j}\n"

@@ -112,6 +112,10 @@ MAX_SPILLED = 2000
 # A block is given an Int version (see _Gen.region) when it spares at least two tests, and no
 # more than this many lines per test spared are generated twice.
 SPEC_LINES = 40
+# A generator whose deferred stores (_Gen.publish) are to more names than this writes them back
+# by a call, not in line: the write-back points are many, and a long one at each made the
+# generated code up to a third larger (compiling it cost more than the call saves).
+INLINE_PUBLISH = 3
 # Test and try handlers (TEST_*, TRY_*, EXCEPT_JUMP) resume a frame at a target the generator
 # has no entry for; such code objects stay in tier 1 (the code they call does not).
 # NATIVE too: its check reads the frame (the body it stands in), so such code has a frame
@@ -943,6 +947,8 @@ class _Gen:
             e(2, "raise", 0)
         self.drop_keyed()
         self.prune_unread()
+        if self.defer and len(self.stored) > INLINE_PUBLISH:
+            self.lines += self.publisher()
         self.ns["DEPTH"] = {j: self.state[j][1] for j in self.entries}
         self.ns["UNSET"] = UNSET
         self.ns["EMPTY"] = {}
@@ -1957,15 +1963,38 @@ class _Gen:
         here first (scope_at, the frame's return to tier 1's RETURN, the error handler)."""
         if not self.defer:
             return
+        if len(self.stored) > INLINE_PUBLISH:
+            # One line at each such point: they are many (each call and spill), and the
+            # write-back (the function publisher makes) is taken rarely once dw is clear.
+            values = ", ".join(self.cached[name] for name in self.stored)
+            self.emit(indent, f"if dw: dw = PUBLISH(v0, {values})", ip)
+            return
         e = self.emit
         e(indent, "if dw:", ip)
+        for line in self.write_back("U"):
+            e(indent + 1, line, ip)
+        e(indent + 1, "dw = 0", ip)
+
+    def write_back(self, unset: str) -> list:
+        """The statements writing the cached names' locals to the scope's vars (v0); one that
+        may be unbound (not fixed) is written only when its local is not UNSET (``unset``:
+        how the code names it)."""
+        lines = []
         for name in self.stored:
             local = self.cached[name]
             if name in self.fixed:
-                e(indent + 1, f"v0[{name!r}] = {local}", ip)
+                lines.append(f"v0[{name!r}] = {local}")
             else:
-                e(indent + 1, f"if {local} is not U: v0[{name!r}] = {local}", ip)
-        e(indent + 1, "dw = 0", ip)
+                lines.append(f"if {local} is not {unset}: v0[{name!r}] = {local}")
+        return lines
+
+    def publisher(self) -> list:
+        """The module-level function PUBLISH that publish calls when the cached names are more
+        than INLINE_PUBLISH; it returns dw's new value. It follows t2, so t2's line numbers
+        (LINEMAP) are unchanged."""
+        params = ", ".join(self.cached[name] for name in self.stored)
+        body = ["    " + line for line in self.write_back("UNSET")]
+        return [f"def PUBLISH(v0, {params}):", *body, "    return 0"]
 
     def scope_at(self, i, indent) -> str:
         """The expression for the scope tier 1 would have at instruction i (see set_scope)."""
