@@ -179,3 +179,68 @@ def test_a_bool_compared_with_a_pages_array_is_labelled(tmp_path, tier):
                           'print(asks(str(x == false) + "@b.example"))\n'
                           'print(asks(str(true == [0]) + "@b.example"))\n', tier)
     assert lines == ["true", "true", "false"]
+
+
+FIRST_LABEL_IN_A_COMPILED_LOOP = '''untrusted tool fetch(k: Int) returns String requires web.read:
+    return "x" + str(k)
+irreversible action send(to: String) requires email.send:
+    print("sent to", to)
+policy:
+    allow web.read
+    allow email.send
+def run(n):
+    xs = []
+    i = 0
+    while i < n:
+        push(xs, "a")
+        i = i + 1
+    count = 0
+    for x in xs:
+        count = count + 1
+        if count == n:
+            push(xs, fetch(7))
+        if count > n:
+            s = send("team" + str(count) + "@example.com")
+            s.verify()
+            print(count, s.second_look != nil, len(xs))
+    return count
+print(run(50))
+'''
+
+
+@pytest.mark.parametrize("tier", ("1", "2", "auto"))
+def test_the_first_labelled_value_of_a_process_stops_a_compiled_loop(tmp_path, tier):
+    """Tier 2 tests a loop's item against the labelled types as the process knows them
+    (provenance.LIVE_LABELLED, empty until the first labelled value is made): here that
+    value is the page a loop already compiled, in a process that had made none, pushes onto
+    the Array it walks. Its item still opens the pc label in tier 1, and the address built
+    from the counter under it is flagged. (A process of its own: in pytest's, some earlier
+    test has labelled a value already.)"""
+    (tmp_path / "p.sns").write_text(FIRST_LABEL_IN_A_COMPILED_LOOP)
+    env = dict(os.environ, PYTHONPATH=ROOT, NO_COLOR="1", SENSE_TIER=tier)
+    proc = subprocess.run([sys.executable, "-m", "sensevm", "run", "p.sns"], cwd=tmp_path,
+                          env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["51 true 51", "51"]
+
+
+LIVE_CHECK = """\
+from sensevm.guard import provenance as P
+O = P.only(P.untrusted("web"))
+assert not P.live and not P.LIVE_LABELLED
+{make}
+assert P.live and P.LIVE_LABELLED == P.LABELLED
+n = P.LInt(3, P.only(P.untrusted("another")))
+assert type(n) in P.LIVE_LABELLED and P.LIVE_LABELLED == P.LABELLED
+"""
+
+
+@pytest.mark.parametrize("make", ['P.LStr("page", ((0, 4, O),))', "P.LInt(3, O)",
+                                  "P.LFloat(1.5, O)", "P.LBool(True, O)", "P._shape_for([1])"])
+def test_the_labelled_types_tier_two_tests_against_fill_when_the_process_goes_live(make):
+    """provenance.LIVE_LABELLED is empty while no value is labelled (its test of a plain
+    type then stops at the first slot in every run) and holds every labelled type from the
+    first labelled value on, whichever kind it is, and each Int class made after."""
+    proc = subprocess.run([sys.executable, "-c", LIVE_CHECK.format(make=make)],
+                          env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr

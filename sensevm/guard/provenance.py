@@ -120,8 +120,8 @@ class LStr(str):
     type_name = "String"
 
     def __new__(cls, text: str, spans: tuple):
-        global live
-        live = True
+        if not live:
+            _go_live()
         s = str.__new__(cls, text)
         s._spans = spans if type(spans) is tuple else tuple(spans)
         s._buf = None
@@ -181,8 +181,8 @@ class LFloat(float):
     type_name = "Float"
 
     def __new__(cls, value: float, origins: frozenset):
-        global live
-        live = True
+        if not live:
+            _go_live()
         x = float.__new__(cls, value)
         x.origins = origins
         return x
@@ -198,8 +198,8 @@ class LBool:
     type_name = "Bool"
 
     def __init__(self, value: bool, origins: frozenset):
-        global live
-        live = True
+        if not live:
+            _go_live()
         self.value = value
         self.origins = origins
 
@@ -220,18 +220,32 @@ class LBool:
 LABELLED = {LStr, LInt, LFloat, LBool}
 INT_TYPES = {LInt}
 _INT_CLASSES: dict = {}
+# The labelled types as tier 2's generated code tests a value against them, per item of a loop
+# and per branch: empty until the process goes live, LABELLED's members from then on (no value
+# is labelled before: every labelled value is made after _go_live, by its class's constructor
+# or through int_class). A set of types hashes their addresses, so a full set's test of a plain
+# type probed one slot in one run and three in another as the classes landed in memory (the
+# same loop 2.5% dearer from run to run); an empty set's test stops at its first slot.
+LIVE_LABELLED: set = set()
+
+
+def _go_live() -> None:
+    global live
+    live = True
+    LIVE_LABELLED.update(LABELLED)
 
 
 def int_class(origins: frozenset) -> type:
     """The LInt subclass whose values carry ``origins``."""
     cls = _INT_CLASSES.get(origins)
     if cls is None:
-        global live
-        live = True             # (every labelled Int is made through its class, made here)
+        if not live:
+            _go_live()          # (every labelled Int is made through its class, made here)
         cls = type("LInt", (LInt,), {"__slots__": (), "origins": origins})
         _INT_CLASSES[origins] = cls
         INT_TYPES.add(cls)
         LABELLED.add(cls)
+        LIVE_LABELLED.add(cls)
     return cls
 
 
@@ -365,7 +379,7 @@ def length_origins(c) -> frozenset:
 
 
 def _shape_for(c) -> Shape:
-    global live, _prune_at, _weight, _prune_weight
+    global _prune_at, _weight, _prune_weight
     s = SHAPES.get(id(c))
     if s is None:
         if len(SHAPES) >= _prune_at or _weight >= _prune_weight:
@@ -373,7 +387,8 @@ def _shape_for(c) -> Shape:
             _prune_at = max(1024, 2 * len(SHAPES))
             _weight = sum(1 + len(e.box) for e in SHAPES.values())
             _prune_weight = max(1 << 16, 2 * _weight)
-        live = True
+        if not live:
+            _go_live()
         s = SHAPES[id(c)] = Shape(c, EMPTY)
         _weight += 1 + len(c)
     return s

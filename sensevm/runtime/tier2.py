@@ -281,7 +281,7 @@ _RUNTIME = {
     "SenseRecursionError": SenseRecursionError,
     "add": add_slow, "arith": V.arith, "compare": V.compare, "equal": V.equal,
     "not_equal": V.not_equal,
-    "negate": V.negate, "LT": PV.LABELLED, "negation": PV.negation,
+    "negate": V.negate, "LT": PV.LIVE_LABELLED, "negation": PV.negation,
     "CT": PV.CONTAINERS, "decides": PV.decides_branch, "SHAPES": PV.SHAPES,
     "container_negation": PV.container_negation, "PV": PV,
     "materialize": materialize, "function_scope": function_scope, "Deoptimize": Deoptimize, "Scope": Scope, "Closure": Closure, "Builtin": Builtin,
@@ -1912,7 +1912,7 @@ class _Gen:
         is no condition: only a labelled one opens a label, vm.py op_FOR_ITER.)"""
         e = self.emit
         if containers:
-            # (LT grows as Ints are labelled: never a copy of it.)
+            # (LT fills as the process goes live and grows as Ints are labelled: never a copy.)
             e(indent, f"if {top} is not True and {top} is not False and (type({top}) in LT "
                       f"or type({top}) in CT and decides({top})):", i + 1)
         else:
