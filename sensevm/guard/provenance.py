@@ -216,23 +216,22 @@ class LBool:
         return (LBool, (self.value, self.origins))
 
 
-# The labelled types: a set that grows by one class per origin set an Int is labelled with.
-LABELLED = {LStr, LInt, LFloat, LBool}
+# The labelled types: empty until the process makes its first labelled value (_go_live; none
+# is made before: each is made by its class's constructor or through int_class, which go live
+# first), then LStr, LInt, LFloat, LBool and one class per origin set an Int is labelled with.
+# Empty, a test of a plain value's type stops at the set's first slot in every run; full, a set
+# of types hashes their addresses, and str, int, bool and list landed on occupied slots in
+# every run here, so each test (tier 2 makes one per loop item) probed past them.
+LABELLED: set = set()
+_KINDS = (LStr, LInt, LFloat, LBool)
 INT_TYPES = {LInt}
 _INT_CLASSES: dict = {}
-# The labelled types as tier 2's generated code tests a value against them, per item of a loop
-# and per branch: empty until the process goes live, LABELLED's members from then on (no value
-# is labelled before: every labelled value is made after _go_live, by its class's constructor
-# or through int_class). A set of types hashes their addresses, so a full set's test of a plain
-# type probed one slot in one run and three in another as the classes landed in memory (the
-# same loop 2.5% dearer from run to run); an empty set's test stops at its first slot.
-LIVE_LABELLED: set = set()
 
 
 def _go_live() -> None:
     global live
     live = True
-    LIVE_LABELLED.update(LABELLED)
+    LABELLED.update(_KINDS)
 
 
 def int_class(origins: frozenset) -> type:
@@ -245,7 +244,6 @@ def int_class(origins: frozenset) -> type:
         _INT_CLASSES[origins] = cls
         INT_TYPES.add(cls)
         LABELLED.add(cls)
-        LIVE_LABELLED.add(cls)
     return cls
 
 

@@ -281,7 +281,7 @@ _RUNTIME = {
     "SenseRecursionError": SenseRecursionError,
     "add": add_slow, "arith": V.arith, "compare": V.compare, "equal": V.equal,
     "not_equal": V.not_equal,
-    "negate": V.negate, "LT": PV.LIVE_LABELLED, "negation": PV.negation,
+    "negate": V.negate, "LT": PV.LABELLED, "negation": PV.negation,
     "CT": PV.CONTAINERS, "decides": PV.decides_branch, "SHAPES": PV.SHAPES,
     "container_negation": PV.container_negation, "PV": PV,
     "materialize": materialize, "function_scope": function_scope, "Deoptimize": Deoptimize, "Scope": Scope, "Closure": Closure, "Builtin": Builtin,
