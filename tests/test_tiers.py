@@ -702,10 +702,14 @@ def _unread_per_line(lines):
     from sensevm.runtime.tier2 import _GRAND, _GREAT
     reads = {"    " + _GRAND: r"\bppv\b", "    " + _GREAT: r"\bP3\b", "    U = UNSET": r"\bU\b",
              "    L = 0": r"\bL\b(?!\s*=[^=])", "    bk = False": r"\bbk\b(?!\s*=[^=])",
-             "    bsc = None": r"\bbsc\b(?!\s*=[^=])"}
+             "    bsc = None": r"\bbsc\b(?!\s*=[^=])", "    pv = P.vars": r"\bpv\b(?!\s*=[^=])"}
     body = next((k for k, line in enumerate(lines) if line == "    try:"), len(lines))
-    return {k for k in range(body) if lines[k] in reads and not any(
+    gone = {k for k in range(body) if lines[k] in reads and not any(
         re.search(reads[lines[k]], line) for n, line in enumerate(lines) if n != k)}
+    # A direct form's scope, once nothing that was left reads it.
+    return gone | {k for k in range(body) if lines[k] == "    P = cl.scope" and not any(
+        re.search(r"\bP\b(?!\s*=[^=])", line) for n, line in enumerate(lines)
+        if n != k and n not in gone)}
 
 
 def test_a_read_is_a_whole_word_not_assigned_to():

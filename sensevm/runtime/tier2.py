@@ -956,11 +956,14 @@ class _Gen:
 
     # Prologue assignments whose variable the code may never read.
     _UNREAD = {"    " + _GRAND: "ppv", "    U = UNSET": "U", "    L = 0": "L",
-               "    bk = False": "bk", "    bsc = None": "bsc"}
+               "    bk = False": "bk", "    bsc = None": "bsc", "    pv = P.vars": "pv"}
+    # Read by the lines above only, if by nothing else: looked for once those are gone.
+    _UNREAD_THEN = {"    P = cl.scope": "P"}
 
     def prune_unread(self) -> None:
         """Drop the prologue's initial assignments of variables nothing reads (most small
-        functions use no block scope and no dispatch), keeping the line map in step."""
+        functions use no block scope and no dispatch; a direct form that reads no name from
+        outside, as ``x * 2 + 1``, needs no scope), keeping the line map in step."""
         body_start = next((k for k, line in enumerate(self.lines) if line == "    try:"),
                           len(self.lines))
         text = "\n".join(self.lines)
@@ -973,6 +976,12 @@ class _Gen:
             name = self._UNREAD.get(self.lines[k])
             if name is not None and not _reads(text, name):
                 drop.append(k)
+        if drop and any(line in self._UNREAD_THEN for line in self.lines[:body_start]):
+            text = "\n".join(line for k, line in enumerate(self.lines) if k not in set(drop))
+            for k in range(body_start):
+                name = self._UNREAD_THEN.get(self.lines[k])
+                if name is not None and not _reads(text, name):
+                    drop.append(k)
         if not drop:
             return
         dropped = set(drop)
