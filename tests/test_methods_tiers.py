@@ -271,8 +271,9 @@ def test_a_member_call_guesses_its_receiver_type_and_falls_back(tmp_path, bad):
 
 def test_map_reduce_and_sorted_take_a_direct_forms_results_themselves(tmp_path, monkeypatch):
     """methods.step puts the result of a direct form's call where map, sorted(key) and reduce
-    keep it without Callback.take; filter's (which may label what it keeps) and a frame's
-    results still go through take."""
+    keep it without Callback.take, and keeps filter's item on a plain true or false; a
+    labelled answer (odd of the tool's 7: it may label what it keeps) and a frame's results
+    still go through take."""
     from sensevm.runtime import methods
     taken = []
     real = methods.Callback.take
@@ -288,5 +289,66 @@ def test_map_reduce_and_sorted_take_a_direct_forms_results_themselves(tmp_path, 
     two = run_tier(verified, "2")
     assert one[:5] == two[:5]
     # (map's: str's 201 calls, and the few made before double and loud had direct forms)
-    assert taken.count("filter") == 201 and 201 <= taken.count("map") <= 210
+    assert 1 <= taken.count("filter") <= 3 and 201 <= taken.count("map") <= 210
     assert taken.count("reduce") <= 3 and taken.count("sorted") <= 3
+
+
+FILTERED = """\
+untrusted tool lab(k: Int) returns Int requires calc:
+    return k
+irreversible action send(to: String) requires mail.send:
+    print("sent", to)
+policy:
+    allow calc
+    allow mail.send
+xs = []
+i = 0
+while i < 100:
+    xs.push(i)
+    i = i + 1
+def odd(x):
+    if x == 51:
+        xs[51] = 1001
+    return x % 2 == 1
+def rest(x):
+    return x % 3
+def big(x):
+    return x > lab(90)
+print(xs.filter(odd).slice(23, 28), len(xs.filter(odd)))
+print(xs.filter(rest).slice(0, 5))
+ys = xs.filter(big)
+print(ys)
+s = send("team" + str(len(ys)) + "@example.com")
+s.verify()
+print(s.second_look != nil)
+"""
+
+
+def test_filter_keeps_the_item_its_answer_was_about_as_tier_one_does(tmp_path, monkeypatch):
+    """filter's plain true keeps the item at the answered position as it is after the call
+    (odd rewrites its own item: 1001 is kept, not 51), a plain false drops it, an answer that
+    is no Bool (an Int) is taken as tier 1 takes it, and a labelled one (compared with a tool's
+    result) labels the Array's length: the address made from it is flagged."""
+    from sensevm.runtime import methods
+    taken = []
+    real = methods.Callback.take
+    monkeypatch.setattr(methods.Callback, "take",
+                        lambda self, *a: taken.append(a[0]) or real(self, *a))
+    path = tmp_path / "p.sns"
+    path.write_text(FILTERED)
+    verified = _verified(str(path))
+    one = run_tier(verified, "1")
+
+    def plain():
+        return sum(1 for t in taken if t is True or t is False)
+    assert len(taken) == 400 and plain() == 200         # odd's twice: all through take
+    taken.clear()
+    two = run_tier(verified, "2")
+    assert one[:5] == two[:5]
+    out, error = two[:2]
+    assert error is None
+    assert out.splitlines() == ["[47, 49, 1001, 53, 55] 50", "[1, 2, 4, 5, 7]",
+                                "[1001, 91, 92, 93, 94, 95, 96, 97, 98, 99]", "true"]
+    # odd's answers after the call that made its direct form are kept by step itself; rest's
+    # Ints and big's labelled Bools are taken.
+    assert plain() <= 4 and len(taken) - plain() >= 200

@@ -832,17 +832,21 @@ def step(vm, f) -> bool:
     if len(stack) == 2:
         driver.take(stack.pop(), f)
     budget = vm.budget
-    tiered = vm.tier != "1"
+    # Under a pc label every call is a frame of its own, which the label covers (the frame's
+    # labels do not change while it calls: each call returns before the next).
+    direct_calls = vm.tier != "1" and not f.pc
     f.ip = 0            # every call returns here: to this instruction, with its result pushed
     items = driver.items
     fn = driver.fn
     code = fn.code if type(fn) is Closure else None
     # Callback.args and Callback.take, written out for the calls of a direct form below: map's
     # and sorted's results go on the Array being made (always the same one), reduce's
-    # becomes the accumulator.
+    # becomes the accumulator, and filter's keeps the item on a plain true (take otherwise).
     kind = driver.kind
     reduce = kind == "reduce"
+    arity = 2 if reduce else 1
     append = driver.out.append if kind == "map" or kind == "sorted" else None
+    keep = driver.out.append if kind == "filter" else None
     # The depth and bound of a direct call (frames.DIRECT_BOUND): this frame's depth holds
     # while it calls, each call having returned before the next.
     d = vm.depth + 1
@@ -852,12 +856,11 @@ def step(vm, f) -> bool:
         driver.i += 1
         if budget is not None:      # a call: a step, as CALL's is
             vm.count_step()
-        if tiered and not f.pc:
-            # (Under a pc label every call is a frame of its own, which the label covers.)
+        if direct_calls:
             # A function with a direct form is called here, as vm.call_t2 would call it (its
             # result not pushed on this frame's stack only to be popped again); dx is read
             # afresh for every call: the first makes the direct form.
-            direct = code.dx[2 if reduce else 1] if code is not None else None
+            direct = code.dx[arity] if code is not None else None
             if direct is not None:
                 try:
                     if reduce:
@@ -876,8 +879,10 @@ def step(vm, f) -> bool:
                         append(value)
                     elif reduce:
                         driver.out = value
-                    else:
-                        driver.take(value, f)
+                    elif value is True:
+                        keep(items[driver.i - 1])   # (the item now there, as take reads it)
+                    elif value is not False:
+                        driver.take(value, f)       # a labelled answer, or not a Bool
                     continue
             else:
                 pushed = vm.call_t2(f, fn, [driver.out, x] if reduce else [x])
