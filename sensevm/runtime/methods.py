@@ -834,11 +834,12 @@ def step(vm, f) -> bool:
     budget = vm.budget
     # Under a pc label every call is a frame of its own, which the label covers (the frame's
     # labels do not change while it calls: each call returns before the next).
-    direct_calls = vm.tier != "1" and not f.pc
+    tiered = vm.tier != "1" and not f.pc
     f.ip = 0            # every call returns here: to this instruction, with its result pushed
     items = driver.items
     fn = driver.fn
     code = fn.code if type(fn) is Closure else None
+    direct_calls = tiered and code is not None
     # Callback.args and Callback.take, written out for the calls of a direct form below: map's
     # and sorted's results go on the Array being made (always the same one), reduce's
     # becomes the accumulator, and filter's keeps the item on a plain true (take otherwise).
@@ -860,7 +861,7 @@ def step(vm, f) -> bool:
             # A function with a direct form is called here, as vm.call_t2 would call it (its
             # result not pushed on this frame's stack only to be popped again); dx is read
             # afresh for every call: the first makes the direct form.
-            direct = code.dx[arity] if code is not None else None
+            direct = code.dx[arity]
             if direct is not None:
                 try:
                     if reduce:
@@ -886,6 +887,8 @@ def step(vm, f) -> bool:
                     continue
             else:
                 pushed = vm.call_t2(f, fn, [driver.out, x] if reduce else [x])
+        elif tiered:
+            pushed = vm.call_t2(f, fn, [driver.out, x] if reduce else [x])
         else:
             pushed = vm._call(f, fn, [driver.out, x] if reduce else [x])
         if pushed:
