@@ -183,6 +183,48 @@ def test_many_deferred_stores_are_written_back_by_one_call(tmp_path):
     assert re.search(r"if l\d+ is not UNSET: v0\['w'\] = l\d+\n", publisher)
 
 
+LOOP_VARIABLES = """\
+tool mark() returns String requires calc:
+    return "x"
+policy:
+    allow calc
+def walk(words, m):
+    out = []
+    for w in words:
+        local n = len(w)
+        for c in w:
+            if c == m:
+                push(out, w + str(n) + c)
+        push(out, n)
+    for k in range(3):
+        push(out, k)
+    return out
+words = []
+i = 0
+while i < 40:
+    push(words, ["ax", "bb", "xcx"][i % 3])
+    i = i + 1
+print(walk(words, "x").slice(0, 8), len(walk(words, "x")))
+print(walk(words, mark()).slice(0, 8), len(walk(words, mark())))
+"""
+
+
+def test_a_loop_variable_is_bound_without_first_being_unbound(tmp_path):
+    """A for loop's block binds its variable first thing: tier 2 neither marks it unbound
+    before binding it nor empties the block's cached scope when it is the block's only name
+    (w's block, which also declares n, still resets n). A branch on the tool's labelled mark
+    hands the frame to tier 1 inside both loops, which finds w, n and c bound."""
+    (out, error, *_), vm = both(tmp_path, LOOP_VARIABLES)
+    assert error is None
+    assert out.splitlines() == ["[ax2x, 2, 2, xcx3x, xcx3x, 3, ax2x, 2] 83"] * 2
+    lines = source_of(vm, "walk").splitlines()
+    body = lines[lines.index("    try:"):]
+    resets = [line.strip() for line in body if re.fullmatch(r" *b\d+_\d+ = U", line)]
+    clears = [line for line in body if line.endswith(": bsc.vars.clear()")]
+    assert len(resets) == 1         # n's: w, c and k are bound where their blocks begin
+    assert len(clears) == 1         # w's block (it binds n too); c's and k's bind one name
+
+
 def diamonds(k):
     """A loop whose body is ``k`` ifs one after another: 2**k paths through one turn."""
     body = "".join(f"        if i % {j + 2} == 0:\n            x = x + {j}\n"

@@ -771,6 +771,17 @@ class _Gen:
         up = ".parent" * (len(region) - 1 - region.index(site))
         self.keyed(indent, key, f"bsc{up}.vars[{name!r}] = {top}", ip)
 
+    def first_bound(self, i, names):
+        """The name of ``names`` (block i's) that the instruction after PUSH_SCOPE i binds in
+        that block, reached only from i; else None."""
+        k = i + 1
+        if k >= len(self.instrs) or self.preds[k] != 1 or self.state[k] is None:
+            return None
+        op, a, _ = self.instrs[k]
+        if op == Op.STORE_LOCAL and a in names and self.regions[k][-1:] == (i,):
+            return a
+        return None
+
     def keyed(self, indent, key, update, ip):
         """``if bk == key: {update}`` else the cached scopes are stale; just the latter when no
         scopes are ever built for that key (a loop that makes no call), see drop_keyed. Keys
@@ -1649,13 +1660,19 @@ class _Gen:
                 e(indent, "sc = Scope(sc)", ip)
             else:
                 names = self.bnames.get(i, {})
-                for local in names.values():
-                    e(indent, f"{local} = U", ip)       # a fresh block: nothing bound yet
+                # A block whose first instruction binds one of its names (a for loop's
+                # variable) binds it before anything can read it: no reset for that one, and
+                # when it is the block's only name, no emptying of its cached scope either
+                # (the store's update leaves that scope holding just the new binding).
+                first = self.first_bound(i, names)
+                for name, local in names.items():
                     self.bound.discard(local)
+                    if name != first:
+                        e(indent, f"{local} = U", ip)       # a fresh block: nothing bound yet
                 # Nobody but this frame can tell one block scope from another (see blocal), so
                 # the scopes cached for this block's last entry serve again, its own emptied
                 # (a block that binds nothing leaves them as they are); any others are stale.
-                if names and not self.direct:
+                if names and set(names) != {first} and not self.direct:
                     key = self.chain_keys.setdefault(self.regions[i] + (i,), len(self.chain_keys) + 1)
                     self.keyed(indent, key, "bsc.vars.clear()", ip)
         elif op is Op.POP_SCOPE:
