@@ -77,9 +77,9 @@ def test_a_loop_of_int_arithmetic_has_one_guard_and_falls_back_alike(tmp_path, a
     if "lab" in a or "lab" in b:
         assert "came from the tool lab" in out
     source = source_of(vm, "f")
-    assert re.search(r"if type\(l\d+\) is int and type\(l\d+\) is int", source)  # a guard ...
+    assert re.search(r"if l\d+\.__class__ is int and l\d+\.__class__ is int", source)  # a guard ...
     assert "s0 = s0 % 3\n" in source                         # ... and what it spares
-    assert "if type(s0) is int: s0 = s0 % 3" in source       # the general version is kept
+    assert "if s0.__class__ is int: s0 = s0 % 3" in source       # the general version is kept
 
 
 def test_a_loops_joins_are_part_of_its_turn(tmp_path):
@@ -92,7 +92,7 @@ def test_a_loops_joins_are_part_of_its_turn(tmp_path):
     gen.analyse()
     source = gen.generate()
     assert {int(j) for j in re.findall(r"\bL = (\d+)", source)} <= gen.entries
-    assert len(re.findall(r"if type\(l\d+\) is int and", source)) == 1
+    assert len(re.findall(r"if l\d+\.__class__ is int and", source)) == 1
 
 
 HANDED_OVER = HEADER + TAIL + """\
@@ -285,7 +285,7 @@ def test_a_loops_int_version_tests_again_after_a_turn_that_may_have_changed_a_lo
     runs the general version: tier 1's result, or its error at its position."""
     (out, error, *_), vm = both(tmp_path, TURNS.replace("CHANGE", change))
     f = source_of(vm, "f")
-    assert re.search(r"if type\(l\d\) is int and type\(l\d\) is int.*:\n +while True:", f)
+    assert re.search(r"if l\d\.__class__ is int and l\d\.__class__ is int.*:\n +while True:", f)
     assert re.search(r"\n( +)if L != \d+: break\n", f)
     nexts = re.findall(r"\n +(continue|break)\n", f[f.index("while True:\n", f.index("is int")):])
     # the path through `x = CHANGE` tests again, unless the value is an Int (x - 1)
@@ -464,9 +464,9 @@ def test_a_recursive_function_calls_its_int_entry_and_adds_what_it_returns_as_in
     assert [line.split()[0] for line in out.splitlines()] == ["610", "34", "13.0"]
     fib = next(c for c in vm.prepared if c.code.name == "fib").t2
     entry, general = fib.direct_source.split("\ndef direct(")
-    assert entry.startswith("def direct_i(") and "type(l0)" not in entry
+    assert entry.startswith("def direct_i(") and "l0.__class__" not in entry
     assert re.search(r"\n +(s\d) = \1 \+ s\d\n +return \1\n", entry)
-    assert "direct_i(vm, s0, D + 1, M, s1)" in general and "type(l0) is int" in general
+    assert "direct_i(vm, s0, D + 1, M, s1)" in general and "l0.__class__ is int" in general
     # what another callee gives is tested at the two calls of the Int versions only: the
     # general version takes nothing to be an Int
     assert entry.count("is not int:") == 2 == general.count("is not int:")
@@ -516,7 +516,7 @@ def test_an_int_entry_that_may_return_other_values_is_not_taken_to_return_ints(
     entry = g.direct_source.split("\ndef direct(")[0]
     assert entry.startswith("def direct_i(")
     typed = negative in ("0", "-n")       # an Int, and an Int operation on one
-    assert ("type(s0) is int is type(s1)" not in entry) == typed
+    assert ("s0.__class__ is int is s1.__class__" not in entry) == typed
 
 
 @st.composite

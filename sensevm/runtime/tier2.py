@@ -32,24 +32,26 @@ mirrored in Python locals (stores write through to the scope), and block scopes 
 all, their names living in Python locals that a spill turns back into tier-1 scopes.
 
 Int versions: a block entered from the dispatch loop (the function's entry, a loop header, a
-join) may be emitted twice, guarded by ``type(x) is int`` for the locals it reads before it
-writes them (``_Gen.region``). Under the guard, the arithmetic and comparisons on those locals,
-on Int constants and on what they give are plain Python operators with no test of their own,
-a branch on such a comparison has no test for a label, and a load of such a local no test for
-being unbound; anything else is emitted as in the general version, which runs whenever the
-guard fails (a Float, a Bool, a labelled Int, an unbound name found further out). The guard
-only reads, so falling back is exactly tier 1's behaviour. A loop header's Int version is a
-``while True`` of its own: a turn after which every guarded local is still known to hold an
-Int (or was not written) starts the next without the guard, any other goes back to it. A
-block gets its Int version only when it spares tests in proportion to the code made twice
-(SPEC_LINES), and the generator of a loopless function with a direct form gets none (it runs
-only on the first call and after a deoptimization). A direct form's call of itself by its own
-name tests only that the callee is the closure it runs as (``cl``) and calls ``direct``, or,
-from an Int version with Int arguments, ``direct_i``, its Int entry, which skips the
-parameters' guard and, when all its returns are of known Ints, is taken to return an Int
-(``_Gen.generate_direct``). In an Int version an operation on Int locals and constants is one
-line with the loads of its operands and with the branch or store that takes its result
-(``_Gen.int_op``): a line holds at most one operation that can fail, and has its position.
+join) may be emitted twice, guarded by ``x.__class__ is int`` for the locals it reads before it
+writes them (``_Gen.region``; the generated code reads every value's type as its ``__class__``,
+which is ``type(x)`` for every value and an attribute read, not a call). Under the guard, the
+arithmetic and comparisons on those locals, on Int constants and on what they give are plain
+Python operators with no test of their own, a branch on such a comparison has no test for a
+label, and a load of such a local no test for being unbound; anything else is emitted as in the
+general version, which runs whenever the guard fails (a Float, a Bool, a labelled Int, an
+unbound name found further out). The guard only reads, so falling back is exactly tier 1's
+behaviour. A loop header's Int version is a ``while True`` of its own: a turn after which every
+guarded local is still known to hold an Int (or was not written) starts the next without the
+guard, any other goes back to it. A block gets its Int version only when it spares tests in
+proportion to the code made twice (SPEC_LINES), and the generator of a loopless function with a
+direct form gets none (it runs only on the first call and after a deoptimization). A direct
+form's call of itself by its own name tests only that the callee is the closure it runs as
+(``cl``) and calls ``direct``, or, from an Int version with Int arguments, ``direct_i``, its
+Int entry, which skips the parameters' guard and, when all its returns are of known Ints, is
+taken to return an Int (``_Gen.generate_direct``). In an Int version an operation on Int locals
+and constants is one line with the loads of its operands and with the branch or store that
+takes its result (``_Gen.int_op``): a line holds at most one operation that can fail, and has
+its position.
 
 Control: the generator is one ``while True`` that finds the block to run by testing ``L``; a
 loop header runs in a ``while True`` of its own inside it, so a loop's next turn is a
@@ -1119,7 +1121,7 @@ class _Gen:
     def exact_test(self, exact, value: str) -> str:
         """The start of a type check's condition: a value of the annotation's exact type (see
         values.exact_type) skips the checker's call."""
-        return "" if exact is None else f"type({value}) is not {self.const(exact)} and "
+        return "" if exact is None else f"{value}.__class__ is not {self.const(exact)} and "
 
     def direct_return_check(self):
         """The declared return type a direct form checks: a function's or a tool's, as tier 1's
@@ -1200,7 +1202,7 @@ class _Gen:
     def region(self, i, indent):
         """Block i, as entered from the dispatch loop: in two versions when that pays. The Int
         version assumes the function's (and blocks') locals it reads before writing them hold
-        Ints (exactly: ``type(x) is int``, so a Bool, a Float, a labelled Int or an unbound
+        Ints (exactly: ``x.__class__ is int``, so a Bool, a Float, a labelled Int or an unbound
         name fails it), tested once on entry; its arithmetic and comparisons on them, on Int
         constants and on what they give need no test of their own, and a branch on what such a
         comparison gave no test for a label. Anything the guard does not cover is done as in
@@ -1251,7 +1253,7 @@ class _Gen:
                 params = self.param_locals()
                 guards = [g for g in guards if g not in params]
         self.lines[start[0]] = "    " * indent + "if " + (" and ".join(
-            f"type({g}) is int" for g in guards) or "True") + ":"
+            f"{g}.__class__ is int" for g in guards) or "True") + ":"
         if inner:
             tested = set(guards)
             for line, unsure in self.back_edges:
@@ -1553,7 +1555,7 @@ class _Gen:
         kc = self.folded_constant(i)
         if kc is not None and kc[0] is int and op in _INT_FOLD and (op is not Op.MOD or kc[2]):
             sym = _INT_FOLD[op]
-            e(indent, f"if type({sec}) is int: {sec} = {sec} {sym} {kc[1]}", ip)
+            e(indent, f"if {sec}.__class__ is int: {sec} = {sec} {sym} {kc[1]}", ip)
             if op is Op.ADD:
                 e(indent, f"else: {sec} = add({sec}, {kc[1]})", ip)
             elif op in (Op.SUB, Op.MUL, Op.MOD):
@@ -1565,20 +1567,20 @@ class _Gen:
                 self.slow_compare(i, f"{sec} = compare({sym!r}, {sec}, {kc[1]})", sec, indent)
             return i + 1
         if kc is not None and kc[0] is str and op is Op.ADD:
-            e(indent, f"if type({sec}) is str and len({sec}) <= V.MAX_STRING - {len(kc[2])}: "
+            e(indent, f"if {sec}.__class__ is str and len({sec}) <= V.MAX_STRING - {len(kc[2])}: "
                       f"{sec} = {sec} + {kc[1]}", ip)
             e(indent, f"else: {sec} = add({sec}, {kc[1]})", ip)
             return i + 1
         if kc is not None and kc[0] is _NIL:
             # values.equal(x, nil) is `x is None` for any x but a labelled value.
             test = "is" if op is Op.EQ else "is not"
-            e(indent, f"if type({sec}) not in LT: {sec} = {sec} {test} None", ip)
+            e(indent, f"if {sec}.__class__ not in LT: {sec} = {sec} {test} None", ip)
             self.slow_compare(i, f"{sec} = {'' if op is Op.EQ else 'not_'}equal({sec}, None)",
                               sec, indent)
             return i + 1
         if kc is not None and kc[0] is str and op in (Op.EQ, Op.NE):
             sym = _INT_FOLD[op]
-            e(indent, f"if type({sec}) is str: {sec} = {sec} {sym} {kc[1]}", ip)
+            e(indent, f"if {sec}.__class__ is str: {sec} = {sec} {sym} {kc[1]}", ip)
             self.slow_compare(i, f"{sec} = {'' if op is Op.EQ else 'not_'}equal({sec}, {kc[1]})",
                               sec, indent)
             return i + 1
@@ -1679,35 +1681,39 @@ class _Gen:
             if not self.blocal and a:
                 e(indent, "sc = sc.parent" + ".parent" * (a - 1), ip)
         elif op is Op.ADD:
-            e(indent, f"if type({sec}) is int is type({top}): {sec} = {sec} + {top}", ip)
+            e(indent, f"if {sec}.__class__ is int is {top}.__class__: {sec} = {sec} + {top}", ip)
             # Strings too (values.add's first case, with its size limit).
-            e(indent, f"elif type({sec}) is str is type({top}) and "
+            e(indent, f"elif {sec}.__class__ is str is {top}.__class__ and "
                       f"len({sec}) + len({top}) <= V.MAX_STRING: {sec} = {sec} + {top}", ip)
             e(indent, f"else: {sec} = add({sec}, {top})", ip)
         elif op in (Op.SUB, Op.MUL):
             sym = "-" if op is Op.SUB else "*"
-            e(indent, f"if type({sec}) is int is type({top}): {sec} = {sec} {sym} {top}", ip)
+            e(indent, f"if {sec}.__class__ is int is {top}.__class__: "
+                      f"{sec} = {sec} {sym} {top}", ip)
             e(indent, f"else: {sec} = arith({sym!r}, {sec}, {top})", ip)
         elif op is Op.MOD:
-            e(indent, f"if type({sec}) is int is type({top}) and {top}: {sec} = {sec} % {top}", ip)
+            e(indent, f"if {sec}.__class__ is int is {top}.__class__ and {top}: "
+                      f"{sec} = {sec} % {top}", ip)
             e(indent, f"else: {sec} = arith('%', {sec}, {top})", ip)
         elif op is Op.DIV:
             e(indent, f"{sec} = arith('/', {sec}, {top})", ip)
         elif op in (Op.LT, Op.LE, Op.GT, Op.GE):
             sym = {Op.LT: "<", Op.LE: "<=", Op.GT: ">", Op.GE: ">="}[op]
-            e(indent, f"if type({sec}) is int is type({top}): {sec} = {sec} {sym} {top}", ip)
+            e(indent, f"if {sec}.__class__ is int is {top}.__class__: "
+                      f"{sec} = {sec} {sym} {top}", ip)
             self.slow_compare(i, f"{sec} = compare({sym!r}, {sec}, {top})", sec, indent)
         elif op in (Op.EQ, Op.NE):
             neg = "" if op is Op.EQ else "not_"
             cmp = "==" if op is Op.EQ else "!="
-            e(indent, f"if type({sec}) is int is type({top}) or type({sec}) is str is type({top}): "
+            e(indent, f"if {sec}.__class__ is int is {top}.__class__ "
+                      f"or {sec}.__class__ is str is {top}.__class__: "
                       f"{sec} = {sec} {cmp} {top}", ip)
             self.slow_compare(i, f"{sec} = {neg}equal({sec}, {top})", sec, indent)
         elif op is Op.NEG:
             e(indent, f"{top} = negate({top})", ip)
         elif op is Op.NOT:
-            e(indent, f"if type({top}) in LT: {top} = negation({top})", ip)
-            e(indent, f"elif type({top}) in CT: {top} = container_negation({top})", ip)
+            e(indent, f"if {top}.__class__ in LT: {top} = negation({top})", ip)
+            e(indent, f"elif {top}.__class__ in CT: {top} = container_negation({top})", ip)
             e(indent, f"else: {top} = not {top}", ip)
         elif op is Op.JUMP:
             self.goto(a, indent, ip)
@@ -1741,29 +1747,29 @@ class _Gen:
             # Array's length is the data's: then values.index_get labels an element by where
             # it sits.)
             known = self.known_int(depth - 1)
-            it = "" if known else f"type({top}) is int and "
-            key = "" if known else f"(type({top}) is str or type({top}) is int) and "
+            it = "" if known else f"{top}.__class__ is int and "
+            key = "" if known else f"({top}.__class__ is str or {top}.__class__ is int) and "
             # (An index out of bounds is Python's IndexError, as values.index_get's test;
             # then index_get raises tier 1's error. A try costs nothing until it catches.)
-            e(indent, f"if type({sec}) is list and {it}not SHAPES:", ip)
+            e(indent, f"if {sec}.__class__ is list and {it}not SHAPES:", ip)
             e(indent + 1, f"try: {sec} = {sec}[{top}]", ip)
             e(indent + 1, f"except IndexError: {sec} = index_get({sec}, {top})", ip)
             # A Map read by a plain key it holds (values.map_get's first case).
-            e(indent, f"elif type({sec}) is dict and {key}{top} in {sec}: {sec} = {sec}[{top}]",
+            e(indent, f"elif {sec}.__class__ is dict and {key}{top} in {sec}: {sec} = {sec}[{top}]",
               ip)
             e(indent, f"else: {sec} = index_get({sec}, {top})", ip)
         elif op is Op.STORE_INDEX:
             obj, idx, val = s[depth - 3], s[depth - 2], s[depth - 1]
             known = self.known_int(depth - 2)
-            it = "" if known else f"type({idx}) is int and "
-            key = "" if known else f"(type({idx}) is str or type({idx}) is int) and "
+            it = "" if known else f"{idx}.__class__ is int and "
+            key = "" if known else f"({idx}.__class__ is str or {idx}.__class__ is int) and "
             # (While no Array's shape is the data's: values.index_set labels what lands in a
             # slot the data chose.)
-            e(indent, f"if type({obj}) is list and {it}not SHAPES:", ip)
+            e(indent, f"if {obj}.__class__ is list and {it}not SHAPES:", ip)
             e(indent + 1, f"try: {obj}[{idx}] = {val}", ip)       # (see INDEX)
             e(indent + 1, f"except IndexError: index_set({obj}, {idx}, {val})", ip)
             # A Map written by a plain key, within --max-array (values.map_set's first case).
-            e(indent, f"elif type({obj}) is dict and {key}"
+            e(indent, f"elif {obj}.__class__ is dict and {key}"
                       f"len({obj}) < V.MAX_ARRAY: {obj}[{idx}] = {val}", ip)
             e(indent, f"else: index_set({obj}, {idx}, {val})", ip)
             e(indent, f"{obj} = {val}", ip)
@@ -1771,10 +1777,10 @@ class _Gen:
             obj, lo, hi = s[depth - 3], s[depth - 2], s[depth - 1]
             e(indent, f"{obj} = slice_get({obj}, {lo}, {hi}, {a!r})", ip)
         elif op is Op.CONTAINS:
-            e(indent, f"if type({sec}) is str is type({top}): {sec} = {sec} in {top}", ip)
+            e(indent, f"if {sec}.__class__ is str is {top}.__class__: {sec} = {sec} in {top}", ip)
             e(indent, f"else: {sec} = contains({sec}, {top})", ip)
         elif op is Op.FORMAT_VALUE:
-            e(indent, f"if type({top}) is not str: {top} = str_form({top})", ip)
+            e(indent, f"if {top}.__class__ is not str: {top} = str_form({top})", ip)
         elif op is Op.BUILD_STRING:
             if a:
                 items = s[depth - a:depth]
@@ -1795,10 +1801,10 @@ class _Gen:
                 if guess is not None:
                     # One test for the receiver type the name most likely means: its method
                     # is then known, and so is that the call's argument count fits it.
-                    e(indent, f"if type({top}) is {guess[0].__name__}: _m{i} = {guess[1]}", ip)
+                    e(indent, f"if {top}.__class__ is {guess[0].__name__}: _m{i} = {guess[1]}", ip)
                     e(indent, "else:", ip)
                     indent += 1
-                e(indent, f"_m{i} = MT.get(type({top}))", ip)
+                e(indent, f"_m{i} = MT.get({top}.__class__)", ip)
                 e(indent, f"if _m{i} is not None: _m{i} = _m{i}.get({a!r})", ip)
                 e(indent, f"if _m{i} is None:", ip)
                 indent += 1
@@ -1813,7 +1819,7 @@ class _Gen:
         elif op is Op.FOR_ITER:
             # An Array whose length is the data's (provenance.SHAPES): tier 1 labels each
             # element by where it sits and the loop's end by how many passes there were.
-            e(indent, f"if {top}.origins or SHAPES and type({top}) is ArrayIterator and "
+            e(indent, f"if {top}.origins or SHAPES and {top}.__class__ is ArrayIterator and "
                       f"id({top}.items) in SHAPES:", ip)
             self.to_tier1(i, depth, indent + 1)
             if self.thread(a) in self.dispatch:
@@ -1939,10 +1945,10 @@ class _Gen:
         e = self.emit
         if containers:
             # (LT fills as the process goes live and grows as Ints are labelled: never a copy.)
-            e(indent, f"if {top} is not True and {top} is not False and (type({top}) in LT "
-                      f"or type({top}) in CT and decides({top})):", i + 1)
+            e(indent, f"if {top} is not True and {top} is not False and ({top}.__class__ in LT "
+                      f"or {top}.__class__ in CT and decides({top})):", i + 1)
         else:
-            e(indent, f"if type({top}) in LT:", i + 1)
+            e(indent, f"if {top}.__class__ in LT:", i + 1)
         self.to_tier1(i, depth, indent + 1)
 
     def to_tier1(self, i, depth, indent):
@@ -2074,15 +2080,16 @@ class _Gen:
         if name == "len" and n == 1:
             # (An Array only while no labels exist: then b_len labels its length with its
             # items' origins.)
-            self.emit(indent, f"if {c} is B_LEN and (type({a[0]}) is str or type({a[0]}) is list "
-                              f"and not PV.live): {c} = len({a[0]})", ip)
+            self.emit(indent, f"if {c} is B_LEN and ({a[0]}.__class__ is str "
+                              f"or {a[0]}.__class__ is list and not PV.live): "
+                              f"{c} = len({a[0]})", ip)
         elif name == "push" and n == 2:
-            self.emit(indent, f"if {c} is B_PUSH and type({a[0]}) is list and "
+            self.emit(indent, f"if {c} is B_PUSH and {a[0]}.__class__ is list and "
                               f"len({a[0]}) < vm.max_array and not SHAPES:", ip)
             self.emit(indent + 1, f"{a[0]}.append({a[1]})", ip)
             self.emit(indent + 1, f"{c} = {a[0]}", ip)
         elif name == "str" and n == 1:
-            self.emit(indent, f"if {c} is B_STR and type({a[0]}) is int and "
+            self.emit(indent, f"if {c} is B_STR and {a[0]}.__class__ is int and "
                               f"{a[0]}.bit_length() <= {self.int_bits}: {c} = str({a[0]})", ip)
         else:
             return "if"
@@ -2128,7 +2135,7 @@ class _Gen:
             indent += 1
             if ints and self.int_results:
                 self.int_result_at = i
-        e(indent, f"_ty = type({callee})", ip)
+        e(indent, f"_ty = {callee}.__class__", ip)
         e(indent, f"if _ty is Closure and (_l := {callee}.code.dx[{n}]) is not None:"
                   if n < DIRECT_ARITIES else "if False:", ip)
         called("_l", indent + 1)
@@ -2140,7 +2147,7 @@ class _Gen:
         if self.int_result_at == i:
             # Taken to be an Int below (see spec_after): so is what else was called here, or
             # tier 1 goes on with it.
-            e(indent, f"if type({callee}) is not int:", ip)
+            e(indent, f"if {callee}.__class__ is not int:", ip)
             self.deoptimize_after(i, base, indent + 1)
 
     def calls_itself(self, n, base) -> bool:
@@ -2193,7 +2200,7 @@ class _Gen:
         if self.inline_builtin(i, n, base, indent) == "elif":
             e(indent, "else:", ip)
             indent += 1
-        e(indent, f"_ty = type({callee})", ip)
+        e(indent, f"_ty = {callee}.__class__", ip)
         # With a step budget no function has a direct form; one of n parameters is found by n.
         if not self.counting and n < DIRECT_ARITIES:
             e(indent, f"if _ty is Closure and (_l := {callee}.code.dx[{n}]) is not None:", ip)
@@ -2248,7 +2255,7 @@ class _Gen:
         callee = f"s{base}"
         args = ", ".join(f"s{j}" for j in range(base + 1, depth))
         self.spill(i, [f"s{j}" for j in range(base)], indent)
-        e(indent, f"if type({callee}) is ToolDefinition:", ip)
+        e(indent, f"if {callee}.__class__ is ToolDefinition:", ip)
         e(indent + 1, f"if vm.call_tool(f, {callee}, [{args}], {self.prepared.positions[i].line})"
                       " and not vm.inline(f):", ip)
         e(indent + 2, "yield", ip)
@@ -2265,7 +2272,7 @@ class _Gen:
         base = depth - n - 1
         callee = f"s{base}"
         args = ", ".join(f"s{j}" for j in range(base + 1, depth))
-        e(indent, f"if type({callee}) is ActionDefinition:", ip)
+        e(indent, f"if {callee}.__class__ is ActionDefinition:", ip)
         e(indent + 1, f"{callee} = vm.prepare(f, {callee}, [{args}], "
                       f"{self.prepared.positions[i].line})", ip)
         e(indent, "else:", ip)
@@ -2285,7 +2292,7 @@ class _Gen:
         ip = i + 1
         e = self.emit
         top = f"s{depth - 1}"
-        e(indent, f"if type({top}) is PreparedAction:", ip)
+        e(indent, f"if {top}.__class__ is PreparedAction:", ip)
         if op is Op.ACTION_COMMIT:
             self.spill(i, [f"s{j}" for j in range(depth - 1)], indent + 1)
         else:
