@@ -15,6 +15,7 @@ import sys
 import pytest
 
 from conftest import ROOT
+from test_tier2_ints import HEADER
 from test_tiers import _run_source, _verified, run_tier
 
 
@@ -293,14 +294,7 @@ def test_map_reduce_and_sorted_take_a_direct_forms_results_themselves(tmp_path, 
     assert taken.count("reduce") <= 3 and taken.count("sorted") <= 3
 
 
-FILTERED = """\
-untrusted tool lab(k: Int) returns Int requires calc:
-    return k
-irreversible action send(to: String) requires mail.send:
-    print("sent", to)
-policy:
-    allow calc
-    allow mail.send
+FILTERED = "untrusted " + HEADER + """\
 xs = []
 i = 0
 while i < 100:

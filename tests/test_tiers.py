@@ -722,6 +722,29 @@ def test_a_read_is_a_whole_word_not_assigned_to():
     assert _reads("U = UNSET\nl0 = U", "U") and not _reads("U = UNSET\nUNSET", "U")
 
 
+def _generated(verified) -> list:
+    """The tier-2 source of every code object of ``verified`` tier 2 takes: its generator's,
+    with Int versions, and its direct form's where it has one (skips the test when tier 2
+    declines them all)."""
+    from sensevm.runtime import tier2
+    from sensevm.runtime.vm import VM
+    sources = []
+    for prepared in VM(verified, stdout=io.StringIO()).prepared:
+        gen = tier2._Gen(prepared)
+        try:
+            gen.analyse()
+        except tier2._Declined:
+            continue
+        gen.specialise = True
+        sources.append(gen.generate())
+        if gen.has_direct_form():
+            gen.direct, gen.lazy = True, gen.scope_is_lazy()
+            sources.append(gen.generate_direct())
+    if not sources:
+        pytest.skip("tier 2 declines all its code")
+    return sources
+
+
 @pytest.mark.parametrize("path", PROGRAMS[::5] + EXAMPLES, ids=_id)
 def test_unread_prologue_lines_are_the_ones_a_search_per_line_found(path, monkeypatch):
     """prune_unread (one str.find walk of the text per variable) drops the very lines a
@@ -740,19 +763,7 @@ def test_unread_prologue_lines_are_the_ones_a_search_per_line_found(path, monkey
         original(self)
         pruned.append((before, self.lines))
     monkeypatch.setattr(tier2._Gen, "prune_unread", prune)
-    from sensevm.runtime.vm import VM
-    for prepared in VM(verified, stdout=io.StringIO()).prepared:
-        gen = tier2._Gen(prepared)
-        try:
-            gen.analyse()
-        except tier2._Declined:
-            continue
-        gen.generate()
-        if gen.has_direct_form():
-            gen.direct, gen.lazy = True, gen.scope_is_lazy()
-            gen.generate()
-    if not pruned:
-        pytest.skip("tier 2 declines all its code")
+    _generated(verified)
     for before, after in pruned:
         gone = _unread_per_line(before)
         assert after == [line for k, line in enumerate(before) if k not in gone]
@@ -764,27 +775,11 @@ def test_generated_code_reads_a_values_class_without_calling_type(path):
     instructions a test under 3.11 than a call of the builtin ``type``), in every form it
     makes; the same answer as ``type(x)`` for every value (see the next test)."""
     from sensevm.base.errors import SenseError
-    from sensevm.runtime import tier2
     try:
         verified = _verified(path)
     except SenseError:
         pytest.skip("does not compile")
-    from sensevm.runtime.vm import VM
-    sources = []
-    for prepared in VM(verified, stdout=io.StringIO()).prepared:
-        gen = tier2._Gen(prepared)
-        try:
-            gen.analyse()
-        except tier2._Declined:
-            continue
-        gen.specialise = True
-        sources.append(gen.generate())
-        if gen.has_direct_form():
-            gen.direct, gen.lazy = True, gen.scope_is_lazy()
-            sources.append(gen.generate_direct())
-    if not sources:
-        pytest.skip("tier 2 declines all its code")
-    for source in sources:
+    for source in _generated(verified):
         assert not re.search(r"\btype\(", source)
 
 
