@@ -806,3 +806,48 @@ def test_recursion_through_a_callback_meets_the_depth_limit_at_the_same_call(tmp
     assert one[:2] == two[:2]
     assert one[1][0] == "SenseRecursionError"
     assert two[2].depth == one[2].depth
+
+
+CAPTURED_COUNT = """\
+count = 1000
+def make(k):
+    def next():
+        count = count + k
+        return count
+    if k == 1:
+        return next
+    local count = 10 * k
+    return next
+a = make(2)
+b = make(1)
+c = make(3)
+out = []
+i = 0
+while i < 60:
+    push(out, a())
+    if i % 20 == 19 and CALL_B:
+        push(out, b())
+    push(out, c())
+    i = i + 1
+print(out.slice(0, 6), out.slice(40, 46), out[-1], len(out), count)
+"""
+
+
+@pytest.mark.parametrize("call_b", ["true", "false"])
+def test_a_captured_variable_is_read_and_written_where_it_was_found(tmp_path, call_b):
+    """next's direct form is made for a closure whose scope binds count (make(2)'s): it reads
+    and writes count in that scope with no test, once its prologue has found it there. The
+    closure of make(1), whose scope has no count (next then updates the global), fails that
+    test: the form is made again for it, without the assumption, and serves every closure
+    from then on. Both tiers print the same."""
+    (out, error, *_), vm = both(tmp_path, CAPTURED_COUNT.replace("CALL_B", call_b))
+    assert error is None
+    if call_b == "true":
+        assert out == ("[22, 33, 24, 36, 26, 39] [90, 62, 93, 64, 96, 66] 210 123 1003\n")
+    else:
+        assert out == "[22, 33, 24, 36, 26, 39] [62, 93, 64, 96, 66, 99] 210 120 1000\n"
+    source = next(c for c in vm.prepared if c.code.name == "next").t2.direct_source
+    assumed = "if 'count' not in pv: return REDO(vm, cl, D, M)" in source
+    assert assumed == (call_b == "false")
+    assert bool(re.search(r"^ +pv\['count'\] = s0$", source, re.M)) == assumed
+    assert ("if l0 is not U: s0 = l0" in source) != assumed

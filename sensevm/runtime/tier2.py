@@ -458,6 +458,7 @@ class _Gen:
         self.nconst = 0
         self.direct = False     # generating the direct form (see Compiled)
         self.lazy = False       # ... whose function scope is made only if it deoptimizes
+        self.captured: frozenset = frozenset()  # names read and written in pv (captured_names)
         # Names the parent scope bound when the code was generated: a load of one reads the
         # parent's dict once and asks further out only on a KeyError (see lookup).
         self.present: frozenset = frozenset()
@@ -802,6 +803,21 @@ class _Gen:
                 indent = line[:len(line) - len(line.lstrip())]
                 self.lines[k:k + 3] = [indent + "bk = False", indent + "pass", indent + "pass"]
 
+    def captured_names(self) -> frozenset:
+        """The names a lazy direct form of a function assigns that its closure's scope bound
+        when the form was made (``present``): a closure's captured variable, a function's
+        global. Bound there on entry, such a name stays there for the whole call (a scope never
+        loses a binding, and a store finds it there before it could bind one of the function's
+        own), so the form reads and writes it in ``pv`` with no test, once its prologue has
+        found it there. Not a parameter, not a name a block may hold or a ``local`` declares."""
+        if not self.lazy or self.kind is not CodeKind.FUNCTION:
+            return frozenset()
+        declared = {a for (op, a, _), st in zip(self.instrs, self.state)
+                    if op == Op.STORE_LOCAL and st is not None and st[1] == 0}
+        return frozenset(name for name in self.cached if name in self.present
+                         and name not in self.fixed and name not in self.blk
+                         and name not in declared)
+
     def scope_is_lazy(self) -> bool:
         """A direct form needs no function scope while it runs when every name its scope can
         hold lives in a Python local (none is also bound in a block) and its blocks, if any,
@@ -856,6 +872,7 @@ class _Gen:
     def _generate(self) -> str:
         self.lines = []
         self.linemap = {}
+        self.captured = self.captured_names() if self.direct else frozenset()
         self.spec = False
         self.int_sites, self.entry_guards, self.returns_int = 0, [], True
         self.int_result_at = None
@@ -894,6 +911,11 @@ class _Gen:
             e(1, "pv = P.vars if P is not None else EMPTY", 0)
         else:
             e(1, "pv = P.vars", 0)      # a closure's scope: never None
+            # The captured names (see captured_names) are where they were when this form was
+            # made, or it is made again for the closure at hand (REDO: _direct_on_first_call).
+            args = "".join(", " + a for a in self.argnames or ())
+            for name in sorted(self.captured):
+                e(1, f"if {name!r} not in pv: return REDO(vm, cl, D, M{args})", 0)
         # The scope two out, where a top-level function finds the builtins (see lookup); the
         # line goes again if nothing reads it (prune_unread).
         e(1, _GRAND, 0)
@@ -1287,7 +1309,7 @@ class _Gen:
 
     def int_local(self, i, name, scope):
         """The Python local a load of ``name`` at i finds first (see lookup), when it is one."""
-        if name in self.blk and scope > 0 and not self.blocal:
+        if name in self.blk and scope > 0 and not self.blocal or name in self.captured:
             return None
         if self.blocal and scope > 0:
             found = self.block_locals(i, name)
@@ -1482,6 +1504,8 @@ class _Gen:
         if name in self.fixed:
             line = f"{dst} = {local or f'v0[{q}]'}"
             return lines + [f"else: {line}"] if lines else [line]
+        if name in self.captured:
+            return [f"{dst} = pv[{q}]"]     # (no block holds it: lines is empty)
         if local is not None:
             lines.append(f"{kw} {local} is not U: {dst} = {local}")
             kw = "elif"
@@ -1612,6 +1636,8 @@ class _Gen:
             if local is not None and self.lazy:
                 if a in self.fixed:
                     e(indent, f"{local} = {top}", ip)
+                elif a in self.captured:
+                    e(indent, f"pv[{q}] = {top}", ip)
                 else:
                     e(indent, f"if {local} is not U: {local} = {top}", ip)
                     kw, test = self.outer_store("elif", q, top, indent, ip)
@@ -2454,6 +2480,7 @@ def _direct_on_first_call(compiled: Compiled, gen: _Gen, filename: str):
         outer = args[0].parent if gen.kind in _GIVEN_SCOPE else closure.scope
         gen.present = frozenset(outer.vars)
         gen.ns = dict(gen.ns)       # its own globals: LINEMAP differs from the generator's
+        gen.ns["REDO"] = first_call
         source = gen.generate_direct()
         try:
             exec(compile(source, filename, "exec"), gen.ns)
