@@ -990,10 +990,13 @@ class _Gen:
         return "\n".join(self.lines) + "\n"
 
     # Prologue assignments whose variable the code may never read.
-    _UNREAD = {"    " + _GRAND: "ppv", "    U = UNSET": "U", "    L = 0": "L",
+    _UNREAD = {"    " + _GRAND: "ppv", "    L = 0": "L",
                "    bk = False": "bk", "    bsc = None": "bsc", "    pv = P.vars": "pv"}
+    # ... and a cached or block local's start as unbound (a name a direct form reads in pv
+    # alone, see captured_names, or one that is only written).
+    _UNREAD_LOCAL = re.compile(r"    ([lb]\d+(?:_\d+)?) = U")
     # Read by the lines above only, if by nothing else: looked for once those are gone.
-    _UNREAD_THEN = {"    P = cl.scope": "P"}
+    _UNREAD_THEN = {"    P = cl.scope": "P", "    U = UNSET": "U"}
 
     def prune_unread(self) -> None:
         """Drop the prologue's initial assignments of variables nothing reads (most small
@@ -1009,10 +1012,14 @@ class _Gen:
                     drop.append(k)
                 continue
             name = self._UNREAD.get(self.lines[k])
+            if name is None:
+                local = self._UNREAD_LOCAL.fullmatch(self.lines[k])
+                name = local and local.group(1)
             if name is not None and not _reads(text, name):
                 drop.append(k)
-        if drop and any(line in self._UNREAD_THEN for line in self.lines[:body_start]):
-            text = "\n".join(line for k, line in enumerate(self.lines) if k not in set(drop))
+        if any(line in self._UNREAD_THEN for line in self.lines[:body_start]):
+            if drop:
+                text = "\n".join(line for k, line in enumerate(self.lines) if k not in set(drop))
             for k in range(body_start):
                 name = self._UNREAD_THEN.get(self.lines[k])
                 if name is not None and not _reads(text, name):
