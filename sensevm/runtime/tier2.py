@@ -810,7 +810,7 @@ class _Gen:
         loses a binding, and a store finds it there before it could bind one of the function's
         own), so the form reads and writes it in ``pv`` with no test, once its prologue has
         found it there. Not a parameter, not a name a block may hold or a ``local`` declares."""
-        if not self.lazy or self.kind is not CodeKind.FUNCTION:
+        if not self.lazy or self.kind is not CodeKind.FUNCTION or not self.cached:
             return frozenset()
         declared = {a for (op, a, _), st in zip(self.instrs, self.state)
                     if op == Op.STORE_LOCAL and st is not None and st[1] == 0}
@@ -992,9 +992,6 @@ class _Gen:
     # Prologue assignments whose variable the code may never read.
     _UNREAD = {"    " + _GRAND: "ppv", "    L = 0": "L",
                "    bk = False": "bk", "    bsc = None": "bsc", "    pv = P.vars": "pv"}
-    # ... and a cached or block local's start as unbound (a name a direct form reads in pv
-    # alone, see captured_names, or one that is only written).
-    _UNREAD_LOCAL = re.compile(r"    ([lb]\d+(?:_\d+)?) = U")
     # Read by the lines above only, if by nothing else: looked for once those are gone.
     _UNREAD_THEN = {"    P = cl.scope": "P", "    U = UNSET": "U"}
 
@@ -1011,15 +1008,13 @@ class _Gen:
                 if not self.reads_great:        # known without a search (see outer_store)
                     drop.append(k)
                 continue
-            name = self._UNREAD.get(self.lines[k])
-            if name is None:
-                local = self._UNREAD_LOCAL.fullmatch(self.lines[k])
-                name = local and local.group(1)
+            name = self._UNREAD.get(self.lines[k]) or _unbound_local(self.lines[k])
             if name is not None and not _reads(text, name):
                 drop.append(k)
         if any(line in self._UNREAD_THEN for line in self.lines[:body_start]):
             if drop:
-                text = "\n".join(line for k, line in enumerate(self.lines) if k not in set(drop))
+                gone = set(drop)
+                text = "\n".join(line for k, line in enumerate(self.lines) if k not in gone)
             for k in range(body_start):
                 name = self._UNREAD_THEN.get(self.lines[k])
                 if name is not None and not _reads(text, name):
@@ -2411,6 +2406,16 @@ _INT_FOLD = {Op.ADD: "+", Op.SUB: "-", Op.MUL: "*", Op.MOD: "%", Op.LT: "<", Op.
 def _parens(expr: str) -> str:
     """``expr`` as an operand: a compound one in parentheses (so comparisons never chain)."""
     return f"({expr})" if " " in expr else expr
+
+
+def _unbound_local(line: str):
+    """The cached or block local (``l3``, ``b12_0``) a prologue line starts as unbound, if it
+    is one: a name a direct form reads in pv alone (see captured_names), or one only written."""
+    if line.startswith(("    l", "    b")) and line.endswith(" = U"):
+        name = line[4:-4]
+        if name[1:].replace("_", "").isdigit():
+            return name
+    return None
 
 
 def _reads(text, name) -> bool:
