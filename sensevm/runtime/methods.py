@@ -857,36 +857,33 @@ def step(vm, f) -> bool:
         driver.i += 1
         if budget is not None:      # a call: a step, as CALL's is
             vm.count_step()
-        if direct_calls:
-            # A function with a direct form is called here, as vm.call_t2 would call it (its
-            # result not pushed on this frame's stack only to be popped again); dx is read
-            # afresh for every call: the first makes the direct form.
-            direct = code.dx[arity]
-            if direct is not None:
-                try:
-                    if reduce:
-                        value = direct(vm, fn, d, bound, driver.out, x)
-                    else:
-                        value = direct(vm, fn, d, bound, x)
-                except Deoptimize as stop:
-                    if stop.top is not None:
-                        # The callee's activations are frames now (see vm.call_t2).
-                        stop.top.caller = f
-                        vm.depth = stop.depth
-                        return True
-                    pushed = vm.call_frame(f, fn, [driver.out, x] if reduce else [x])
+        # A function with a direct form is called here, as vm.call_t2 would call it (its
+        # result not pushed on this frame's stack only to be popped again); dx is read afresh
+        # for every call: the first makes the direct form.
+        direct = code.dx[arity] if direct_calls else None
+        if direct is not None:
+            try:
+                if reduce:
+                    value = direct(vm, fn, d, bound, driver.out, x)
                 else:
-                    if append is not None:
-                        append(value)
-                    elif reduce:
-                        driver.out = value
-                    elif value is True:
-                        keep(items[driver.i - 1])   # (the item now there, as take reads it)
-                    elif value is not False:
-                        driver.take(value, f)       # a labelled answer, or not a Bool
-                    continue
+                    value = direct(vm, fn, d, bound, x)
+            except Deoptimize as stop:
+                if stop.top is not None:
+                    # The callee's activations are frames now (see vm.call_t2).
+                    stop.top.caller = f
+                    vm.depth = stop.depth
+                    return True
+                pushed = vm.call_frame(f, fn, [driver.out, x] if reduce else [x])
             else:
-                pushed = vm.call_t2(f, fn, [driver.out, x] if reduce else [x])
+                if append is not None:
+                    append(value)
+                elif reduce:
+                    driver.out = value
+                elif value is True:
+                    keep(items[driver.i - 1])   # (the item now there, as take reads it)
+                elif value is not False:
+                    driver.take(value, f)       # a labelled answer, or not a Bool
+                continue
         elif tiered:
             pushed = vm.call_t2(f, fn, [driver.out, x] if reduce else [x])
         else:

@@ -535,7 +535,8 @@ class _Gen:
             CodeKind.FUNCTION, CodeKind.ACTION_BODY, CodeKind.TOOL_BODY) else frozenset()
         self.defined = _defined(instrs, self.state, self.succ, self.params)
         # Names a block scope of this frame can ever hold, and names its own scope can hold.
-        blk, own = set(), set(self.params)
+        # (And the names a `local` declares in its own scope: see captured_names.)
+        blk, own, self.declared = set(), set(self.params), set()
         for i, (op, a, b) in enumerate(instrs):
             st = self.state[i]
             if st is None:
@@ -543,6 +544,8 @@ class _Gen:
             if op == Op.STORE_LOCAL or op == Op.STORE_NAME:
                 if st[1] == 0:
                     own.add(a)
+                    if op == Op.STORE_LOCAL:
+                        self.declared.add(a)
                 elif op == Op.STORE_LOCAL or a not in self.defined[i]:
                     blk.add(a)
         self.blk = blk
@@ -812,11 +815,9 @@ class _Gen:
         found it there. Not a parameter, not a name a block may hold or a ``local`` declares."""
         if not self.lazy or self.kind is not CodeKind.FUNCTION or not self.cached:
             return frozenset()
-        declared = {a for (op, a, _), st in zip(self.instrs, self.state)
-                    if op == Op.STORE_LOCAL and st is not None and st[1] == 0}
         return frozenset(name for name in self.cached if name in self.present
                          and name not in self.fixed and name not in self.blk
-                         and name not in declared)
+                         and name not in self.declared)
 
     def scope_is_lazy(self) -> bool:
         """A direct form needs no function scope while it runs when every name its scope can
