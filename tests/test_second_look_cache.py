@@ -6,6 +6,8 @@ action reused by another. Each runs on both VM tiers (the ``go`` fixture)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from sensevm.base.errors import SenseApprovalError
@@ -135,6 +137,24 @@ def test_the_audit_records_are_those_made_without_the_cache(go):
     assert len({look["digest"] for look in out.looks}) == 1
     assert out.looks[0]["digest"] == _digest("send_mail", [
         P.LStr("x@evil.example", ((0, 14, P.only(P.untrusted("fetch_page"))),)), "x"])
+
+
+def test_a_cached_verdict_gives_every_record_of_a_stage_the_same_detail_text(go):
+    # (issue 27) A loop's second-look records share one detail string per stage: the log of
+    # a long run keeps one copy of the JSON, not one per record (about 0.45 kB each, most of
+    # what such a record kept).
+    src = EXTRA + ('page = relay("a@corp.example")\nfor i in range(3):\n'
+                   '    m = send_mail(page, "x")\n    m.verify()\n    m.commit()\n')
+    out = go(src)
+    assert out.error is None, out.error
+    details = {stage: [r.detail for r in out.records if r.event == "second_look"
+                       and json.loads(r.detail)["stage"] == stage]
+               for stage in ("verify", "commit")}
+    for stage, texts in details.items():
+        assert len(texts) == 3, stage
+        assert all(t is texts[0] for t in texts), stage
+    assert details["verify"][0] != details["commit"][0]
+    assert json.loads(details["verify"][0])["decision"] == "pass"
 
 
 def test_commit_reuses_the_verdict_of_verify_for_arguments_that_cannot_change(go, monkeypatch):

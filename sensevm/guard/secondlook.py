@@ -82,7 +82,8 @@ class Evaluation:
     call) and for every call with the same arguments and origins, so the cache and an action
     keep the object itself; the stage is given where it shows (``detail``, ``as_json``)."""
 
-    __slots__ = ("name", "args", "findings", "flagged", "_digest", "_body", "_reason")
+    __slots__ = ("name", "args", "findings", "flagged", "_digest", "_body", "_details",
+                 "_reason")
 
     def __init__(self, name, args, findings):
         self.name = name
@@ -91,6 +92,8 @@ class Evaluation:
         self.flagged = [f for f in findings if f.verdict == "flagged"] if findings else _NONE
         self._digest = None
         self._body = None           # detail()'s JSON without its stage (the same at each stage)
+        self._details = {}          # detail()'s text by stage: one string each, however many
+        #                             records show it (a loop's audit rows share it)
         self._reason = None
 
     @property
@@ -104,6 +107,9 @@ class Evaluation:
     def detail(self, stage: str) -> str:
         """``json.dumps(self.as_json(stage), ensure_ascii=False, sort_keys=True)``, the audit
         record's detail; "stage" sorts last, so the rest of the text is made once per verdict."""
+        text = self._details.get(stage)
+        if text is not None:
+            return text
         body = self._body
         if body is None:
             import json
@@ -114,7 +120,8 @@ class Evaluation:
         if tail is None:
             import json
             tail = ', "stage": ' + json.dumps(stage, ensure_ascii=False) + "}"
-        return body + tail
+        text = self._details[stage] = body + tail
+        return text
 
     def reason(self) -> str:
         """A plain sentence naming the first flagged value and where it came from."""
