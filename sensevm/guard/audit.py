@@ -156,15 +156,11 @@ class AuditLog:
             if r[8]:                            # host_only
                 continue
             if r[4] is None and not r[6]:
-                by_event = plain.get(r[5])
-                if by_event is None:
-                    by_event = plain[r[5]] = {}
-                by_subject = by_event.get(r[3])
-                if by_subject is None:
-                    by_subject = by_event[r[3]] = {}
-                text = by_subject.get(r[0])
-                if text is None:
-                    text = by_subject[r[0]] = _shown_text(r)
+                try:
+                    text = plain[r[5]][r[3]][r[0]]
+                except KeyError:        # (the first of its kind: made once)
+                    text = plain.setdefault(r[5], {}).setdefault(r[3], {})[r[0]] = \
+                        _shown_text(r)
             else:
                 key = (r[0], r[3], r[4], r[5], r[6])
                 text = other.get(key)
