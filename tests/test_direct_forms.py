@@ -851,3 +851,123 @@ def test_a_captured_variable_is_read_and_written_where_it_was_found(tmp_path, ca
     assert assumed == (call_b == "false")
     assert bool(re.search(r"^ +pv\['count'\] = s0$", source, re.M)) == assumed
     assert ("if l0 is not U: s0 = l0" in source) != assumed
+
+
+HOISTED = """\
+def depth(n):
+    if n == 0:
+        return 0
+    return 1 + depth(n - 1)
+def ask_it(q):
+    return ask_human(q)
+def loop(k, pause):
+    total = 0
+    i = 0
+    while i < k:
+        total = total + depth(i * 7)
+        if i == pause:
+            total = total + len(ask_it("more?"))
+        i = i + 1
+    return total
+print(loop(4, -1))
+print(loop(30, 2))
+"""
+
+
+def _generator_source(vm, name):
+    """The source of the generator tier 2 runs a frame of the function called ``name`` with."""
+    from sensevm.runtime.tier2 import _Gen
+    prepared = next(p for p in vm.prepared if p.code.name == name)
+    gen = _Gen(prepared)
+    gen.analyse()
+    return gen.generate()
+
+
+@pytest.mark.parametrize("max_depth", [30, 47, 48, 49, 96, 97, 250])
+def test_a_generator_finds_the_bound_of_its_direct_calls_when_it_starts_and_resumes(
+        tmp_path, max_depth):
+    """(issue 27) A frame's generator works out the depth and bound of its direct calls once
+    when it starts and again after every yield it resumes from (frames.direct_bound), not at
+    each call: the depth limit is still met at the same call in both tiers, before and after
+    the loop has left frames (ask_human in a callee) and come back."""
+    from sensevm.base.errors import SenseError
+    from sensevm.runtime.vm import VM
+    path = tmp_path / "p.sns"
+    path.write_text(HOISTED)
+    runs = []
+    for tier in ("1", "2"):
+        out = io.StringIO()
+        vm = VM(_verified(str(path)), stdout=out, tier=tier, max_depth=max_depth,
+                stdin=io.StringIO("yes\n"))
+        try:
+            vm.run()
+            error = None
+        except SenseError as err:
+            error = (type(err).__name__, err.text, err.pos)
+        runs.append((out.getvalue(), error, vm.depth))
+    assert runs[0] == runs[1]
+    if max_depth < 250:
+        assert runs[0][1][0] == "SenseRecursionError" and runs[0][1][2].line == 4
+    else:
+        assert runs[0][1] is None
+        assert runs[0][0].split()[0] == "42" and runs[0][0].split()[-1] == "3048"
+    source = _generator_source(vm, "loop")
+    assert source.count("_dd, _M = DB(vm)\n") == 1 + source.count("yield; _dd, _M = DB(vm)\n")
+    assert re.search(r"= _l\(vm, s\d+, _dd, _M, s\d+\)", source)
+    assert "vm.depth + 1" not in source
+    lines = source.splitlines()
+    for k, line in enumerate(lines):       # a bare yield only where the generator ends
+        if line.strip() == "yield":
+            assert lines[k + 1].strip() == "return", lines[k - 3:k + 2]
+
+
+AGENT_DEPTHS = """\
+def depth(n):
+    if n == 0:
+        return 0
+    return 1 + depth(n - 1)
+agent a:
+    total = 0
+    i = 0
+    while i < 12:
+        total = total + depth(i * 7)
+        if i == 2:
+            total = total + len(ask_human("more?"))
+        i = i + 1
+    print("agent", total)
+def deep(n):
+    if n == 0:
+        start(a)
+        return 0
+    return deep(n - 1)
+deep(40)
+resume(a, "yes")
+print(a.status)
+"""
+
+
+@pytest.mark.parametrize("max_depth", [60, 90, 97, 130])
+def test_an_agent_resumed_at_another_depth_gives_its_direct_calls_the_new_bound(
+        tmp_path, max_depth):
+    """The agent starts 41 frames deep and pauses in its loop; resumed from the top, its
+    frames run at another depth, and the generator's direct calls must be given the bound of
+    that depth (found again after the yield), or tier 2 would stop the recursion early."""
+    runs = []
+    path = tmp_path / "p.sns"
+    path.write_text(AGENT_DEPTHS)
+    from sensevm.base.errors import SenseError
+    from sensevm.runtime.vm import VM
+    for tier in ("1", "2"):
+        out = io.StringIO()
+        vm = VM(_verified(str(path)), stdout=out, tier=tier, max_depth=max_depth,
+                stdin=io.StringIO(""))
+        try:
+            vm.run()
+            error = None
+        except SenseError as err:
+            error = (type(err).__name__, err.text, err.pos)
+        runs.append((out.getvalue(), error, vm.depth))
+    assert runs[0] == runs[1]
+    assert (runs[0][1] is None) == (max_depth >= 90)
+    if max_depth >= 90:
+        assert runs[0][0] == "agent 465\ncompleted\n"

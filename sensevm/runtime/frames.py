@@ -35,6 +35,15 @@ DIRECT_REACH = DIRECT_LIMIT - 1
 DIRECT_BOUND = "({d} + %d if {d} < {vm}.direct_cap else {vm}.max_depth)" % DIRECT_REACH
 
 
+def direct_bound(vm) -> tuple:
+    """The depth and bound (DIRECT_BOUND) of a direct call from the frame ``vm`` runs: what a
+    tier-2 generator computes when it starts and again whenever it resumes, and passes to
+    every direct call it makes in between (the frame's depth holds while it runs: a call
+    either returns before the next line or leaves frames, and then the generator yields)."""
+    d = vm.depth + 1
+    return d, (d + DIRECT_REACH if d < vm.direct_cap else vm.max_depth)
+
+
 class PreparedCode:
     """A verified code object in the shape the dispatch loop wants.
 

@@ -88,8 +88,8 @@ from sensevm.bytecode.program import CodeKind
 from sensevm.guard import provenance as PV
 from sensevm.runtime import values as V
 from sensevm.runtime.builtins import CORE
-from sensevm.runtime.frames import (DIRECT_ARITIES, DIRECT_BOUND as BOUND, Deoptimize, Frame,
-                                    code_label)
+from sensevm.runtime.frames import (DIRECT_ARITIES, Deoptimize, Frame, code_label,
+                                    direct_bound)
 from sensevm.runtime.values import (ActionDefinition, ArrayIterator, Builtin, Closure,
                                     PreparedAction, Scope, ToolDefinition, index_get, index_set,
                                     load_name, store_name, store_outer)
@@ -290,6 +290,7 @@ _RUNTIME = {
     "ArrayIterator": ArrayIterator, "SenseRuntimeError": SenseRuntimeError, "V": V,
     "ToolDefinition": ToolDefinition, "ActionDefinition": ActionDefinition,
     "PreparedAction": PreparedAction,
+    "DB": direct_bound,
     "B_LEN": _CORE_BY_NAME["len"], "B_PUSH": _CORE_BY_NAME["push"], "B_STR": _CORE_BY_NAME["str"],
 }
 
@@ -883,6 +884,11 @@ class _Gen:
         # A function's generator keeps its cached names' new values in their Python locals
         # and writes them to its scope only where something can see it (see publish).
         self.defer = not self.direct and self.kind is CodeKind.FUNCTION and bool(self.stored)
+        # A generator that may call a direct form computes the call's depth and bound once when
+        # it starts and again after each yield it resumes from (frames.direct_bound), not at
+        # every call.
+        self.hoisted = not self.direct and not self.counting and any(
+            op == Op.CALL and a < DIRECT_ARITIES for op, a, _ in self.instrs)
         maxdepth = max((st[0] for st in self.state if st is not None), default=0)
         slots = [f"s{i}" for i in range(maxdepth + 2)]
         e = self.emit
@@ -892,6 +898,8 @@ class _Gen:
             e(0, "def t2(vm, f, L):", 0)
             e(1, "H = vm.handlers", 0)
             e(1, "sc = f.scope", 0)
+            if self.hoisted:
+                e(1, "_dd, _M = DB(vm)", 0)
         if self.counting:
             e(1, "B = vm.budget", 0)
         if not self.direct:
@@ -1993,6 +2001,12 @@ class _Gen:
         e(indent, "yield", i + 1)
         e(indent, "return", i + 1)
 
+    def resume(self, indent, ip) -> None:
+        """A yield the generator resumes after (the frames it left have returned): the depth
+        and bound of its direct calls are found again (the frame may run at another depth
+        now: an agent resumed from elsewhere)."""
+        self.emit(indent, "yield; _dd, _M = DB(vm)" if self.hoisted else "yield", ip)
+
     def spill(self, i, items, indent):
         ip = i + 1
         self.materialize_methods(i, len(items), indent)
@@ -2234,9 +2248,8 @@ class _Gen:
         if not self.counting and n < DIRECT_ARITIES:
             e(indent, f"if _ty is Closure and (_l := {callee}.code.dx[{n}]) is not None:", ip)
             e(indent + 1, "try:", ip)
-            e(indent + 2, f"{callee} = _l(vm, {callee}, _dd := vm.depth + 1, "
-                          f"{BOUND.format(d='_dd', vm='vm')}"
-                          f"{', ' + args if args else ''})", ip)
+            e(indent + 2, f"{callee} = _l(vm, {callee}, _dd, _M{', ' + args if args else ''})",
+              ip)
             e(indent + 1, "except Deoptimize as _d:", ip)
             # The frame is on the chain from here on: spilled, as for any other call.
             e(indent + 2, f"f.ip = {ip}", ip)
@@ -2245,11 +2258,11 @@ class _Gen:
             self.set_scope(i, indent + 2)
             e(indent + 2, "if _d.top is None:", ip)      # refused before it was entered
             e(indent + 3, f"if vm.call_frame(f, {callee}, [{args}]):", ip)
-            e(indent + 4, "yield", ip)
+            self.resume(indent + 4, ip)
             e(indent + 2, "else:", ip)               # its activations are frames: run them first
             e(indent + 3, "vm.depth = _d.depth", ip)
             e(indent + 3, "_d.top.caller = f", ip)
-            e(indent + 3, "yield", ip)
+            self.resume(indent + 3, ip)
             self.reload(i, base + 1, indent + 2)
             kw = "elif"
         else:
@@ -2272,7 +2285,7 @@ class _Gen:
         e(indent + 1, f"f.stack = [{below}]", ip)
         self.set_scope(i, indent + 1)
         e(indent + 1, f"if vm.call_t2(f, {callee}, [{args}]):", ip)
-        e(indent + 2, "yield", ip)
+        self.resume(indent + 2, ip)
         self.reload(i, base + 1, indent + 1)
 
     def tool_call(self, i, n, depth, indent):
@@ -2287,9 +2300,9 @@ class _Gen:
         e(indent, f"if {callee}.__class__ is ToolDefinition:", ip)
         e(indent + 1, f"if vm.call_tool(f, {callee}, [{args}], {self.prepared.positions[i].line})"
                       " and not vm.inline(f):", ip)
-        e(indent + 2, "yield", ip)
+        self.resume(indent + 2, ip)
         e(indent, f"elif vm.call_t2(f, {callee}, [{args}]):", ip)     # what CALL does with it
-        e(indent + 1, "yield", ip)
+        self.resume(indent + 1, ip)
         self.reload(i, base + 1, indent)
 
     def action_prepare(self, i, n, depth, indent):
@@ -2307,7 +2320,7 @@ class _Gen:
         e(indent, "else:", ip)
         self.spill(i, [f"s{j}" for j in range(base)], indent + 1)
         e(indent + 1, f"if vm.call_t2(f, {callee}, [{args}]):", ip)
-        e(indent + 2, "yield", ip)
+        self.resume(indent + 2, ip)
         self.reload(i, base + 1, indent + 1)
 
     def lifecycle_step(self, i, op, depth, indent):
@@ -2334,12 +2347,12 @@ class _Gen:
             e(indent + 1, f"{top} = vm.approve(f, {top}, {pos})", ip)
         else:
             e(indent + 1, f"if vm.commit(f, {top}, f.scope) and not vm.inline(f):", ip)
-            e(indent + 2, "yield", ip)
+            self.resume(indent + 2, ip)
             self.reload(i, depth, indent + 1)
         e(indent, "else:", ip)
         self.spill(i, [f"s{j}" for j in range(depth)], indent + 1)
         e(indent + 1, f"if H[{int(op)}](f, None, None) and not vm.inline(f):", ip)
-        e(indent + 2, "yield", ip)
+        self.resume(indent + 2, ip)
         self.reload(i, depth, indent + 1)
 
     def ret(self, i, top, indent):
@@ -2385,7 +2398,7 @@ class _Gen:
         self.spill(i, [f"s{j}" for j in range(depth)], indent)
         self.emit(indent, f"if H[{int(op)}](f, {self.const(a)}, {self.const(b)}) and not vm.inline(f):",
                   ip)
-        self.emit(indent + 1, "yield", ip)
+        self.resume(indent + 1, ip)
         self.reload(i, depth - pops + pushes, indent)
 
 
