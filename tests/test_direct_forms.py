@@ -60,13 +60,14 @@ def test_recursion_runs_direct_and_deep_recursion_becomes_frames(tmp_path):
     assert vm.deopts == 0
 
 
-def _run_with_depth(tmp_path, source, tier, max_depth):
+def _run_with_depth(tmp_path, source, tier, max_depth, stdin=None):
     from sensevm.base.errors import SenseError
     from sensevm.runtime.vm import VM
     path = tmp_path / "p.sns"
     path.write_text(source)
     out = io.StringIO()
-    vm = VM(_verified(str(path)), stdout=out, tier=tier, max_depth=max_depth)
+    vm = VM(_verified(str(path)), stdout=out, tier=tier, max_depth=max_depth,
+            **({} if stdin is None else {"stdin": io.StringIO(stdin)}))
     try:
         vm.run()
     except SenseError as err:
@@ -890,21 +891,9 @@ def test_a_generator_finds_the_bound_of_its_direct_calls_when_it_starts_and_resu
     when it starts and again after every yield it resumes from (frames.direct_bound), not at
     each call: the depth limit is still met at the same call in both tiers, before and after
     the loop has left frames (ask_human in a callee) and come back."""
-    from sensevm.base.errors import SenseError
-    from sensevm.runtime.vm import VM
-    path = tmp_path / "p.sns"
-    path.write_text(HOISTED)
-    runs = []
-    for tier in ("1", "2"):
-        out = io.StringIO()
-        vm = VM(_verified(str(path)), stdout=out, tier=tier, max_depth=max_depth,
-                stdin=io.StringIO("yes\n"))
-        try:
-            vm.run()
-            error = None
-        except SenseError as err:
-            error = (type(err).__name__, err.text, err.pos)
-        runs.append((out.getvalue(), error, vm.depth))
+    runs = [_run_with_depth(tmp_path, HOISTED, tier, max_depth, "yes\n") for tier in "12"]
+    vm = runs[1][2]
+    runs = [(out, error, run_vm.depth) for out, error, run_vm in runs]
     assert runs[0] == runs[1]
     if max_depth < 250:
         assert runs[0][1][0] == "SenseRecursionError" and runs[0][1][2].line == 4
@@ -952,21 +941,8 @@ def test_an_agent_resumed_at_another_depth_gives_its_direct_calls_the_new_bound(
     """The agent starts 41 frames deep and pauses in its loop; resumed from the top, its
     frames run at another depth, and the generator's direct calls must be given the bound of
     that depth (found again after the yield), or tier 2 would stop the recursion early."""
-    runs = []
-    path = tmp_path / "p.sns"
-    path.write_text(AGENT_DEPTHS)
-    from sensevm.base.errors import SenseError
-    from sensevm.runtime.vm import VM
-    for tier in ("1", "2"):
-        out = io.StringIO()
-        vm = VM(_verified(str(path)), stdout=out, tier=tier, max_depth=max_depth,
-                stdin=io.StringIO(""))
-        try:
-            vm.run()
-            error = None
-        except SenseError as err:
-            error = (type(err).__name__, err.text, err.pos)
-        runs.append((out.getvalue(), error, vm.depth))
+    runs = [(out, error, vm.depth) for out, error, vm in
+            (_run_with_depth(tmp_path, AGENT_DEPTHS, tier, max_depth, "") for tier in "12")]
     assert runs[0] == runs[1]
     assert (runs[0][1] is None) == (max_depth >= 90)
     if max_depth >= 90:
