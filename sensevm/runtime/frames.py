@@ -137,7 +137,8 @@ class Frame:
     return and failure move the action's state; ``tags`` are its audit lineage frames."""
 
     __slots__ = ("prepared", "instrs", "ip", "stack", "scope", "closure", "tests", "module",
-                 "caller", "action", "role", "tags", "audit_line", "origin", "gen", "gvm", "pc")
+                 "caller", "action", "role", "tags", "audit_line", "origin", "gen", "gvm", "pc",
+                 "clean")
 
     def __init__(self, prepared: PreparedCode, scope: Scope, caller: Optional["Frame"],
                  closure: Optional[Closure] = None, module: Optional[ModuleValue] = None,
@@ -164,6 +165,11 @@ class Frame:
         # Branches on influenced values still open here: [(join ip or -1, origins, depth)]
         # (see _run_tainted); None for almost every frame.
         self.pc = None
+        # True once lineage() found no tags on this frame's chain. It stays true: a chain
+        # only loses frames, except as a new frame is linked in before it runs (a
+        # deoptimized body's bottom frame given its caller) or as an agent's base frame is
+        # given its resumer -- and a base frame is tagged, so no frame above it is clean.
+        self.clean = False
 
     @property
     def pos(self) -> Pos:

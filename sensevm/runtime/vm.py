@@ -1315,6 +1315,9 @@ class VM:
 
     def lineage(self, frame) -> tuple:
         """Audit lineage along the dynamic call chain, outermost first (spec 21.7)."""
+        if frame is None or frame.clean:
+            return ()
+        start = frame
         tags = None
         while frame is not None:
             if frame.tags:
@@ -1323,6 +1326,7 @@ class VM:
                 tags.extend(reversed(frame.tags))
             frame = frame.caller or frame.origin
         if tags is None:
+            start.clean = True      # (Frame.clean: why it holds from now on)
             return ()
         tags.reverse()
         return tuple(tags)
@@ -1332,18 +1336,10 @@ class VM:
         """Audit ``event`` of ``action``; ``quoting``: the origins of values its detail shows
         (an error's), which the line audit_log() gives for it keeps."""
         definition = action.definition
-        # lineage(frame), its usual answer found without the call: no frame on the chain has
-        # tags (this runs for every lifecycle event).
-        lineage = ()
-        fr = frame
-        while fr is not None:
-            if fr.tags:
-                lineage = self.lineage(frame)
-                break
-            fr = fr.caller or fr.origin
-        # AuditRecord's fields in order, as the plain tuple the log keeps.
+        # AuditRecord's fields in order, as the plain tuple the log keeps; the lineage's
+        # usual answer, a clean chain (Frame.clean), found without the call.
         row = (definition.subject, definition.decl.name, definition.kind, event, detail, line,
-               lineage, _now(), host_only)
+               () if frame is None or frame.clean else self.lineage(frame), _now(), host_only)
         if quoting:
             self.audit.append_quoting(row, quoting)
         else:
@@ -2210,13 +2206,14 @@ def _load_methods():
 class _FrameSnapshot:
     """What policy and lineage need of a frame, frozen: its scope, tags and callers."""
 
-    __slots__ = ("scope", "tags", "caller", "origin")
+    __slots__ = ("scope", "tags", "caller", "origin", "clean")
 
     def __init__(self, scope, tags, caller):
         self.scope = scope
         self.tags = tags
         self.caller = caller
         self.origin = None
+        self.clean = False
 
 
 def _snapshot(frame):
