@@ -482,6 +482,46 @@ def test_lines_identical_with_and_without_sink(first, records, cut):
         assert result.sealed and result.records == len(first) + len(records) + 4
 
 
+@settings(max_examples=60, deadline=None)
+@given(pool=st.lists(_records, min_size=1, max_size=4), picks=st.lists(st.integers(0, 3), max_size=40),
+       cuts=st.sets(st.integers(0, 40)), quoted=st.sets(st.integers(0, 40), max_size=3))
+def test_repeated_records_are_described_as_each_alone(pool, picks, cuts, quoted):
+    """A loop's records repeat a few texts: lines() makes each once and looks the rest up, and
+    must give exactly what describing every record alone gives, at every call, with the lines of
+    records that quote labelled values labelled (and only those)."""
+    from sensevm.guard import provenance as P
+    origins = P.only(P.untrusted("web"))
+    log, shown = AuditLog(), []
+    for i, k in enumerate(picks):
+        if i in cuts:
+            assert log.lines() == [text for text, _ in shown]
+        record = pool[k % len(pool)]
+        row = tuple(record) if i % 2 else AuditRecord(*record)     # (each row its own object)
+        if i in quoted:
+            log.append_quoting(row, origins)
+        else:
+            log.append(row)
+        if not record.host_only:
+            shown.append((A._storable(record.describe()), i in quoted))
+    lines = log.lines()
+    assert lines == [text for text, _ in shown]
+    assert [P.origins_of(line) == origins for line in lines] == [q for _, q in shown]
+
+
+def test_a_quoting_record_without_detail_is_labelled_with_and_without_a_sink(tmp_path):
+    """append_quoting labels the record's line however it is described: the plain rows (no
+    detail, no lineage) that lines() finds by line, event and subject too, as the sink does."""
+    from sensevm.guard import provenance as P
+    origins = P.only(P.untrusted("web"))
+    row = AuditRecord("s", "n", "irreversible", "denied", None, 3, (), 0.0, False)
+    for log in (AuditLog(), AuditLog(sink=AuditFile(tmp_path / "a.jsonl", fsync=False))):
+        log.append(tuple(row))
+        log.append_quoting(tuple(row), origins)
+        log.append(tuple(row))
+        assert [P.origins_of(line) for line in log.lines()] == [P.EMPTY, origins, P.EMPTY]
+        log.close()
+
+
 def test_memory_stays_bounded_with_a_sink(tmp_path):
     path = tmp_path / "big.jsonl"
     log = AuditLog(sink=AuditFile(path, fsync=False))

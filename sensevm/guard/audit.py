@@ -166,9 +166,9 @@ class AuditLog:
                 text = other.get(key)
                 if text is None:
                     text = other[key] = _shown_text(r)
-                if quoted and id(r) in quoted:
-                    from sensevm.guard.provenance import label
-                    text = label(text, quoted[id(r)])
+            if quoted and id(r) in quoted:      # (whatever its detail: as the sink labels)
+                from sensevm.guard.provenance import label
+                text = label(text, quoted[id(r)])
             append(text)
 
     def close(self) -> None:
