@@ -772,7 +772,7 @@ def test_a_closure_updates_captured_variables_from_its_direct_form(tmp_path):
     assert direct_form(vm, "next") is not None and vm.deopts == 0
     source = _direct_source(vm, "next")
     assert "elif 'count' in pv: pv['count'] = s0\n" in source
-    assert "elif not store_found(P.parent, 'count', s0)" in source
+    assert "elif not store_found(cl.scope.parent, 'count', s0)" in source
 
 
 def test_a_direct_call_tests_one_bound(tmp_path):

@@ -465,11 +465,45 @@ def test_a_recursive_function_calls_its_int_entry_and_adds_what_it_returns_as_in
     fib = next(c for c in vm.prepared if c.code.name == "fib").t2
     entry, general = fib.direct_source.split("\ndef direct(")
     assert entry.startswith("def direct_i(") and "l0.__class__" not in entry
-    assert re.search(r"\n +(s\d) = \1 \+ s\d\n +return \1\n", entry)
-    assert "direct_i(vm, s0, D + 1, M, s1)" in general and "l0.__class__ is int" in general
+    assert re.search(r"\n +return (s\d) \+ s\d\n", entry)
+    # (n - 1 is read in the call, on a line of its own: the subtraction's position)
+    assert re.search(r"direct_i\(vm, s0, D \+ 1, M,\n +l0 - 1\)", general)
+    assert "l0.__class__ is int" in general
     # what another callee gives is tested at the two calls of the Int versions only: the
     # general version takes nothing to be an Int
     assert entry.count("is not int:") == 2 == general.count("is not int:")
+
+
+DOWN = """\
+def down(n):
+    if n == 0:
+        return [1][5]
+    return down(
+        n - 1) + 1
+print(down(2))
+"""
+
+
+def test_an_argument_computed_in_the_call_keeps_both_positions(tmp_path):
+    """A direct form reads an argument made of Int locals and constants in the call itself
+    (no slot stored and read again), on a line of its own: an error from the callee is placed
+    at the call, as tier 1 places it (here the call starts a line before its argument), and
+    the argument's subtraction keeps its own position."""
+    from sensevm.bytecode.opcodes import Op
+    (out, error, *_), vm = both(tmp_path, DOWN)
+    assert out == "" and error[0] == "SenseRuntimeError" and error[2].line == 3
+    # every caller of the failing call is placed at line 4, where the call starts
+    assert [line for (_, line, _) in error[5]].count(4) == 2
+    down = next(c for c in vm.prepared if c.code.name == "down")
+    source = down.t2.direct_source
+    assert re.search(r"direct_i\(vm, s0, D \+ 1, M,\n +l0 - 1\)", source)
+    linemap = down.direct.__globals__["LINEMAP"]
+    lines = source.splitlines()
+    ops = {down.instrs[linemap[k + 1] - 1][0] for k, line in enumerate(lines)
+           if re.fullmatch(r" +l0 - 1\)", line)}
+    calls = {down.instrs[linemap[k + 1] - 1][0] for k, line in enumerate(lines)
+             if re.search(r"= direct_i\(vm, s0, D \+ 1, M,$", line)}
+    assert ops == {Op.SUB} and calls == {Op.CALL}
 
 
 REBOUND = HEADER + TAIL + FIB_DEF + """\

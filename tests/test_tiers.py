@@ -700,10 +700,12 @@ def _unread_per_line(lines):
     searched in every other line, per candidate (which cost more than the rest of generating
     the code: such a search tries every position of the line)."""
     import re
-    from sensevm.runtime.tier2 import _GRAND, _GREAT
+    from sensevm.runtime.tier2 import _DIRECT_GRAND, _DIRECT_GREAT, _GRAND, _GREAT
     reads = {"    " + _GRAND: r"\bppv\b", "    " + _GREAT: r"\bP3\b",
+             "    " + _DIRECT_GRAND: r"\bppv\b", "    " + _DIRECT_GREAT: r"\bP3\b",
              "    L = 0": r"\bL\b(?!\s*=[^=])", "    bk = False": r"\bbk\b(?!\s*=[^=])",
-             "    bsc = None": r"\bbsc\b(?!\s*=[^=])", "    pv = P.vars": r"\bpv\b(?!\s*=[^=])"}
+             "    bsc = None": r"\bbsc\b(?!\s*=[^=])", "    pv = P.vars": r"\bpv\b(?!\s*=[^=])",
+             "    pv = cl.scope.vars": r"\bpv\b(?!\s*=[^=])"}
     body = next((k for k, line in enumerate(lines) if line == "    try:"), len(lines))
     for k in range(body):
         local = re.fullmatch(r"    ([lb]\d+(?:_\d+)?) = U", lines[k])
@@ -711,8 +713,8 @@ def _unread_per_line(lines):
             reads[lines[k]] = rf"\b{local.group(1)}\b(?!\s*=[^=])"
     gone = {k for k in range(body) if lines[k] in reads and not any(
         re.search(reads[lines[k]], line) for n, line in enumerate(lines) if n != k)}
-    # A direct form's scope, and UNSET's local, once nothing that was left reads them.
-    then = {"    P = cl.scope": r"\bP\b(?!\s*=[^=])", "    U = UNSET": r"\bU\b"}
+    # UNSET's local, once nothing that was left reads it.
+    then = {"    U = UNSET": r"\bU\b"}
     return gone | {k for k in range(body) if lines[k] in then and not any(
         re.search(then[lines[k]], line) for n, line in enumerate(lines)
         if n != k and n not in gone)}

@@ -98,6 +98,10 @@ CORE_NAMES = frozenset(b.name for b in CORE)
 _GRAND = "ppv = P.parent.vars if P is not None and P.parent is not None else EMPTY"
 # The scope three out, where a store looking for an outer binding goes on (see outer_store).
 _GREAT = "P3 = P.parent.parent if P is not None and P.parent is not None else None"
+# The same in a direct form of a function or a tool, which names its closure's scope
+# ``cl.scope`` (never None) rather than keep it in a local (see _Gen.P).
+_DIRECT_GRAND = "ppv = cl.scope.parent.vars if cl.scope.parent is not None else EMPTY"
+_DIRECT_GREAT = "P3 = cl.scope.parent.parent if cl.scope.parent is not None else None"
 _CORE_BY_NAME = {b.name: b for b in CORE}
 MAX_INSTRUCTIONS = 4000     # larger code objects stay in tier 1 (compile time, Python limits)
 MAX_INDENT = 40             # deeper inlining turns the block into a dispatch target instead
@@ -237,6 +241,38 @@ def materialize(prepared, scope, owner, stack, ip):
     return frame
 
 
+def deopt_at(vm, prepared, scope, owner, stack, ip, depth) -> Deoptimize:
+    """A direct activation at ``depth`` becoming the frame stopped at ``ip`` (the innermost of
+    the frames a deoptimization makes; the loop runs it next): the Deoptimize to raise. (The
+    generated code calls this and deopt_in_call rather than writing them out: every local a
+    direct form has is paid for at each of its calls.)"""
+    vm.frame = frame = materialize(prepared, scope, owner, stack, ip)
+    vm.deopts += 1
+    return Deoptimize(frame, depth)
+
+
+def deopt_in_call(d, vm, prepared, scope, owner, stack, at, below, depth) -> Deoptimize:
+    """A direct activation whose call at instruction ``at`` raised Deoptimize ``d``. Refused
+    before it was entered (no frame made yet), the callee is called again by tier 1: this
+    activation becomes the frame stopped at that call, its stack ``stack``. Otherwise the
+    callee's activations are frames already: this one becomes the frame stopped just after the
+    call (``below`` under the result to come), their caller."""
+    if d.top is None:
+        return deopt_at(vm, prepared, scope, owner, stack, at, depth)
+    frame = materialize(prepared, scope, owner, below, at + 1)
+    d.top.caller = frame
+    d.top = frame
+    return d
+
+
+def direct_failure(exc, linemap, positions, path, label):
+    """What a direct form raises for ``exc``, which left it from the line its traceback
+    starts at: direct_error at that line's instruction."""
+    tb = exc.__traceback__
+    ip = linemap.get(tb.tb_lineno, 1) if tb is not None else 1
+    return direct_error(exc, positions[ip - 1], path, label)
+
+
 def direct_error(exc, pos, path, label):
     """The error a direct form's exception becomes, placed at ``pos`` as the loop would have,
     with the frame the direct form stood for on its call stack (as vm._unwind records one)."""
@@ -279,6 +315,7 @@ _RUNTIME = {
     "join_strings": V.join_strings,
     "array_limit": V.array_limit, "build_map": V.build_map,
     "decl_error": V.decl_error, "return_error": V.return_error, "direct_error": direct_error,
+    "direct_failure": direct_failure, "deopt_at": deopt_at, "deopt_in_call": deopt_in_call,
     "arity_error": V.arity_error, "param_error": V.param_error,
     "SenseRecursionError": SenseRecursionError,
     "add": add_slow, "arith": V.arith, "compare": V.compare, "equal": V.equal,
@@ -498,6 +535,14 @@ class _Gen:
         self.chain_keys: dict = {}
 
     # -- helpers
+
+    @property
+    def P(self) -> str:
+        """How the code names the scope the function was declared in. A generator and a
+        commit body's or rollback block's direct form keep it in the local ``P``; a direct form
+        of a function or a tool reads it from its closure where it needs it (the prologue's
+        ``pv`` and rare paths), since every local of a direct form is paid for at each call."""
+        return "cl.scope" if self.direct and self.kind not in _GIVEN_SCOPE else "P"
 
     def const(self, value) -> str:
         lit = _literal(value)
@@ -751,7 +796,7 @@ class _Gen:
         asks store_found from the grandparent."""
         if self.direct:
             self.emit(indent, f"{kw} {q} in pv: pv[{q}] = {top}", ip)
-            return "elif", f"not store_found(P.parent, {q}, {top})"
+            return "elif", f"not store_found({self.P}.parent, {q}, {top})"
         self.emit(indent, f"{kw} {q} in pv: pv[{q}] = {top}", ip)
         self.emit(indent, f"elif {q} in ppv: ppv[{q}] = {top}", ip)
         self.reads_great = True
@@ -919,7 +964,7 @@ class _Gen:
             e(1, "P = fs.parent", 0)
             e(1, "pv = P.vars if P is not None else EMPTY", 0)
         else:
-            e(1, "pv = P.vars", 0)      # a closure's scope: never None
+            e(1, f"pv = {self.P}.vars", 0)      # a closure's scope: never None
             # The captured names (see captured_names) are where they were when this form was
             # made, or it is made again for the closure at hand (REDO: _direct_on_first_call).
             args = "".join(", " + a for a in self.argnames or ())
@@ -927,8 +972,9 @@ class _Gen:
                 e(1, f"if {name!r} not in pv: return REDO(vm, cl, D, M{args})", 0)
         # The scope two out, where a top-level function finds the builtins (see lookup); the
         # line goes again if nothing reads it (prune_unread).
-        e(1, _GRAND, 0)
-        e(1, _GREAT, 0)
+        named = self.P == "P"
+        e(1, _GRAND if named else _DIRECT_GRAND, 0)
+        e(1, _GREAT if named else _DIRECT_GREAT, 0)
         e(1, "U = UNSET", 0)
         for site in sorted(self.reused):
             e(1, f"_r{site} = None", 0)
@@ -999,10 +1045,11 @@ class _Gen:
         return "\n".join(self.lines) + "\n"
 
     # Prologue assignments whose variable the code may never read.
-    _UNREAD = {"    " + _GRAND: "ppv", "    L = 0": "L",
-               "    bk = False": "bk", "    bsc = None": "bsc", "    pv = P.vars": "pv"}
+    _UNREAD = {"    " + _GRAND: "ppv", "    " + _DIRECT_GRAND: "ppv", "    L = 0": "L",
+               "    bk = False": "bk", "    bsc = None": "bsc", "    pv = P.vars": "pv",
+               "    pv = cl.scope.vars": "pv"}
     # Read by the lines above only, if by nothing else: looked for once those are gone.
-    _UNREAD_THEN = {"    P = cl.scope": "P", "    U = UNSET": "U"}
+    _UNREAD_THEN = {"    U = UNSET": "U"}
 
     def prune_unread(self) -> None:
         """Drop the prologue's initial assignments of variables nothing reads (most small
@@ -1013,7 +1060,7 @@ class _Gen:
         text = "\n".join(self.lines)
         drop = []
         for k in range(body_start):
-            if self.lines[k] == "    " + _GREAT:
+            if self.lines[k] in ("    " + _GREAT, "    " + _DIRECT_GREAT):
                 if not self.reads_great:        # known without a search (see outer_store)
                     drop.append(k)
                 continue
@@ -1128,9 +1175,8 @@ class _Gen:
             arg = self.argnames[k]
             e(1, f"if {self.exact_test(exact, arg)}not {self.const(check)}({arg}): "
                  f"raise param_error({name!r}, cl.name, {text!r}, {arg})", 0)
-        e(1, "P = cl.scope", 0)
         if not self.lazy:
-            e(1, "fs = sc = Scope(P)", 0)
+            e(1, "fs = sc = Scope(cl.scope)", 0)
             e(1, "v0 = sc.vars", 0)
             for k, name in enumerate(params):
                 e(1, f"v0[{name!r}] = {self.argnames[k]}", 0)
@@ -1142,9 +1188,7 @@ class _Gen:
         frame (Deoptimize, which passes: it is no Exception)."""
         e = self.emit
         e(1, "except Exception as exc:", 0)
-        e(2, "tb = exc.__traceback__", 0)
-        e(2, "ip = LINEMAP.get(tb.tb_lineno, 1) if tb is not None else 1", 0)
-        e(2, "raise direct_error(exc, POSITIONS[ip - 1], PATH, LABEL) from None", 0)
+        e(2, "raise direct_failure(exc, LINEMAP, POSITIONS, PATH, LABEL) from None", 0)
         check = self.direct_return_check()
         if check is not None:
             e(1, f"if {self.exact_test(check[2], '_v')}not {self.const(check[1])}(_v): "
@@ -1526,12 +1570,13 @@ class _Gen:
         elif not lines and name in self.present:
             # One dict operation where the binding is where it was (a function's globals
             # and a closure's captures stay put); a raised KeyError is dear, so only then.
-            return [f"try: {dst} = pv[{q}]", f"except KeyError: {dst} = load_name(P.parent, {q})"]
+            return [f"try: {dst} = pv[{q}]",
+                    f"except KeyError: {dst} = load_name({self.P}.parent, {q})"]
         lines.append(f"{kw} {q} in pv: {dst} = pv[{q}]")
         if name in CORE_NAMES:
             # Most likely a builtin, two scopes out for a top-level function (see prologue).
             lines.append(f"elif {q} in ppv: {dst} = ppv[{q}]")
-        lines.append(f"else: {dst} = load_name(P.parent, {q})")
+        lines.append(f"else: {dst} = load_name({self.P}.parent, {q})")
         return lines
 
     def instr(self, i, op, a, b, depth, scope, indent):
@@ -1661,7 +1706,7 @@ class _Gen:
                     e(indent, "else:", ip)
                     # Not in the function's scope: update an outer binding, or (possible
                     # only at depth 0) bind it in the function's scope.
-                    e(indent + 1, f"store_outer(P, {q}, {top}, fs)", ip)
+                    e(indent + 1, f"store_outer({self.P}, {q}, {top}, fs)", ip)
                     e(indent + 1, f"{local} = v0.get({q}, U)", ip)
             elif a in self.fixed:
                 e(indent, f"v0[{q}] = {top}", ip)
@@ -1669,9 +1714,9 @@ class _Gen:
                 # Bound at depth 0 or further out, and no block of this frame can hold it.
                 if self.own is None or a in self.own:
                     e(indent, f"if {q} in v0: v0[{q}] = {top}", ip)
-                    e(indent, f"else: store_outer(P, {q}, {top}, sc)", ip)
+                    e(indent, f"else: store_outer({self.P}, {q}, {top}, sc)", ip)
                 else:
-                    e(indent, f"store_outer(P, {q}, {top}, sc)", ip)
+                    e(indent, f"store_outer({self.P}, {q}, {top}, sc)", ip)
             else:
                 e(indent, f"store_name(sc, {q}, {top})", ip)
         elif op is Op.STORE_LOCAL and self.blocal and scope > 0:
@@ -1932,7 +1977,7 @@ class _Gen:
             e(indent, f"{kw} {test}: {local} = {top}", ip)
         else:
             # Known to be bound in the function scope or further out (the analysis).
-            line = f"store_outer(P, {q}, {top}, fs)"
+            line = f"store_outer({self.P}, {q}, {top}, fs)"
             e(indent, f"else: {line}" if kw == "elif" else line, ip)
 
     def folded_constant(self, i):
@@ -2073,44 +2118,54 @@ class _Gen:
 
     def scope_at(self, i, indent) -> str:
         """The expression for the scope tier 1 would have at instruction i (see set_scope)."""
+        if self.direct:
+            return self.direct_scope(i)
         self.publish(indent, i + 1)
-        if self.lazy:
-            names = [p for p in self.params] + [n for n in self.cached if n not in self.params]
-            values = "".join(self.cached[n] + ", " for n in names)
-            self.emit(indent, f"fs = sc = function_scope(P, {tuple(names)!r}, ({values}))", i + 1)
         if not self.blocal or not self.regions[i]:
             return "sc"
         key = self.chain_keys.setdefault(self.regions[i], len(self.chain_keys) + 1)
+        self.built_keys.add(key)
+        self.emit(indent, f"if bk != {key}: bsc = chain(fs, {self.levels(i)}); bk = {key}",
+                  i + 1)
+        return "bsc"
+
+    def direct_scope(self, i) -> str:
+        """The expression for the scope tier 1 would have at instruction i, in a direct form:
+        only a deoptimization asks, once, in the call that makes its frame, so the scope is
+        built there (a lazy form's function scope from its locals, params first, as tier 1
+        binds them) and nothing is kept for reuse."""
+        if self.lazy:
+            names = [p for p in self.params] + [n for n in self.cached if n not in self.params]
+            values = "".join(self.cached[n] + ", " for n in names)
+            fs = sc = f"function_scope({self.P}, {tuple(names)!r}, ({values}))"
+        else:
+            fs, sc = "fs", "sc"
+        if not self.blocal or not self.regions[i]:
+            return sc
+        return f"chain({fs}, {self.levels(i)})"
+
+    def levels(self, i) -> str:
+        """The block scopes open at instruction i, outermost first, as chain() takes them."""
         levels = []
         for site in self.regions[i]:
             names = self.bnames.get(site, {})
             levels.append(f"({tuple(names)!r}, ({''.join(v + ', ' for v in names.values())}))")
-        if self.direct:       # only a deoptimization asks, once: nothing to reuse
-            self.emit(indent, f"bsc = chain(fs, {', '.join(levels)})", i + 1)
-        else:
-            self.built_keys.add(key)
-            self.emit(indent, f"if bk != {key}: bsc = chain(fs, {', '.join(levels)}); bk = {key}",
-                      i + 1)
-        return "bsc"
+        return ", ".join(levels)
 
-    def deoptimize(self, i, depth, indent):
-        """Become a frame stopped at instruction i (its stack as it is there) and unwind."""
-        e = self.emit
-        scope = self.scope_at(i, indent)
-        stack = ", ".join(f"s{j}" for j in range(depth))
-        e(indent, f"vm.frame = _fr = materialize(PREP, {scope}, cl, [{stack}], {i})", i + 1)
-        e(indent, "vm.deopts += 1", i + 1)
-        e(indent, "raise Deoptimize(_fr, D)", i + 1)
+    def deoptimize(self, i, depth, indent, stack=None):
+        """Become a frame stopped at instruction i (its stack as it is there: ``stack``, as
+        emit_parts takes it, when slots were given expressions) and unwind."""
+        if stack is None:
+            stack = [(f"s{j}", None) for j in range(depth)]
+        self.emit_parts(indent, [(f"raise deopt_at(vm, PREP, {self.scope_at(i, indent)}, cl, [",
+                                  None)] + _listed(stack) + [(f"], {i}, D)", None)], i + 1)
 
     def deoptimize_after(self, i, base, indent):
         """Become a frame stopped just after instruction i, a call whose result is in slot
         ``base`` (its stack as it is there), and unwind: tier 1 goes on with the result."""
-        e = self.emit
-        scope = self.scope_at(i, indent)
         stack = ", ".join(f"s{j}" for j in range(base + 1))
-        e(indent, f"vm.frame = _fr = materialize(PREP, {scope}, cl, [{stack}], {i + 1})", i + 1)
-        e(indent, "vm.deopts += 1", i + 1)
-        e(indent, "raise Deoptimize(_fr, D)", i + 1)
+        self.emit(indent, f"raise deopt_at(vm, PREP, {self.scope_at(i, indent)}, cl, [{stack}], "
+                          f"{i + 1}, D)", i + 1)
 
     def inline_builtin(self, i, n, base, indent) -> str:
         """For a call of what was loaded as `len`, `push` or `str`: that builtin's common case
@@ -2144,26 +2199,25 @@ class _Gen:
         e = self.emit
         base = depth - n - 1
         callee = f"s{base}"
-        args = ", ".join(f"s{j}" for j in range(base + 1, depth))
         kw = self.inline_builtin(i, n, base, indent)
+        # The arguments the lines just before only computed from Int locals and constants go
+        # into the call itself, not through their slots (see forwarded_args).
+        given = self.forwarded_args(base, depth, indent) if kw == "if" else {}
+        args = [given.get(j, (f"s{j}", None)) for j in range(base + 1, depth)]
+        whole = [(f"s{j}", None) for j in range(base + 1)] + args
         if kw == "elif":
             e(indent, "else:", ip)
             indent += 1
         self.int_result_at = None
         def called(fn, indent):
             e(indent, "try:", ip)
-            e(indent + 1, f"{callee} = {fn}(vm, {callee}, D + 1, M{', ' + args if args else ''})",
-              ip)
+            self.emit_parts(indent + 1, [(f"{callee} = {fn}(vm, {callee}, D + 1, M", None)]
+                            + _listed(args, first=", ") + [(")", None)], ip)
             e(indent, "except Deoptimize as _d:", ip)
-            e(indent + 1, "if _d.top is None:", ip)
-            self.deoptimize(i, depth, indent + 2)
-            # The callee is a frame now: this activation continues after the call, in tier 1.
-            scope = self.scope_at(i, indent + 1)
-            stack = ", ".join(f"s{j}" for j in range(base))
-            e(indent + 1, f"_fr = materialize(PREP, {scope}, cl, [{stack}], {ip})", ip)
-            e(indent + 1, "_d.top.caller = _fr", ip)
-            e(indent + 1, "_d.top = _fr", ip)
-            e(indent + 1, "raise", ip)
+            below = ", ".join(f"s{j}" for j in range(base))
+            self.emit_parts(indent + 1, [(f"raise deopt_in_call(_d, vm, PREP, "
+                                          f"{self.scope_at(i, indent + 1)}, cl, [", None)]
+                            + _listed(whole) + [(f"], {i}, [{below}], D)", None)], ip)
         if self.calls_itself(n, base):
             # The function calling itself (the closure it was called as, found again by its
             # name): its code is PREP, whose direct form for n arguments is this one, so the
@@ -2178,20 +2232,58 @@ class _Gen:
             indent += 1
             if ints and self.int_results:
                 self.int_result_at = i
-        e(indent, f"_ty = {callee}.__class__", ip)
-        e(indent, f"if _ty is Closure and (_l := {callee}.code.dx[{n}]) is not None:"
+        # (The class read again in the second test, not kept in a local: a direct form's
+        # frame is made at every call, and each local it has costs that.)
+        e(indent, f"if {callee}.__class__ is Closure and (_l := {callee}.code.dx[{n}]) is not None:"
                   if n < DIRECT_ARITIES else "if False:", ip)
         called("_l", indent + 1)
-        e(indent, f"elif _ty is Builtin and {callee}.pure and "
+        e(indent, f"elif {callee}.__class__ is Builtin and {callee}.pure and "
                   f"({callee}.arity is None or {callee}.arity == {n}):", ip)
-        e(indent + 1, f"{callee} = {callee}.fn(vm, [{args}])", ip)
+        self.emit_parts(indent + 1, [(f"{callee} = {callee}.fn(vm, [", None)] + _listed(args)
+                        + [("])", None)], ip)
         e(indent, "else:", ip)
-        self.deoptimize(i, depth, indent + 1)
+        self.deoptimize(i, depth, indent + 1, whole)
         if self.int_result_at == i:
             # Taken to be an Int below (see spec_after): so is what else was called here, or
             # tier 1 goes on with it.
             e(indent, f"if {callee}.__class__ is not int:", ip)
             self.deoptimize_after(i, base, indent + 1)
+
+    def forwarded_args(self, base, depth, indent) -> dict:
+        """The arguments of a CALL whose callee is in slot ``base`` that the lines just before
+        it only computed into their slots from Int locals and constants (see operand), by
+        slot: (expression, ip of its one operation that can fail, or None). Those lines are
+        taken back; the call reads the expressions in their place, so no slot is stored and
+        read again (in a direct form, where each call pays for every slot). Their operands
+        are Python locals that nothing changes before the call, so the value is the same
+        wherever the expression is read (a deoptimization reads it again for the frame's
+        stack); the last arguments only, as far back as the lines run unbroken."""
+        given: dict = {}
+        for back, slot in enumerate(range(depth - 1, base, -1)):
+            got = self.operand(slot, indent, back)
+            if got is None or not _SLOT_FREE.fullmatch(got[0]):
+                break
+            given[slot] = got
+        for _ in given:
+            del self.linemap[len(self.lines)]
+            self.lines.pop()
+        return given
+
+    def emit_parts(self, indent, parts, ip) -> None:
+        """One statement made of ``parts``, (text, None) or (operand, the ip of its operation
+        that can fail): each such operand starts a line of its own (inside the statement's
+        brackets), mapped to its ip, so a line still holds at most one operation that can
+        fail. (Python 3.11 places an error at the line its instruction starts on: a call's
+        at the call's first line, an operand's at the operand's.)"""
+        line, at = "    " * indent, ip
+        for text, fails in parts:
+            if fails is not None:
+                self.lines.append(line.rstrip())
+                self.linemap[len(self.lines)] = at
+                line, at = "    " * (indent + 2), fails
+            line += text
+        self.lines.append(line)
+        self.linemap[len(self.lines)] = at
 
     def calls_itself(self, n, base) -> bool:
         """Is a CALL of n arguments in this direct form, of what was loaded as the function's
@@ -2362,7 +2454,7 @@ class _Gen:
             if not (self.spec and self.types.get(int(top[1:])) == "i"):
                 self.returns_int = False
             if self.direct_return_check() is None:
-                e(indent, f"return {top}", ip)
+                self.emit_return(indent, top, ip)
             else:
                 e(indent, f"_v = {top}", ip)    # checked on the way out: direct_epilogue
                 e(indent, "break", ip)
@@ -2391,6 +2483,21 @@ class _Gen:
         e(indent, f"H[{int(Op.RETURN)}](f, None, None)", ip)
         e(indent, "return", ip)
 
+    def emit_return(self, indent, top, ip):
+        """A direct form's ``return {top}`` (which cannot fail: no return check), taking the
+        line just before when that line only put an expression into ``top``: ``s0 = l0 - 1``
+        and ``return s0`` become ``return l0 - 1``, on the line and at the position of the
+        expression (the line's one operation that can fail, if any). Two statements in a row
+        at one indentation are run one after the other, whatever else the code does: nothing
+        jumps between them."""
+        last = self.lines[-1] if self.lines else ""
+        start = "    " * indent + f"{top} = "
+        value = last[len(start):]
+        if last.startswith(start) and ";" not in value and " = " not in value:
+            self.lines[-1] = "    " * indent + f"return {value}"
+            return
+        self.emit(indent, f"return {top}", ip)
+
     def generic(self, i, op, a, b, depth, indent):
         """Hand the instruction to its tier-1 handler, with the frame spilled."""
         ip = i + 1
@@ -2415,6 +2522,20 @@ _BRANCHES = frozenset({Op.POP_JUMP_IF_FALSE, Op.POP_JUMP_IF_TRUE, Op.JUMP_IF_FAL
                        Op.JUMP_IF_TRUE_OR_POP})
 _INT_FOLD = {Op.ADD: "+", Op.SUB: "-", Op.MUL: "*", Op.MOD: "%", Op.LT: "<", Op.LE: "<=",
              Op.GT: ">", Op.GE: ">=", Op.EQ: "==", Op.NE: "!="}
+
+
+def _listed(items, first="") -> list:
+    """``items`` ((text, fails) pairs, see _Gen.emit_parts) separated by commas, after
+    ``first`` when there are any."""
+    parts: list = []
+    for k, (text, fails) in enumerate(items):
+        parts.append((first if k == 0 else ", ", None))
+        parts.append((text, fails))
+    return parts
+
+
+# An expression that reads no stack slot (``s`` and digits): Int locals and constants only.
+_SLOT_FREE = re.compile(r"(?:(?!\bs\d+\b)[^'\"])*")
 
 
 def _parens(expr: str) -> str:
