@@ -346,3 +346,35 @@ def test_filter_keeps_the_item_its_answer_was_about_as_tier_one_does(tmp_path, m
     # odd's answers after the call that made its direct form are kept by step itself; rest's
     # Ints and big's labelled Bools are taken.
     assert plain() <= 4 and len(taken) - plain() >= 200
+
+
+IN_PLACE = '''tool page() returns String:
+    return "a page from a tool"
+def probe(x, w, n, fill):
+    return [x.upper(), x.trim(), x.starts_with(w), x.ends_with(w), x.contains(w), x.find(w),
+            x.replace(w, "-"), x.pad_start(n, fill), x.pad_end(n, fill)]
+p = page()
+seen = []
+i = 0
+while i < 60:
+    seen.push(probe(" alpha" + str(i % 3), "a", 9, "."))
+    i = i + 1
+print(seen[58])
+print(probe(p, "page", 3, "."))
+print(probe(" ab ", p, 9, "."))
+print(probe("ab", "ß", 2, ".."))
+'''
+
+
+def test_string_methods_answer_in_place_and_fall_back_to_the_method(tmp_path):
+    """A hot String method call on a plain String is written in place (no call of the method,
+    no list of its arguments): a labelled receiver or argument, a fill longer than one
+    character take the method, with tier 1's results and error."""
+    from test_tier2_ints import source_of
+    out, error, *_, vm = same_on_both_tiers(tmp_path, IN_PLACE)
+    assert out.splitlines()[0] == "[ ALPHA1, alpha1, false, false, true, 1,  -lph-1, .. alpha1,  alpha1..]"
+    assert len(out.splitlines()) == 3 and error is not None and "exactly one" in error[1]
+    source = source_of(vm, "probe")
+    for form in (".upper()", ".strip()", ".startswith(", ".endswith(", " in s", ".find(",
+                 ".replace(", ".rjust(", ".ljust("):
+        assert form in source, form

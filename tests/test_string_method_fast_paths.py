@@ -84,3 +84,41 @@ def test_plain_strings_skip_the_general_helpers(monkeypatch):
     assert M.s_pad_end("ab", None, [5, "."]) == "ab..."
     with pytest.raises(AssertionError):
         M.s_replace("banana", None, ["a", "44"])       # (it may grow: the general case)
+
+
+def _inline(key, s, args):
+    """What tier 2's in-place form of String method ``key`` (methods.INLINE_STRING_METHODS)
+    gives for the plain String ``s`` and ``args``: its expression's value when the arguments
+    pass its test, else None (the method is called)."""
+    test, expr = M.INLINE_STRING_METHODS[key]
+    names = [f"a{k}" for k in range(key[1])]
+    env = {"V": V, "r": s, **dict(zip(names, args))}
+    if test and not eval(test.format(*names, r="r"), env):
+        return None
+    return ("value", eval(expr.format(*names, r="r"), env))
+
+
+ARGUMENT = st.one_of(TEXT, st.integers(-3, 12), st.booleans(), st.none(),
+                     st.sampled_from(["", "a", "ab", "ß", "."]))
+
+
+@settings(max_examples=600, deadline=None)
+@given(key=st.sampled_from(sorted(M.INLINE_STRING_METHODS)), s=TEXT,
+       args=st.lists(ARGUMENT, min_size=2, max_size=2))
+def test_the_forms_tier_two_writes_in_place_answer_as_the_methods_do(key, s, args):
+    """Every in-place form, wherever its test lets it answer, gives what the method gives
+    for the same plain String and arguments (never a Python error: a test that let a wrong
+    argument through would raise one or answer differently)."""
+    fn, arity = M.STRING_METHODS[key[0]]
+    assert arity is None or arity == key[1]
+    got = _inline(key, s, args[:key[1]])
+    if got is not None:
+        assert got == outcome(fn, s, None, args[:key[1]])
+
+
+def test_the_in_place_forms_answer_the_common_case():
+    """The tests let the common case through (else the forms would never be used)."""
+    common = {"starts_with": ["al"], "ends_with": ["a"], "contains": ["9"], "find": ["a"],
+              "replace": ["a", "4"], "pad_start": [12, "."], "pad_end": [12, "."]}
+    for key in M.INLINE_STRING_METHODS:
+        assert _inline(key, "alpha9", common.get(key[0], [])) is not None, key

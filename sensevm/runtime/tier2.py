@@ -763,6 +763,26 @@ class _Gen:
                 return self.guesses[site]
         return None
 
+    def guessed_call(self, site, guess, callee, args, n, indent, ip) -> None:
+        """The call of the method ``guess`` found at ``site`` (its receiver is of the type
+        guessed, exactly): a plain String's common case written in place when the method has
+        one (methods.INLINE_STRING_METHODS: no call of the method, no list of arguments),
+        else the method's call."""
+        call = f"{callee} = {guess[2]}({callee}, vm, [{args}])"
+        inline = None
+        if guess[0] is str:
+            from sensevm.runtime.methods import INLINE_STRING_METHODS
+            inline = INLINE_STRING_METHODS.get((self.instrs[site][1], n))
+        if inline is None:
+            self.emit(indent, call, ip)
+            return
+        test, expr = (part.format(*args.split(", ") if args else (), r=callee) for part in inline)
+        if not test:
+            self.emit(indent, f"{callee} = {expr}", ip)
+            return
+        self.emit(indent, f"if {test}: {callee} = {expr}", ip)
+        self.emit(indent, f"else: {call}", ip)
+
     def materialize_methods(self, k, count, indent):
         """Before instruction k spills ``count`` stack slots: bind the method of every fused
         site still open there into its slot (see method_calls), as tier 1 has it."""
@@ -2315,7 +2335,7 @@ class _Gen:
                 if self.counting:
                     e(indent + 1, f"f.ip = {ip}", ip)
                     self.tick(indent + 1, ip)
-                e(indent + 1, f"{callee} = {guess[2]}({callee}, vm, [{args}])", ip)
+                self.guessed_call(site, guess, callee, args, n, indent + 1, ip)
                 kw = "elif"
             e(indent, f"{kw} _m{site} is not None:", ip)
             if self.counting:
