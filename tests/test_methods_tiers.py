@@ -378,3 +378,34 @@ def test_string_methods_answer_in_place_and_fall_back_to_the_method(tmp_path):
     for form in (".upper()", ".strip()", ".startswith(", ".endswith(", " in s", ".find(",
                  ".replace(", ".rjust(", ".ljust("):
         assert form in source, form
+
+
+COLLECTIONS = '''tool page() returns String:
+    return "k1"
+def probe(xs, m, k):
+    xs.push(k)
+    return [xs.pop(), xs.pop(), m.has(k), m.get(k), m.get(k, 0), len(xs)]
+m = {"k1": 1, "k2": 2}
+seen = []
+i = 0
+while i < 60:
+    seen.push(probe([1, 2, 3], m, "k" + str(i % 4)))
+    i = i + 1
+print(seen[58], seen[59])
+print(probe([7], m, page()))
+print(probe([], {page(): 5}, "k1"))
+print(probe([], m, 1.5))
+'''
+
+
+def test_array_and_map_methods_answer_in_place_and_fall_back_to_the_method(tmp_path):
+    """push, pop, has and get on an Array or a Map, written in place; a labelled key, a Map
+    with a labelled key, an empty Array's pop and a Float key take the method, with tier 1's
+    results, labels and error."""
+    from test_tier2_ints import source_of
+    out, error, *_, vm = same_on_both_tiers(tmp_path, COLLECTIONS)
+    assert out.splitlines()[0] == "[k2, 3, true, 2, 2, 2] [k3, 3, false, nil, 0, 2]"
+    assert len(out.splitlines()) == 2 and error is not None and "pop" in error[1]
+    source = source_of(vm, "probe")
+    for form in (".append(", ".pop()", " in s", ".get("):
+        assert form in source, form

@@ -5,6 +5,8 @@ error with the same message), and for plain Strings the general helpers are not 
 
 from __future__ import annotations
 
+import types
+
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -86,39 +88,65 @@ def test_plain_strings_skip_the_general_helpers(monkeypatch):
         M.s_replace("banana", None, ["a", "44"])       # (it may grow: the general case)
 
 
-def _inline(key, s, args):
-    """What tier 2's in-place form of String method ``key`` (methods.INLINE_STRING_METHODS)
-    gives for the plain String ``s`` and ``args``: its expression's value when the arguments
-    pass its test, else None (the method is called)."""
-    test, expr = M.INLINE_STRING_METHODS[key]
+class _VM:
+    max_array = 5
+
+
+def _inline(kind, key, r, args, quiet=False):
+    """What tier 2's in-place form of method ``key`` of type ``kind``
+    (methods.INLINE_METHODS) gives for the receiver ``r`` and ``args``: ("value", the value
+    of its expression, the receiver after it) when they pass its test, else None (the method
+    is called). ``quiet``: as in a process that has met no labelled value or shaped
+    container yet."""
+    test, expr = M.INLINE_METHODS[kind][key]
     names = [f"a{k}" for k in range(key[1])]
-    env = {"V": V, "r": s, **dict(zip(names, args))}
+    env = {"V": V, "PV": PV, "SHAPES": PV.SHAPES, "vm": _VM, "r": r, **dict(zip(names, args))}
+    if quiet:
+        env.update(PV=types.SimpleNamespace(live=False), SHAPES=set())
     if test and not eval(test.format(*names, r="r"), env):
         return None
-    return ("value", eval(expr.format(*names, r="r"), env))
+    return ("value", eval(expr.format(*names, r="r"), env), r)
+
+
+def _called(kind, key, r, args):
+    fn = M.PURE_BY_TYPE[kind][key[0]][0]
+    got = outcome(fn, r, _VM, args)
+    return got + (r,) if got[0] == "value" else got
 
 
 ARGUMENT = st.one_of(TEXT, st.integers(-3, 12), st.booleans(), st.none(),
                      st.sampled_from(["", "a", "ab", "ß", "."]))
+RECEIVERS = {str: TEXT, list: st.lists(ARGUMENT, max_size=6),
+             dict: st.dictionaries(st.one_of(TEXT, st.integers(-3, 3)), ARGUMENT, max_size=5)}
+FORMS = sorted((kind.__name__, key) for kind in M.INLINE_METHODS for key in M.INLINE_METHODS[kind])
+KINDS = {"str": str, "list": list, "dict": dict}
 
 
-@settings(max_examples=600, deadline=None)
-@given(key=st.sampled_from(sorted(M.INLINE_STRING_METHODS)), s=TEXT,
+@settings(max_examples=800, deadline=None)
+@given(form=st.sampled_from(FORMS), data=st.data(),
        args=st.lists(ARGUMENT, min_size=2, max_size=2))
-def test_the_forms_tier_two_writes_in_place_answer_as_the_methods_do(key, s, args):
-    """Every in-place form, wherever its test lets it answer, gives what the method gives
-    for the same plain String and arguments (never a Python error: a test that let a wrong
-    argument through would raise one or answer differently)."""
-    fn, arity = M.STRING_METHODS[key[0]]
+def test_the_forms_tier_two_writes_in_place_answer_as_the_methods_do(form, data, args):
+    """Every in-place form, wherever its test lets it answer, gives what the method gives for
+    the same receiver and arguments, and leaves the receiver as the method does (never a
+    Python error: a test that let a wrong argument through would raise one or answer
+    differently)."""
+    kind, key = KINDS[form[0]], form[1]
+    r = data.draw(RECEIVERS[kind])
+    fn, arity, _ = M.PURE_BY_TYPE[kind][key[0]]
     assert arity is None or arity == key[1]
-    got = _inline(key, s, args[:key[1]])
+    copy = type(r)(r) if kind is not str else r
+    got = _inline(kind, key, copy, args[:key[1]])
     if got is not None:
-        assert got == outcome(fn, s, None, args[:key[1]])
+        assert got == _called(kind, key, type(r)(r) if kind is not str else r, args[:key[1]])
 
 
 def test_the_in_place_forms_answer_the_common_case():
     """The tests let the common case through (else the forms would never be used)."""
     common = {"starts_with": ["al"], "ends_with": ["a"], "contains": ["9"], "find": ["a"],
-              "replace": ["a", "4"], "pad_start": [12, "."], "pad_end": [12, "."]}
-    for key in M.INLINE_STRING_METHODS:
-        assert _inline(key, "alpha9", common.get(key[0], [])) is not None, key
+              "replace": ["a", "4"], "pad_start": [12, "."], "pad_end": [12, "."],
+              "push": [3], "has": ["a"], "get": ["a", 0]}
+    receivers = {str: "alpha9", list: [1, 2], dict: {"a": 1}}
+    for kind, forms in M.INLINE_METHODS.items():
+        for key in forms:
+            args = common.get(key[0], [])[:key[1]]
+            assert _inline(kind, key, type(receivers[kind])(receivers[kind]), args, True), key

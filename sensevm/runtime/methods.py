@@ -687,29 +687,45 @@ PURE_BY_TYPE = {t: {name: (fn, arity, f"{kind}.{name}") for name, (fn, arity) in
                 for t, kind, table in ((str, "String", STRING_METHODS), (list, "Array", ARRAY_METHODS),
                                        (dict, "Map", MAP_METHODS))}
 
-# What tier 2 writes in place of a call of a String method whose receiver is a plain String
-# (the method it guessed, found for it: see tier2._Gen.guessed_method): by name and argument
-# count, (the test its arguments must pass, or "", and the Python expression of the method's
-# first case), with ``{r}`` for the receiver and ``{0}``, ``{1}`` for the arguments. Each is
-# that method's own first case above, written as an expression (tests/
-# test_string_method_fast_paths.py holds every one equal to its method); a call whose
-# arguments fail the test calls the method.
-INLINE_STRING_METHODS = {
-    ("upper", 0): ("", "{r}.upper()"),
-    ("lower", 0): ("", "{r}.lower()"),
-    ("trim", 0): ("", "{r}.strip()"),
-    ("trim_start", 0): ("", "{r}.lstrip()"),
-    ("trim_end", 0): ("", "{r}.rstrip()"),
-    ("starts_with", 1): ("{0}.__class__ is str", "{r}.startswith({0})"),
-    ("ends_with", 1): ("{0}.__class__ is str", "{r}.endswith({0})"),
-    ("contains", 1): ("{0}.__class__ is str", "{0} in {r}"),
-    ("find", 1): ("{0}.__class__ is str", "{r}.find({0})"),
-    ("replace", 2): ("{0}.__class__ is str and {1}.__class__ is str and {0} "
-                     "and len({1}) <= len({0})", "{r}.replace({0}, {1})"),
-    ("pad_start", 2): ("{0}.__class__ is int and {0} <= V.MAX_STRING and {1}.__class__ is str "
-                       "and len({1}) == 1", "{r}.rjust({0}, {1})"),
-    ("pad_end", 2): ("{0}.__class__ is int and {0} <= V.MAX_STRING and {1}.__class__ is str "
-                     "and len({1}) == 1", "{r}.ljust({0}, {1})"),
+# What tier 2 writes in place of a call of a method whose receiver is of the type its call site
+# guessed, exactly (a plain String, an Array, a Map: see tier2._Gen.guessed_method): by that
+# type, the method's name and the argument count, (the test its receiver and arguments must
+# pass, or "", and the Python expression of the method's first case), with ``{r}`` for the
+# receiver and ``{0}``, ``{1}`` for the arguments (``vm``, ``V``, ``PV`` and ``SHAPES`` are
+# names of the generated code). Each is that method's own first case above, written as an
+# expression (tests/test_string_method_fast_paths.py holds every one equal to its method); a
+# call that fails the test calls the method.
+INLINE_METHODS = {
+    str: {
+        ("upper", 0): ("", "{r}.upper()"),
+        ("lower", 0): ("", "{r}.lower()"),
+        ("trim", 0): ("", "{r}.strip()"),
+        ("trim_start", 0): ("", "{r}.lstrip()"),
+        ("trim_end", 0): ("", "{r}.rstrip()"),
+        ("starts_with", 1): ("{0}.__class__ is str", "{r}.startswith({0})"),
+        ("ends_with", 1): ("{0}.__class__ is str", "{r}.endswith({0})"),
+        ("contains", 1): ("{0}.__class__ is str", "{0} in {r}"),
+        ("find", 1): ("{0}.__class__ is str", "{r}.find({0})"),
+        ("replace", 2): ("{0}.__class__ is str and {1}.__class__ is str and {0} "
+                         "and len({1}) <= len({0})", "{r}.replace({0}, {1})"),
+        ("pad_start", 2): ("{0}.__class__ is int and {0} <= V.MAX_STRING "
+                           "and {1}.__class__ is str and len({1}) == 1", "{r}.rjust({0}, {1})"),
+        ("pad_end", 2): ("{0}.__class__ is int and {0} <= V.MAX_STRING "
+                         "and {1}.__class__ is str and len({1}) == 1", "{r}.ljust({0}, {1})"),
+    },
+    list: {
+        # (append gives None: ``or`` then gives the Array, which push returns)
+        ("push", 1): ("len({r}) < vm.max_array and not SHAPES", "{r}.append({0}) or {r}"),
+        ("pop", 0): ("{r} and not SHAPES", "{r}.pop()"),
+    },
+    dict: {
+        ("has", 1): ("not PV.live and ({0}.__class__ is str or {0}.__class__ is int)",
+                     "{0} in {r}"),
+        ("get", 1): ("({0}.__class__ is str or {0}.__class__ is int) and not SHAPES",
+                     "{r}.get({0})"),
+        ("get", 2): ("({0}.__class__ is str or {0}.__class__ is int) and not SHAPES",
+                     "{r}.get({0}, {1})"),
+    },
 }
 
 

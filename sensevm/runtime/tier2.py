@@ -765,14 +765,12 @@ class _Gen:
 
     def guessed_call(self, site, guess, callee, args, n, indent, ip) -> None:
         """The call of the method ``guess`` found at ``site`` (its receiver is of the type
-        guessed, exactly): a plain String's common case written in place when the method has
-        one (methods.INLINE_STRING_METHODS: no call of the method, no list of arguments),
-        else the method's call."""
+        guessed, exactly): the method's common case written in place when it has one
+        (methods.INLINE_METHODS: no call of the method, no list of arguments), else the
+        method's call."""
+        from sensevm.runtime.methods import INLINE_METHODS
         call = f"{callee} = {guess[2]}({callee}, vm, [{args}])"
-        inline = None
-        if guess[0] is str:
-            from sensevm.runtime.methods import INLINE_STRING_METHODS
-            inline = INLINE_STRING_METHODS.get((self.instrs[site][1], n))
+        inline = INLINE_METHODS[guess[0]].get((self.instrs[site][1], n))
         if inline is None:
             self.emit(indent, call, ip)
             return
