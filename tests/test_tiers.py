@@ -705,7 +705,7 @@ def _unread_per_line(lines):
              "    " + _DIRECT_GRAND: r"\bppv\b", "    " + _DIRECT_GREAT: r"\bP3\b",
              "    L = 0": r"\bL\b(?!\s*=[^=])", "    bk = False": r"\bbk\b(?!\s*=[^=])",
              "    bsc = None": r"\bbsc\b(?!\s*=[^=])", "    pv = P.vars": r"\bpv\b(?!\s*=[^=])",
-             "    pv = cl.scope.vars": r"\bpv\b(?!\s*=[^=])"}
+             "    pv = cl.scope.vars": r"\bpv\b(?!\s*=[^=])", "    _hot = 0": r"\b_hot\b"}
     body = next((k for k, line in enumerate(lines) if line == "    try:"), len(lines))
     for k in range(body):
         local = re.fullmatch(r"    ([lb]\d+(?:_\d+)?) = U", lines[k])

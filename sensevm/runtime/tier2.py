@@ -53,6 +53,12 @@ and constants is one line with the loads of its operands and with the branch or 
 takes its result (``_Gen.int_op``): a line holds at most one operation that can fail, and has
 its position.
 
+Made again when hot: Int versions are budgeted (SPEC_LINES) because Python's compiler costs
+some 67k instructions a generated line, which a short run never earns back. A loop whose
+version only the budget declined counts the turns of its general version; after HOT_TURNS of
+them in one activation its frame, spilled at the loop's header, goes on in the code made again
+with the larger budget (``_Gen.hot_counter``, ``VM.retier``), once per code object.
+
 Control: the generator is one ``while True`` that finds the block to run by testing ``L``; a
 loop header runs in a ``while True`` of its own inside it, so a loop's next turn is a
 ``continue`` that skips those tests (``_Gen.turn``). A join (the code after an ``if``) is
@@ -118,6 +124,13 @@ MAX_SPILLED = 2000
 # A block is given an Int version (see _Gen.region) when it spares at least two tests, and no
 # more than this many lines per test spared are generated twice.
 SPEC_LINES = 40
+# A loop whose Int version that budget declined counts its turns in its general version; after
+# HOT_TURNS turns of one activation the code is made again (VM.retier) with HOT_SPEC_LINES
+# lines per test spared, and the frame goes on in the new code from the loop's header: a loop
+# that has run that long is likely to run longer, and the compiling, paid once per code object,
+# is then a small part of its time (strings' run: some 25 ms, after 10,000 turns of about 7 µs).
+HOT_TURNS = 10_000
+HOT_SPEC_LINES = 400
 # A generator whose deferred stores (_Gen.publish) are to more names than this writes them back
 # by a call, not in line: the write-back points are many, and a long one at each made the
 # generated code up to a third larger (compiling it cost more than the call saves).
@@ -479,8 +492,12 @@ def _literal(value) -> Optional[str]:
 
 
 class _Gen:
-    def __init__(self, prepared, counting=False, max_array=None, max_string=None):
+    def __init__(self, prepared, counting=False, max_array=None, max_string=None, hot=False):
         self.prepared = prepared
+        # Lines an Int version may make twice per test it spares (see worth); whether a loop
+        # whose version this declines counts its turns, to be made again (see hot_counter).
+        self.spec_lines = HOT_SPEC_LINES if hot else SPEC_LINES
+        self.hot = hot
         self.counting = counting      # a step budget: count backward jumps and calls
         self.max_array = max_array    # --max-array, when an array literal could exceed it
         self.instrs = prepared.instrs
@@ -994,6 +1011,8 @@ class _Gen:
         e(1, _GRAND if named else _DIRECT_GRAND, 0)
         e(1, _GREAT if named else _DIRECT_GREAT, 0)
         e(1, "U = UNSET", 0)
+        if not self.direct:
+            e(1, "_hot = 0", 0)         # (turns counted, if any loop counts: hot_counter)
         for site in sorted(self.reused):
             e(1, f"_r{site} = None", 0)
         for name, local in self.cached.items():
@@ -1065,6 +1084,7 @@ class _Gen:
     # Prologue assignments whose variable the code may never read.
     _UNREAD = {"    " + _GRAND: "ppv", "    " + _DIRECT_GRAND: "ppv", "    L = 0": "L",
                "    bk = False": "bk", "    bsc = None": "bsc", "    pv = P.vars": "pv",
+               "    _hot = 0": "_hot",
                "    pv = cl.scope.vars": "pv"}
     # Read by the lines above only, if by nothing else: looked for once those are gone.
     _UNREAD_THEN = {"    U = UNSET": "U"}
@@ -1318,6 +1338,8 @@ class _Gen:
         self.spec, self.confirm, self.useful, self.saved = True, None, set(), 0
         self.spec_block(i, indent + 1 + inner)
         useful = self.useful
+        # (Counted while made for the hot budget: see hot_counter.)
+        wanted = inner and not self.direct and self.worth_when_hot(start)
         if not self.worth(start):
             useful = ()         # (assuming more than the guards will, it spared too little)
         self.rollback(start)
@@ -1334,10 +1356,13 @@ class _Gen:
             # loop's header block holds the whole body and its exit: one `i < n` on Ints
             # would not pay for compiling all of it again).
             if not guards or not self.worth(start):
+                wanted = wanted and bool(guards) and self.worth_when_hot(start)
                 guards = []
                 self.rollback(start)
         self.spec = False
         if not guards:
+            if wanted:
+                self.hot_counter(i, indent)
             self.block(i, indent)
             return
         if i == 0 and self.direct:
@@ -1363,7 +1388,28 @@ class _Gen:
 
     def worth(self, start) -> bool:
         """Does the Int version made since ``start`` spare enough tests for its size?"""
-        return self.saved >= 2 and len(self.lines) - start[0] <= SPEC_LINES * self.saved
+        return self.saved >= 2 and len(self.lines) - start[0] <= self.spec_lines * self.saved
+
+    def worth_when_hot(self, start) -> bool:
+        """Would the Int version made since ``start`` be worth it with the budget of code made
+        again for a long-running loop (see hot_counter)?"""
+        return (not self.hot and self.saved >= 2
+                and len(self.lines) - start[0] <= HOT_SPEC_LINES * self.saved)
+
+    def hot_counter(self, i, indent) -> None:
+        """At the start of each turn of loop header i's general version, when only the budget
+        declined its Int version: count the turn, and after HOT_TURNS of them (in this
+        activation) hand the frame, spilled at the header as tier 1 would have it, to VM.retier,
+        which makes the code again with the larger budget and starts its generator there. (A
+        generator only: a direct form runs no loop long enough to matter and has no frame.)"""
+        e = self.emit
+        e(indent, "_hot += 1", i + 1)
+        e(indent, f"if _hot > {HOT_TURNS}:", i + 1)
+        self.spill(i, [f"s{j}" for j in range(self.state[i][0])], indent + 1)
+        e(indent + 1, f"f.ip = {i}", i + 1)
+        e(indent + 1, "vm.retier(f)", i + 1)
+        e(indent + 1, "yield", i + 1)
+        e(indent + 1, "return", i + 1)
 
     def spec_block(self, i, indent):
         self.types, self.known, self.written, self.origin = {}, set(), set(), {}
@@ -2599,14 +2645,16 @@ class _Deeper(Exception):
 
 
 def compile_code(prepared, counting: bool = False, max_array: Optional[int] = None,
-                 max_string: Optional[int] = None, present=()) -> Optional[Compiled]:
+                 max_string: Optional[int] = None, present=(), hot: bool = False
+                 ) -> Optional[Compiled]:
     """The tier-2 form of ``prepared``, or None when it stays in tier 1. With ``counting`` (a
     step or time limit), the code counts the steps tier 1 counts (sensevm/runtime/limits.py); an array
     literal longer than ``max_array`` raises tier 1's error, and an Int whose text could be
     longer than ``max_string`` is made into text by values.int_text. ``present``: the names
     bound in the scope the code's function was declared in, as far as the caller knows (a
-    hint: see _Gen.present)."""
-    gen = _Gen(prepared, counting, max_array, max_string)
+    hint: see _Gen.present). ``hot``: made again for a long-running loop, with the larger
+    budget for Int versions (see _Gen.hot_counter)."""
+    gen = _Gen(prepared, counting, max_array, max_string, hot)
     gen.present = frozenset(present)
     try:
         gen.analyse()

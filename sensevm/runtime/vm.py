@@ -624,6 +624,25 @@ class VM:
                 t2.set_direct(code, t2.direct)
         return t2 or None
 
+    def retier(self, frame) -> None:
+        """Called by ``frame``'s generator, spilled at a loop header, after that loop has run
+        long in its general version (tier2.HOT_TURNS turns): make the code's tier-2 form again
+        with the larger budget for Int versions, once per code object, and go on in it from
+        the header (or in tier 1, if it declines now). The direct form made already stays."""
+        from sensevm.runtime.tier2 import compile_code
+        code = frame.prepared
+        old = code.t2
+        if not code.hot:
+            code.hot = True
+            new = compile_code(code, counting=self.budget is not None, max_array=self.max_array,
+                               max_string=self.max_string, hot=True)
+            if new:
+                if old:
+                    new.direct, new.direct_source = old.direct, old.direct_source
+                code.t2 = new
+        t2 = code.t2
+        frame.gen = t2.fn(self, frame, frame.ip) if t2 and frame.ip in t2.entries else None
+
     def _tier2(self, frame) -> bool:
         """Start ``frame`` in tier 2 at its current instruction if possible."""
         if frame.pc is not None:
