@@ -2094,7 +2094,9 @@ class _Gen:
             e(indent, f"if {top} is not True and {top} is not False and ({top}.__class__ in LT "
                       f"or {top}.__class__ in CT and decides({top})):", i + 1)
         else:
-            e(indent, f"if {top}.__class__ in LT:", i + 1)
+            # (Asked of every item: while the process has made no labelled value LT is empty,
+            # and its length, not a look-up of the item's class, says no.)
+            e(indent, f"if LT and {top}.__class__ in LT:", i + 1)
         self.to_tier1(i, depth, indent + 1)
 
     def to_tier1(self, i, depth, indent):
