@@ -40,19 +40,20 @@ def _code(vm, name):
 @pytest.mark.parametrize("turns", [40, 400])
 def test_a_long_loop_goes_on_in_code_made_again_with_int_versions(tmp_path, monkeypatch,
                                                                     turns):
-    """run's loop is too large for an Int version at the first budget: it counts its turns,
-    and past HOT_TURNS (100 here) the frame goes on from the loop's header in code made again
-    with one, exactly once; a shorter run never pays for that. A Float bound afterwards still
-    takes the general version, as in tier 1."""
+    """run's loop is too large for an Int version at the first budget (5 lines per test
+    spared, here): it counts its turns, and past HOT_TURNS (100 here) the frame goes on from
+    the loop's header in code made again with one, exactly once; a shorter run never pays
+    for that. A Float bound afterwards still takes the general version, as in tier 1."""
     from sensevm.runtime import tier2
     monkeypatch.setattr(tier2, "HOT_TURNS", 100)
+    monkeypatch.setattr(tier2, "SPEC_LINES", 5)
     source = LONG_LOOP.replace("TURNS", str(turns))
     one = _run_source(tmp_path, source, "1")
     two = _run_source(tmp_path, source, "2")
     assert one[:5] == two[:5] and one[1] is None
     assert one[0].splitlines()[1] == "0 alpha0 beta1 gamma2 delta3 epsilon4 alpha5 beta6 gamma7"
     run = _code(two[5], "run")
-    guard = re.compile(r"if l\d\.__class__ is int and l\d\.__class__ is int:")
+    guard = re.compile(r"if l\d\.__class__ is int and l\d\.__class__ is int\b")
     if turns < 100:
         assert not run.hot and "_hot += 1" in run.t2.source
         assert not guard.search(run.t2.source)
@@ -65,6 +66,7 @@ def test_code_is_made_again_once(tmp_path, monkeypatch):
     a third time (compiling it is paid once per code object)."""
     from sensevm.runtime import tier2
     monkeypatch.setattr(tier2, "HOT_TURNS", 50)
+    monkeypatch.setattr(tier2, "SPEC_LINES", 5)
     made = []
     real = tier2.compile_code
     monkeypatch.setattr(tier2, "compile_code", lambda *a, **k: made.append(k.get("hot")) or

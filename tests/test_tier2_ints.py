@@ -584,3 +584,36 @@ def test_int_entries_agree_with_tier_one(tmp_path, source):
     entry, the Ints it is taken to return and the checks of what else was called) prints,
     labels and fails exactly as tier 1."""
     both(tmp_path, source)
+
+
+BOUND = """\
+def walk(n):
+    word = "ab"
+    s = ""
+    i = 0
+    while i < n:
+        s = s + "-"
+        pair = [word, s]
+        i = i + 1
+    return [s, word]
+print(walk(3))
+word = "the module's"
+s = "."
+print(walk(3), word, s)
+"""
+
+
+def test_a_version_takes_locals_bound_before_its_loop_to_be_bound(tmp_path):
+    """walk's loop version tests once on entry that ``word`` and ``s`` (no Ints) are bound in
+    the function's scope, and reads and writes them with no test of their own; once the module
+    binds both, walk's stores update the module's (as in tier 1): the test fails and the
+    general version runs, with tier 1's result."""
+    (out, error, *_), vm = both(tmp_path, BOUND)
+    assert error is None and out.splitlines() == ["[---, ab]", "[---, ab] ab ---"]
+    source = source_of(vm, "walk")
+    guard = re.search(r"if l\d\.__class__ is int and (.*):\n", source)
+    assert guard, source
+    bound = re.findall(r"(l\d) is not U", guard.group(1))
+    assert len(bound) == 2
+    for local in bound:
+        assert re.search(rf"\n +s\d = {local}\n", source)         # a read with no test

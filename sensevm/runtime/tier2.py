@@ -535,6 +535,14 @@ class _Gen:
         self.origin: dict = {}          # ... stack slot -> the local it was loaded from
         self.confirm = None             # ... locals worth a guard (None: finding them)
         self.guards: list = []          # ... locals the version assumes Ints on entry
+        # ... and the locals it assumes bound in the function's scope (see assume_bound):
+        # which it may (the names certainly bound on entry to a generator's loop header or
+        # join: ``defined`` there), the locals it did (tested ``is not U`` on entry), those a
+        # first making found, those the second may take
+        self.bounding = frozenset()
+        self.bound_guards: list = []
+        self.bound_useful: set = set()
+        self.bound_confirm = None
         self.useful: set = set()        # ... locals an Int operation took (while finding)
         self.saved = 0                  # ... Int operations done without a test
         # A recursive function's direct form may come with an Int entry, ``direct_i``, for its
@@ -1336,31 +1344,35 @@ class _Gen:
         if inner:
             self.emit(indent + 1, "while True:", i + 1)
         self.spec, self.confirm, self.useful, self.saved = True, None, set(), 0
+        self.bounding = self.defined[i] if not self.direct and i != 0 else frozenset()
+        self.bound_confirm, self.bound_useful = None, set()
         self.spec_block(i, indent + 1 + inner)
-        useful = self.useful
+        useful, bound = self.useful, self.bound_useful
         # (Counted while made for the hot budget: see hot_counter.)
         wanted = inner and not self.direct and self.worth_when_hot(start)
         if not self.worth(start):
-            useful = ()         # (assuming more than the guards will, it spared too little)
+            useful = bound = ()     # (assuming more than the guards will, it spared too little)
         self.rollback(start)
-        guards = []
-        if useful:
+        guards = bound_guards = []
+        if useful or bound:
             self.emit(indent, "if True:", i + 1)
             if inner:
                 self.emit(indent + 1, "while True:", i + 1)
             self.back_edges = []
-            self.spec, self.confirm, self.saved = True, useful, 0
+            self.spec, self.confirm, self.saved = True, set(useful), 0
+            self.bound_confirm = set(bound)
             self.spec_block(i, indent + 1 + inner)
             guards = self.guards
+            bound_guards = [g for g in self.bound_guards if g not in guards]
             # Worth it only where tests are spared in proportion to the code made twice (a
             # loop's header block holds the whole body and its exit: one `i < n` on Ints
             # would not pay for compiling all of it again).
-            if not guards or not self.worth(start):
-                wanted = wanted and bool(guards) and self.worth_when_hot(start)
-                guards = []
+            if not (guards or bound_guards) or not self.worth(start):
+                wanted = wanted and bool(guards or bound_guards) and self.worth_when_hot(start)
+                guards = bound_guards = []
                 self.rollback(start)
-        self.spec = False
-        if not guards:
+        self.spec, self.bounding = False, frozenset()
+        if not (guards or bound_guards):
             if wanted:
                 self.hot_counter(i, indent)
             self.block(i, indent)
@@ -1373,7 +1385,8 @@ class _Gen:
                 params = self.param_locals()
                 guards = [g for g in guards if g not in params]
         self.lines[start[0]] = "    " * indent + "if " + (" and ".join(
-            f"{g}.__class__ is int" for g in guards) or "True") + ":"
+            [f"{g}.__class__ is int" for g in guards] + [f"{g} is not U" for g in bound_guards])
+            or "True") + ":"
         if inner:
             tested = set(guards)
             for line, unsure in self.back_edges:
@@ -1381,7 +1394,7 @@ class _Gen:
                     self.lines[line] = self.lines[line].replace("continue", "break")
             # Left by a jump elsewhere (L set, as the turn's own loop is left), or to test again.
             self.emit(indent + 1, f"if L != {i}: break", i + 1)
-        if not guards:
+        if not (guards or bound_guards):
             return      # no general version: nothing could run it
         self.emit(indent, "else:", i + 1)
         self.block(i, indent + 1)
@@ -1413,7 +1426,7 @@ class _Gen:
 
     def spec_block(self, i, indent):
         self.types, self.known, self.written, self.origin = {}, set(), set(), {}
-        self.guards = []
+        self.guards, self.bound_guards = [], []
         self.block(i, indent)
 
     def mark(self):
@@ -1435,6 +1448,29 @@ class _Gen:
             if found:
                 return found[0]
         return self.cached.get(name)
+
+    def assume_bound(self, name, local) -> bool:
+        """In an Int version that may (see bounding), take cached local ``local``, of
+        ``name``, to be bound in the function's scope, tested once on entry (``local is not
+        U``): a load of it then reads the local and a store writes it with no test of its own.
+        A binding is never removed, so one bound on entry stays bound for the whole version.
+        Only names bound on every path to the version's entry (``defined``: in this scope or
+        further out), whose test then fails only where an outer scope holds the name (a
+        name assigned first in the loop, or after it, would fail it on every entry); not in a
+        direct form, whose lazy scope starts empty."""
+        if (not self.bound_eligible(name)
+                or self.bound_confirm is not None and local not in self.bound_confirm):
+            return False
+        if local not in self.bound_guards:
+            self.bound_guards.append(local)
+        self.bound_useful.add(local)
+        self.saved += 1
+        return True
+
+    def bound_eligible(self, name) -> bool:
+        """May this Int version take ``name``'s cached local to be bound (see assume_bound)?"""
+        return (self.spec and name in self.bounding and name not in self.fixed
+                and name not in self.captured)
 
     def forget(self, name):
         """A store to ``name`` (any of its Python locals): nothing is known of them after it."""
@@ -1500,6 +1536,8 @@ class _Gen:
             local = self.int_local(i, a, scope)
             if local is None:
                 return None
+            if self.confirm is None and local == self.cached.get(a) and self.bound_eligible(a):
+                self.bound_useful.add(local)    # (should it not be taken to be an Int)
             if local not in self.known:
                 if local in self.written or (self.confirm is not None
                                              and local not in self.confirm):
@@ -1625,6 +1663,8 @@ class _Gen:
             return lines + [f"else: {line}"] if lines else [line]
         if name in self.captured:
             return [f"{dst} = pv[{q}]"]     # (no block holds it: lines is empty)
+        if not lines and local is not None and self.assume_bound(name, local):
+            return [f"{dst} = {local}"]
         if local is not None:
             lines.append(f"{kw} {local} is not U: {dst} = {local}")
             kw = "elif"
@@ -1763,7 +1803,7 @@ class _Gen:
                     kw, test = self.outer_store("elif", q, top, indent, ip)
                     e(indent, f"{kw} {test}: {local} = {top}", ip)
             elif local is not None:
-                if a in self.fixed:
+                if a in self.fixed or self.assume_bound(a, local):
                     e(indent, self.cached_store(local, a, top), ip)
                 else:
                     e(indent, f"if {local} is not U: {self.cached_store(local, a, top)}", ip)
