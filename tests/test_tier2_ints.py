@@ -467,7 +467,7 @@ def test_a_recursive_function_calls_its_int_entry_and_adds_what_it_returns_as_in
     assert entry.startswith("def direct_i(") and "l0.__class__" not in entry
     assert re.search(r"\n +return (s\d) \+ s\d\n", entry)
     # (n - 1 is read in the call, on a line of its own: the subtraction's position)
-    assert re.search(r"direct_i\(vm, s0, D \+ 1, M,\n +l0 - 1\)", general)
+    assert re.search(r"direct_i\(vm, s0, pv, D \+ 1, M,\n +l0 - 1\)", general)
     assert "l0.__class__ is int" in general
     # what another callee gives is tested at the two calls of the Int versions only: the
     # general version takes nothing to be an Int
@@ -496,13 +496,13 @@ def test_an_argument_computed_in_the_call_keeps_both_positions(tmp_path):
     assert [line for (_, line, _) in error[5]].count(4) == 2
     down = next(c for c in vm.prepared if c.code.name == "down")
     source = down.t2.direct_source
-    assert re.search(r"direct_i\(vm, s0, D \+ 1, M,\n +l0 - 1\)", source)
+    assert re.search(r"direct_i\(vm, s0, pv, D \+ 1, M,\n +l0 - 1\)", source)
     linemap = down.direct.__globals__["LINEMAP"]
     lines = source.splitlines()
     ops = {down.instrs[linemap[k + 1] - 1][0] for k, line in enumerate(lines)
            if re.fullmatch(r" +l0 - 1\)", line)}
     calls = {down.instrs[linemap[k + 1] - 1][0] for k, line in enumerate(lines)
-             if re.search(r"= direct_i\(vm, s0, D \+ 1, M,$", line)}
+             if re.search(r"= direct_i\(vm, s0, pv, D \+ 1, M,$", line)}
     assert ops == {Op.SUB} and calls == {Op.CALL}
 
 

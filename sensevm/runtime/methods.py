@@ -864,6 +864,68 @@ def start_callback(vm, frame, kind: str, fn, items: list, initial) -> bool:
     return True
 
 
+def _direct_run(vm, f, driver, code, arity, d, bound) -> bool:
+    """step's calls of a function with a direct form, with no step budget to count: the same
+    calls and results as its loop, with the position and the accumulator kept in locals and
+    written back to the driver wherever anything can read it (a labelled answer's take, a
+    deoptimization; an error leaves the method). Stops where the function has no direct form
+    (step's loop then goes on from there); True when a call deoptimized and left a frame to
+    run (step's answer), else False."""
+    items, fn, kind = driver.items, driver.fn, driver.kind
+    i = driver.i
+    acc = driver.out
+    x = None
+    try:
+        if kind == "reduce":
+            while i < len(items):
+                direct = code.dx[2]
+                if direct is None:
+                    break
+                x = items[i]
+                i += 1
+                acc = direct(vm, fn, d, bound, acc, x)
+        elif kind == "filter":
+            keep = acc.append
+            while i < len(items):
+                direct = code.dx[1]
+                if direct is None:
+                    break
+                x = items[i]
+                i += 1
+                value = direct(vm, fn, d, bound, x)
+                if value is True:
+                    keep(items[i - 1])      # (the item now there, as take reads it)
+                elif value is not False:
+                    driver.i = i
+                    driver.take(value, f)   # a labelled answer, or not a Bool
+        else:                               # map, sorted: on the Array being made
+            append = acc.append
+            while i < len(items):
+                direct = code.dx[1]
+                if direct is None:
+                    break
+                x = items[i]
+                i += 1
+                append(direct(vm, fn, d, bound, x))
+    except Deoptimize as stop:
+        driver.i = i
+        if kind == "reduce":
+            driver.out = acc
+        if stop.top is not None:
+            # The callee's activations are frames now (see vm.call_t2).
+            stop.top.caller = f
+            vm.depth = stop.depth
+            return True
+        if vm.call_frame(f, fn, [acc, x] if kind == "reduce" else [x]):
+            return True
+        driver.take(f.stack.pop(), f)
+        return False
+    driver.i = i
+    if kind == "reduce":
+        driver.out = acc
+    return False
+
+
 def step(vm, f) -> bool:
     """The CALLBACK instruction: take the result of the call that returned (if one did), then
     make the next call, or return the method's result to the caller. Always True: the frame
@@ -893,6 +955,8 @@ def step(vm, f) -> bool:
     # while it calls, each call having returned before the next.
     d = vm.depth + 1
     bound = d + DIRECT_REACH if d < vm.direct_cap else vm.max_depth
+    if direct_calls and budget is None and _direct_run(vm, f, driver, code, arity, d, bound):
+        return True
     while driver.i < len(items):
         x = items[driver.i]
         driver.i += 1

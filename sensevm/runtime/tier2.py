@@ -1007,7 +1007,8 @@ class _Gen:
             e(1, "P = fs.parent", 0)
             e(1, "pv = P.vars if P is not None else EMPTY", 0)
         else:
-            e(1, f"pv = {self.P}.vars", 0)      # a closure's scope: never None
+            if not self.int_entry:
+                e(1, f"pv = {self.P}.vars", 0)      # a closure's scope: never None
             # The captured names (see captured_names) are where they were when this form was
             # made, or it is made again for the closure at hand (REDO: _direct_on_first_call).
             args = "".join(", " + a for a in self.argnames or ())
@@ -1206,8 +1207,10 @@ class _Gen:
         # direct form of n parameters: PreparedCode.dx), named as the locals that mirror them.
         self.argnames = [self.cached.get(name) if name in self.fixed and self.lazy
                          else f"a{k}" for k, name in enumerate(params)]
-        name = "direct_i" if self.int_entry else "direct"
-        e(0, f"def {name}(vm, cl, D, M{''.join(', ' + a for a in self.argnames)}):", 0)
+        # (direct_i is called only by this form's calls of the closure it runs as, which
+        # have its scope's bindings at hand: they pass them, as ``pv``.)
+        name = "direct_i(vm, cl, pv, D, M" if self.int_entry else "direct(vm, cl, D, M"
+        e(0, f"def {name}{''.join(', ' + a for a in self.argnames)}):", 0)
         # D: the depth this call has (vm.depth is not moved by direct calls: it counts frames,
         # and a deoptimization sets it to the frames it made); M: the deepest a direct
         # activation of this chain may be (frames.DIRECT_BOUND: DIRECT_LIMIT activations on the
@@ -2317,7 +2320,8 @@ class _Gen:
         self.int_result_at = None
         def called(fn, indent):
             e(indent, "try:", ip)
-            self.emit_parts(indent + 1, [(f"{callee} = {fn}(vm, {callee}, D + 1, M", None)]
+            given = ", pv" if fn == "direct_i" else ""      # (its own scope's: see above)
+            self.emit_parts(indent + 1, [(f"{callee} = {fn}(vm, {callee}{given}, D + 1, M", None)]
                             + _listed(args, first=", ") + [(")", None)], ip)
             e(indent, "except Deoptimize as _d:", ip)
             below = ", ".join(f"s{j}" for j in range(base))
