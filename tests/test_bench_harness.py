@@ -241,3 +241,20 @@ def test_the_provenance_and_callback_rows():
     for name in ("provenance_literal", "provenance_pass", "provenance_flag"):
         assert names[name].twin is None                 # n/a: no CPython twin
     assert names["callbacks"].twin == "callbacks.py" and names["callbacks"].extension
+
+
+def test_callgrind_sizes_make_a_loop_again_in_both_runs_or_in_neither():
+    """benchmarks/callgrind.py's compute is count(2S) - count(S): what both runs do once
+    cancels. Code is made again for a loop after tier2.HOT_TURNS turns: the loop rows' main
+    loops run N turns, so their S is at least that (both runs pay for it), and the agent rows'
+    2S at most that (neither does); fib has no loop."""
+    from benchmarks import callgrind
+    from sensevm.runtime.tier2 import HOT_TURNS
+    agents = {"lifecycle", "provenance_pass", "provenance_flag", "provenance_literal",
+              "tool_calls"}
+    assert set(callgrind.STEPS) <= {b.name for b in BENCHMARKS}
+    for name, steps in callgrind.STEPS.items():
+        if name in agents:
+            assert 2 * steps <= HOT_TURNS, name
+        elif name != "fib":
+            assert steps >= HOT_TURNS, name
