@@ -617,3 +617,21 @@ def test_a_version_takes_locals_bound_before_its_loop_to_be_bound(tmp_path):
     assert len(bound) == 2
     for local in bound:
         assert re.search(rf"\n +s\d = {local}\n", source)         # a read with no test
+
+
+def test_a_short_return_goes_under_the_if_so_the_comparison_jumps_short(tmp_path):
+    """``if n < 2: return n`` in an Int version: the return goes under the ``if`` and the
+    recursive case after it, not the other way round. Python 3.11 specialises a comparison
+    only when the jump that takes it is short (no EXTENDED_ARG), and a jump over the recursive
+    case (its calls and their deoptimizations) is not: no comparison of fib's direct form is
+    followed by an EXTENDED_ARG (the Int version's is followed by its jump)."""
+    import dis
+    (out, error, *_), vm = both(tmp_path, FIB)
+    assert error is None
+    code = next(c for c in vm.prepared if c.code.name == "fib")
+    assert re.search(r"\n( +)if \(l0 < 2\):\n\1    return l0\n", code.t2.direct_source)
+    for name in ("direct_i", "direct"):
+        ops = [ins.opname for ins in dis.get_instructions(code.direct.__globals__[name])]
+        after = [ops[k + 1] for k, op in enumerate(ops) if op == "COMPARE_OP"]
+        assert after and "EXTENDED_ARG" not in after, (name, after)
+        assert after.count("POP_JUMP_FORWARD_IF_FALSE") >= 1

@@ -1492,8 +1492,9 @@ class _Gen:
                 self.useful.add(local)
 
     def spec_instr(self, i, op, a, b, depth, scope, indent):
-        """Instruction i in a region's Int version, when what is known makes it simpler; None
-        when it is emitted as in the general version."""
+        """Instruction i in a region's Int version, when what is known makes it simpler: the
+        index control goes on at, or _LEFT when it has left (both ways of a branch emitted);
+        None when it is emitted as in the general version."""
         T = self.types
         e = self.emit
         ip = i + 1
@@ -1517,7 +1518,13 @@ class _Gen:
             self.set_type(depth - 2, "b" if op in _COMPARISONS else "i")
             return i + 1
         if op in (Op.POP_JUMP_IF_FALSE, Op.POP_JUMP_IF_TRUE) and T.get(depth - 1) == "b":
-            test = "not " if op is Op.POP_JUMP_IF_FALSE else ""
+            # The branch taken goes under the ``if``, unless the way on is a short return and
+            # the branch a block of its own: then the way on does, and the branch follows
+            # (``if n < 2: return n``). Python 3.11 specialises a comparison only when its
+            # jump is short (no EXTENDED_ARG: under 256 code units), and a jump over a whole
+            # recursive case is not.
+            taken = not (self.returns_soon(i + 1) and self.thread(a) not in self.dispatch)
+            test = "not " if (op is Op.POP_JUMP_IF_FALSE) == taken else ""
             operand = self.operand(depth - 1, indent)
             if operand is None:
                 e(indent, f"if {test}{top}:", ip)
@@ -1525,8 +1532,12 @@ class _Gen:
                 self.lines[-1] = "    " * indent + f"if {test}{_parens(operand[0])}:"
                 self.linemap[len(self.lines)] = operand[1] or ip
             self.set_type(depth - 1, None)
-            self.goto(a, indent + 1, ip)
-            return i + 1
+            if taken:
+                self.goto(a, indent + 1, ip)
+                return i + 1
+            self.goto(i + 1, indent + 1, ip)
+            self.goto(a, indent, ip)
+            return _LEFT
         if op is Op.NOT and T.get(depth - 1) == "b":
             e(indent, f"{top} = not {top}", ip)
             return i + 1
@@ -1554,6 +1565,19 @@ class _Gen:
             self.set_type(depth, "i", local)
             return i + 1
         return None
+
+    def returns_soon(self, k) -> bool:
+        """Does the code from instruction k, entered only from the instruction before it,
+        just load a value or two (in a block of its own, maybe) and return it?"""
+        if self.preds[k] != 1 or k in self.dispatch:
+            return False
+        for j in range(k, min(k + 4, len(self.instrs))):
+            op = self.instrs[j][0]
+            if op == Op.RETURN:
+                return True
+            if op not in _RETURNS_SOON:
+                return False
+        return False
 
     def operand(self, slot, indent, back=0):
         """(expression, ip or None) when the line ``back`` before the last one emitted only
@@ -1698,7 +1722,7 @@ class _Gen:
         if self.spec:
             nxt = self.spec_instr(i, op, a, b, depth, scope, indent)
             if nxt is not None:
-                return nxt
+                return None if nxt is _LEFT else nxt
             if op in (Op.STORE_NAME, Op.STORE_LOCAL):
                 return self.spec_store(i, op, a, depth, scope, indent)
             nxt = self.plain_instr(i, op, a, b, depth, scope, indent)
@@ -2620,6 +2644,9 @@ class _Gen:
 
 
 _COMPARISONS = frozenset({Op.EQ, Op.NE, Op.LT, Op.LE, Op.GT, Op.GE})
+# What the code on the way to a short return may do (see _Gen.returns_soon).
+_RETURNS_SOON = frozenset({Op.PUSH_SCOPE, Op.LOAD_NAME, Op.LOAD_CONST, Op.LOAD_NIL,
+                           Op.LOAD_TRUE, Op.LOAD_FALSE})
 # What a method call's arguments at a fused site never hold (see method_calls).
 _NOT_IN_ARGUMENTS = frozenset(int(op) for op in (
     Op.RETURN, Op.FOR_ITER, Op.GET_ITER, Op.PUSH_SCOPE, Op.POP_SCOPE, Op.TEST_BEGIN,
@@ -2628,6 +2655,7 @@ _NOT_IN_ARGUMENTS = frozenset(int(op) for op in (
 # The bodies whose direct form is given its scope by the VM (commit, rollback).
 _GIVEN_SCOPE = frozenset({CodeKind.ACTION_BODY, CodeKind.ROLLBACK})
 _NIL = type(None)
+_LEFT = -1      # spec_instr: emitted, and control left (not an instruction index)
 _BRANCHES = frozenset({Op.POP_JUMP_IF_FALSE, Op.POP_JUMP_IF_TRUE, Op.JUMP_IF_FALSE_OR_POP,
                        Op.JUMP_IF_TRUE_OR_POP})
 _INT_FOLD = {Op.ADD: "+", Op.SUB: "-", Op.MUL: "*", Op.MOD: "%", Op.LT: "<", Op.LE: "<=",
