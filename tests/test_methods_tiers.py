@@ -409,3 +409,37 @@ def test_array_and_map_methods_answer_in_place_and_fall_back_to_the_method(tmp_p
     source = source_of(vm, "probe")
     for form in (".append(", ".pop()", " in s", ".get("):
         assert form in source, form
+
+
+GROWING = '''xs = [1, 2, 3]
+ys = []
+doubled = []
+odd = []
+def grow(x):
+    if len(xs) < 40:
+        push(xs, x + 10)
+    return x * 2
+def shrink(x):
+    if len(ys) > 3:
+        ys.pop()
+    return x % 2 == 1
+i = 0
+while i < 3:
+    i = i + 1
+    xs = [1, 2, 3]
+    doubled = xs.map(grow)
+    ys = [5, 6, 7, 8, 9, 10, 11]
+    odd = ys.filter(shrink)
+print(len(xs), len(doubled), doubled.slice(0, 6), doubled[-1], odd, ys)
+'''
+
+
+def test_a_callback_that_grows_or_shrinks_the_array_it_walks(tmp_path):
+    """map and filter walk the live Array, in tier 2's loop of direct calls as in tier 1's:
+    an item pushed by the callback is met, and an item popped is not."""
+    out, error, *_, vm = same_on_both_tiers(tmp_path, GROWING)
+    assert error is None
+    assert out == "40 40 [2, 4, 6, 22, 24, 26] 262 [5, 7] [5, 6, 7]\n"
+    # (grow runs as a direct form, called by step's loop of them, with no frame)
+    grow = next(c for c in vm.prepared if c.code.name == "grow")
+    assert grow.direct is not None and vm.deopts == 0

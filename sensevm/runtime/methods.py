@@ -867,30 +867,32 @@ def start_callback(vm, frame, kind: str, fn, items: list, initial) -> bool:
 def _direct_run(vm, f, driver, code, arity, d, bound) -> bool:
     """step's calls of a function with a direct form, with no step budget to count: the same
     calls and results as its loop, with the position and the accumulator kept in locals and
-    written back to the driver wherever anything can read it (a labelled answer's take, a
-    deoptimization; an error leaves the method). Stops where the function has no direct form
-    (step's loop then goes on from there); True when a call deoptimized and left a frame to
-    run (step's answer), else False."""
+    written back to the driver wherever anything can read them (a labelled answer's take, a
+    deoptimization; an error leaves the method). The items are walked by a list iterator set
+    to the position, which reads the live Array as step's loop does (an item pushed meanwhile
+    is met). Stops where the function has no direct form (step's loop then goes on from
+    there); True when a call deoptimized and left a frame to run (step's answer), else
+    False."""
     items, fn, kind = driver.items, driver.fn, driver.kind
     i = driver.i
     acc = driver.out
     x = None
+    walk = iter(items)
+    walk.__setstate__(i)
     try:
         if kind == "reduce":
-            while i < len(items):
+            for x in walk:
                 direct = code.dx[2]
                 if direct is None:
                     break
-                x = items[i]
                 i += 1
                 acc = direct(vm, fn, d, bound, acc, x)
         elif kind == "filter":
             keep = acc.append
-            while i < len(items):
+            for x in walk:
                 direct = code.dx[1]
                 if direct is None:
                     break
-                x = items[i]
                 i += 1
                 value = direct(vm, fn, d, bound, x)
                 if value is True:
@@ -900,11 +902,10 @@ def _direct_run(vm, f, driver, code, arity, d, bound) -> bool:
                     driver.take(value, f)   # a labelled answer, or not a Bool
         else:                               # map, sorted: on the Array being made
             append = acc.append
-            while i < len(items):
+            for x in walk:
                 direct = code.dx[1]
                 if direct is None:
                     break
-                x = items[i]
                 i += 1
                 append(direct(vm, fn, d, bound, x))
     except Deoptimize as stop:
