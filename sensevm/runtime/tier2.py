@@ -517,6 +517,8 @@ class _Gen:
         # Names the parent scope bound when the code was generated: a load of one reads the
         # parent's dict once and asks further out only on a KeyError (see lookup).
         self.present: frozenset = frozenset()
+        # ... and the scope out from it (where a top-level function finds the builtins).
+        self.grand: frozenset = frozenset()
         self.argnames: list = []        # ... its Python parameters, one per Sense parameter
         self.slot_names: dict = {}      # stack slot -> the name last loaded into it, per block
         self.bound: set = set()         # block locals certainly bound here, per block (block)
@@ -1704,6 +1706,11 @@ class _Gen:
             return [f"try: {dst} = pv[{q}]",
                     f"except KeyError: {dst} = load_name({self.P}.parent, {q})"]
         lines.append(f"{kw} {q} in pv: {dst} = pv[{q}]")
+        if name in CORE_NAMES and name in self.grand and name not in self.present:
+            # A builtin, found two scopes out when the code was made: read there at once (a
+            # KeyError only if it has gone; see present).
+            return lines + ["else:", f"    try: {dst} = ppv[{q}]",
+                            f"    except KeyError: {dst} = load_name({self.P}.parent, {q})"]
         if name in CORE_NAMES:
             # Most likely a builtin, two scopes out for a top-level function (see prologue).
             lines.append(f"elif {q} in ppv: {dst} = ppv[{q}]")
@@ -2719,17 +2726,18 @@ class _Deeper(Exception):
 
 
 def compile_code(prepared, counting: bool = False, max_array: Optional[int] = None,
-                 max_string: Optional[int] = None, present=(), hot: bool = False
-                 ) -> Optional[Compiled]:
+                 max_string: Optional[int] = None, present=(), hot: bool = False,
+                 grand=()) -> Optional[Compiled]:
     """The tier-2 form of ``prepared``, or None when it stays in tier 1. With ``counting`` (a
     step or time limit), the code counts the steps tier 1 counts (sensevm/runtime/limits.py); an array
     literal longer than ``max_array`` raises tier 1's error, and an Int whose text could be
     longer than ``max_string`` is made into text by values.int_text. ``present``: the names
-    bound in the scope the code's function was declared in, as far as the caller knows (a
-    hint: see _Gen.present). ``hot``: made again for a long-running loop, with the larger
+    bound in the scope the code's function was declared in, as far as the caller knows, and
+    ``grand`` in the scope out from that (hints: see _Gen.present, _Gen.grand). ``hot``: made again for a long-running loop, with the larger
     budget for Int versions (see _Gen.hot_counter)."""
     gen = _Gen(prepared, counting, max_array, max_string, hot)
     gen.present = frozenset(present)
+    gen.grand = frozenset(grand)
     try:
         gen.analyse()
     except _Declined:
@@ -2766,6 +2774,7 @@ def _direct_on_first_call(compiled: Compiled, gen: _Gen, filename: str):
         # a tool's, or, for a body called with its scope, that scope's parent.
         outer = args[0].parent if gen.kind in _GIVEN_SCOPE else closure.scope
         gen.present = frozenset(outer.vars)
+        gen.grand = frozenset(outer.parent.vars) if outer.parent is not None else frozenset()
         gen.ns = dict(gen.ns)       # its own globals: LINEMAP differs from the generator's
         gen.ns["REDO"] = first_call
         source = gen.generate_direct()

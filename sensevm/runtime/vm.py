@@ -83,6 +83,15 @@ def default_tier() -> str:
     return tier
 
 
+def _scope_hints(closure) -> dict:
+    """What tier 2's compile_code is told of the scopes a function was declared in: the
+    names bound there and one scope out, now (a top-level function's globals and builtins)."""
+    if closure is None:
+        return {}
+    scope = closure.scope
+    return {"present": scope.vars, "grand": scope.parent.vars if scope.parent is not None else ()}
+
+
 class VM:
     """One interpreter: a program, its builtins, its modules, its audit log and test results."""
 
@@ -616,10 +625,9 @@ class VM:
             if self.tier == "auto" and code.heat < HOT_THRESHOLD:
                 return None
             from sensevm.runtime.tier2 import compile_code
-            present = closure.scope.vars if closure is not None else ()
             t2 = code.t2 = compile_code(code, counting=self.budget is not None,
-                                        max_array=self.max_array,
-                                        max_string=self.max_string, present=present) or False
+                                        max_array=self.max_array, max_string=self.max_string,
+                                        **_scope_hints(closure)) or False
             if t2 and t2.direct is not None:
                 t2.set_direct(code, t2.direct)
         return t2 or None
@@ -635,7 +643,8 @@ class VM:
         if not code.hot:
             code.hot = True
             new = compile_code(code, counting=self.budget is not None, max_array=self.max_array,
-                               max_string=self.max_string, hot=True)
+                               max_string=self.max_string, hot=True,
+                               **_scope_hints(frame.closure))
             if new:
                 if old:
                     new.direct, new.direct_source = old.direct, old.direct_source
