@@ -6,6 +6,7 @@ tier 1's: output, errors and their positions, labels reaching an action's second
 
 from __future__ import annotations
 
+import os
 import re
 
 import pytest
@@ -635,3 +636,32 @@ def test_a_short_return_goes_under_the_if_so_the_comparison_jumps_short(tmp_path
         after = [ops[k + 1] for k, op in enumerate(ops) if op == "COMPARE_OP"]
         assert after and "EXTENDED_ARG" not in after, (name, after)
         assert after.count("POP_JUMP_FORWARD_IF_FALSE") >= 1
+
+
+UNLABELLED_EQUALITY = """\
+import math
+from sensevm.guard import provenance as P
+from sensevm.runtime import values as V
+values = [0, 1, -1, 2 ** 70, 1.0, 0.0, -0.0, math.nan, math.inf, True, False, None, "",
+          " ", "a", "True", "1", "None", [], [" "], [1, "a"], [[]], {}, {"a": 1}, {" ": " "},
+          V.Scope(None), V.ArrayIterator([1])]
+for x in values:
+    for s in ["", " ", "a", "True", "1", "None"]:
+        assert V.equal(x, s) is (x == s) and V.equal(s, x) is (s == x), (x, s)
+        assert V.not_equal(x, s) is (x != s), (x, s)
+    assert V.equal(x, None) is (x is None) and V.not_equal(x, None) is (x is not None), x
+assert not P.live and not P.LABELLED
+"""
+
+
+def test_equality_with_a_string_or_nil_is_pythons_while_nothing_is_labelled():
+    """Tier 2 compares a value with a String literal by Python's ``==``, and with nil by
+    ``is``, without testing the value's class while the process has made no labelled value
+    (LT empty): values.equal gives the same for every kind of value then (a process of its
+    own, which has labelled nothing)."""
+    import subprocess
+    import sys
+    from conftest import ROOT
+    proc = subprocess.run([sys.executable, "-c", UNLABELLED_EQUALITY],
+                          env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr

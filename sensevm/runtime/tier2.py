@@ -1790,15 +1790,19 @@ class _Gen:
             e(indent, f"else: {sec} = add({sec}, {kc[1]})", ip)
             return i + 1
         if kc is not None and kc[0] is _NIL:
-            # values.equal(x, nil) is `x is None` for any x but a labelled value.
+            # values.equal(x, nil) is `x is None` for any x but a labelled value (none exists
+            # while LT is empty).
             test = "is" if op is Op.EQ else "is not"
-            e(indent, f"if {sec}.__class__ not in LT: {sec} = {sec} {test} None", ip)
+            e(indent, f"if not LT or {sec}.__class__ not in LT: {sec} = {sec} {test} None", ip)
             self.slow_compare(i, f"{sec} = {'' if op is Op.EQ else 'not_'}equal({sec}, None)",
                               sec, indent)
             return i + 1
         if kc is not None and kc[0] is str and op in (Op.EQ, Op.NE):
+            # values.equal(x, a String) is Python's == for a plain String, and for any value
+            # while the process has made no labelled one (LT is empty): a Bool, a number, nil,
+            # an Array or Map (without labels) or a function never equals a String there.
             sym = _INT_FOLD[op]
-            e(indent, f"if {sec}.__class__ is str: {sec} = {sec} {sym} {kc[1]}", ip)
+            e(indent, f"if not LT or {sec}.__class__ is str: {sec} = {sec} {sym} {kc[1]}", ip)
             self.slow_compare(i, f"{sec} = {'' if op is Op.EQ else 'not_'}equal({sec}, {kc[1]})",
                               sec, indent)
             return i + 1
