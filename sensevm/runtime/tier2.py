@@ -51,7 +51,19 @@ Int entry, which skips the parameters' guard and, when all its returns are of kn
 taken to return an Int (``_Gen.generate_direct``). In an Int version an operation on Int locals
 and constants is one line with the loads of its operands and with the branch or store that
 takes its result (``_Gen.int_op``): a line holds at most one operation that can fail, and has
-its position.
+its position. The version of a loop header or join also takes the locals bound on every path
+to it (``defined``) to be bound in the function's scope, tested ``is not U`` on entry: their
+loads and stores in it have no test (``_Gen.assume_bound``). A branch whose way on is a short
+return puts the return under its ``if`` (``if n < 2: return n``): Python 3.11 specialises a
+comparison only when its jump is short.
+
+Direct forms' calls: a call made of Int locals and constants is read in the call itself (no
+slot stored and read again), on a line of its own with its position (``_Gen.forwarded_args``,
+``emit_parts``); a return takes the line before it (``return s0 + s1``); a deoptimization and
+an error leaving are calls of helpers (deopt_at, deopt_in_call, direct_failure), and the
+closure's scope is read as ``cl.scope`` where needed: every local of a direct form is paid for
+at each of its calls. The Int entry of a recursive function is given its scope's bindings by
+its callers (``pv``).
 
 Made again when hot: Int versions are budgeted (SPEC_LINES) because Python's compiler costs
 some 67k instructions a generated line, which a short run never earns back. A loop whose
@@ -72,8 +84,9 @@ the changed values are written to it first (``_Gen.publish``). Not where somethi
 to the scope (a closure declared here, a policy rule, an internal builtin's ``@`` name).
 
 A fused member call ``x.name(args)`` tests once for the receiver type its name most likely
-means and calls that method straight away (``_Gen.guessed_method``); a block local its block
-has bound unconditionally is read without a test for being unbound.
+means and calls that method straight away (``_Gen.guessed_method``), or, for the common case
+of a String's, Array's or Map's method, does it in place (methods.INLINE_METHODS); a block
+local its block has bound unconditionally is read without a test for being unbound.
 
 Declined (they stay in tier 1): code containing test blocks (their recovery restores a stack
 that lives in the frame), very large code objects, and code that keeps a deep operand stack
