@@ -130,6 +130,11 @@ def test_depth_limit(tmp_path, tier):
      "string size limit exceeded (a String of 128 characters; the limit is 100)"),
     ('a = [1, 2]\nprint(str([a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a]))\n', 2,
      "string size limit exceeded (a String of 160 characters; the limit is 100)"),
+    # (case mapping can make several characters of one: 60 'ß' are 120 'S', 51 'ŉ' are 102)
+    ('s = "ß".repeat(60)\nt = s.upper()\n', 2,
+     "string size limit exceeded (a String of 120 characters; the limit is 100)"),
+    ('i = 0\nwhile i < 50:\n    t = "ŉ".repeat(34 + i).upper()\n    i = i + 1\n', 3,
+     "string size limit exceeded (a String of 102 characters; the limit is 100)"),
 ])
 def test_string_limit(tmp_path, tier, source, line, message):
     _, err, _ = run_vm(source, tmp_path, tier, max_string=100)

@@ -120,8 +120,11 @@ def _with_origins(s, origins):
 
 def _case(s, convert):
     """upper() / lower(): Python's case mapping, which may change a character into several
-    (``ß`` into ``SS``); each span becomes the text its characters map to."""
+    (``ß`` into ``SS``: up to three), so the result can pass --max-string where the String did
+    not; each span becomes the text its characters map to."""
     text = convert(_text(s))
+    if len(text) > V.MAX_STRING:
+        raise string_limit(len(text), V.MAX_STRING)
     if type(s) is not LStr:
         return text
     plain = _text(s)
@@ -147,12 +150,15 @@ def _pieces(s, found):
 
 # (Each method takes its plain String first: the common case, without the span work.)
 
+# (A String of at most a third of --max-string cannot map past it: Python's case mappings
+# make at most three characters of one.)
+
 def s_upper(s, vm, args):
-    return s.upper() if type(s) is str else _case(s, str.upper)
+    return s.upper() if type(s) is str and len(s) * 3 <= V.MAX_STRING else _case(s, str.upper)
 
 
 def s_lower(s, vm, args):
-    return s.lower() if type(s) is str else _case(s, str.lower)
+    return s.lower() if type(s) is str and len(s) * 3 <= V.MAX_STRING else _case(s, str.lower)
 
 
 def s_trim(s, vm, args):
@@ -697,8 +703,8 @@ PURE_BY_TYPE = {t: {name: (fn, arity, f"{kind}.{name}") for name, (fn, arity) in
 # call that fails the test calls the method.
 INLINE_METHODS = {
     str: {
-        ("upper", 0): ("", "{r}.upper()"),
-        ("lower", 0): ("", "{r}.lower()"),
+        ("upper", 0): ("len({r}) * 3 <= V.MAX_STRING", "{r}.upper()"),
+        ("lower", 0): ("len({r}) * 3 <= V.MAX_STRING", "{r}.lower()"),
         ("trim", 0): ("", "{r}.strip()"),
         ("trim_start", 0): ("", "{r}.lstrip()"),
         ("trim_end", 0): ("", "{r}.rstrip()"),
