@@ -1009,11 +1009,12 @@ class ActionDefinition:
     """What an action declaration binds: calling it prepares an action (the body never runs)."""
 
     __slots__ = ("decl", "body", "rollback", "scope", "params", "param_checks", "kind",
-                 "subject", "tags", "rollback_tags", "outbound")
+                 "subject", "tags", "rollback_tags", "outbound", "name")
     type_name = "Action"
 
     def __init__(self, decl, body, rollback, scope: Scope):
         self.decl = decl
+        self.name = decl.name
         self.body = body              # the vm's PreparedCode of the body
         self.rollback = rollback      # ... of the rollback block, or None
         self.scope = scope            # the declaration scope: the body's closure
@@ -1027,10 +1028,6 @@ class ActionDefinition:
         # Whether the second look checks it at verify and commit (outbound.is_outbound).
         from sensevm.guard.outbound import is_outbound      # (a program without actions: never)
         self.outbound = is_outbound(decl.capability, decl.sends, self.params)
-
-    @property
-    def name(self) -> str:
-        return self.decl.name
 
     def __str__(self) -> str:
         return f"<{self.decl.kind} action {self.decl.name}>"

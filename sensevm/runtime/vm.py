@@ -1366,7 +1366,7 @@ class VM:
         definition = action.definition
         # AuditRecord's fields in order, as the plain tuple the log keeps; the lineage's
         # usual answer, a clean chain (Frame.clean), found without the call.
-        row = (definition.subject, definition.decl.name, definition.kind, event, detail, line,
+        row = (definition.subject, definition.name, definition.kind, event, detail, line,
                () if frame is None or frame.clean else self.lineage(frame), _now(), host_only)
         if quoting:
             self.audit.append_quoting(row, quoting)
@@ -1397,7 +1397,11 @@ class VM:
             if type(args[i]) is not exact and not check(args[i]):
                 raise V.param_error(name, definition.name, text, args[i])
         action = PreparedAction(definition, list(args))
-        self.record(action, "prepared", f, f.pos.line if line is None else line)
+        # record(action, "prepared", ...), written out as the records below are: one of these
+        # per lifecycle event is most of what an agent's loop does.
+        self.audit.append((definition.subject, definition.name, definition.kind, "prepared",
+                           None, f.pos.line if line is None else line,
+                           () if f.clean else self.lineage(f), _now(), False))
         return action
 
     def verify(self, f, action: PreparedAction, scope: Scope, pos: Pos) -> PreparedAction:
@@ -1414,9 +1418,11 @@ class VM:
             self.step(action, "verify_allowed", "verified", f, pos.line)
         else:
             action.state = L.VERIFY_ALLOWED[action.state]
-            self.record(action, "verified", f, pos.line)
-        look = self.look
-        if look is not None and action.definition.outbound:
+            definition = action.definition
+            self.audit.append((definition.subject, definition.name, definition.kind,
+                               "verified", None, pos.line,
+                               () if f.clean else self.lineage(f), _now(), False))
+        if self.look is not None and action.definition.outbound:
             self.second_look_at(f, action, "verify", pos.line)
         return action
 
@@ -1448,7 +1454,10 @@ class VM:
         evaluation = self.look.evaluate(action)
         if not evaluation.findings:
             return
-        self.record(action, "second_look", f, line, evaluation.detail(stage), True)
+        definition = action.definition
+        self.audit.append((definition.subject, definition.name, definition.kind, "second_look",
+                           evaluation.detail(stage), line,
+                           () if f is None or f.clean else self.lineage(f), _now(), True))
         if not evaluation.flagged:
             if stage == "verify":
                 action.flag = None
@@ -1495,7 +1504,9 @@ class VM:
         if action.flag is not None:
             action.cleared = action.flag     # covers exactly the flagged arguments
         # Recorded host-side (spec 21.9); audit_log() keeps the reference's lines unchanged.
-        self.record(action, "approved", f, pos.line, host_only=True)
+        definition = action.definition
+        self.audit.append((definition.subject, definition.name, definition.kind, "approved",
+                           None, pos.line, () if f.clean else self.lineage(f), _now(), True))
         return action
 
     def commit(self, f, action: PreparedAction, scope: Scope, *, routed: bool = False,
@@ -1537,7 +1548,10 @@ class VM:
             self.step(action, "commit_begin", "committing", f, None, None, True)
         else:
             action.state = L.COMMIT_BEGIN[action.state]
-            self.record(action, "committing", f, None, None, True)
+            self.audit.append((definition.subject, definition.name, definition.kind,
+                               "committing", None, None,
+                               () if f is None or f.clean else self.lineage(f),
+                               _now(), True))
         prepared = definition.body
         scope = Scope(definition.scope)
         scope.vars = dict(zip(prepared.code.params, action.args))
@@ -1708,12 +1722,17 @@ class VM:
             self._body_failed_at(action, role, f, err, line)
             raise
         # _body_done, written out for an action outside a session (the only kind run here).
+        definition = action.definition
         if role == "commit":
             action.state = L.COMMIT_SUCCEEDED[action.state]
-            self.record(action, "committed", f)
+            self.audit.append((definition.subject, definition.name, definition.kind,
+                               "committed", None, None, () if f.clean else self.lineage(f),
+                               _now(), False))
         else:
             action.state = L.ROLLBACK_SUCCEEDED[action.state]
-            self.record(action, "rolled_back", f, line)
+            self.audit.append((definition.subject, definition.name, definition.kind,
+                               "rolled_back", None, line, () if f.clean else self.lineage(f),
+                               _now(), False))
         f.stack.append(value)
         return False
 
@@ -1778,7 +1797,7 @@ class VM:
             self.second_look_tool(f, tool, args, line)
         # record_tool(tool, "called", f, line), written out: this runs for every tool call.
         self.audit.append((tool.subject, tool.name, "tool", "called", None, line,
-                           self.lineage(f), _now(), False))
+                           () if f.clean else self.lineage(f), _now(), False))
         if self.journal is not None and not tool.is_async:
             return self._journaled_tool(f, tool, args)
         direct = tool.body.dx[n] if n < DIRECT_ARITIES and not tool.is_async else None
