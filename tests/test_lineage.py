@@ -3,6 +3,8 @@ clean remembered on its frame (Frame.clean) so that the records after it cost no
 
 from __future__ import annotations
 
+import pytest
+
 from sensevm.runtime.frames import Frame
 from sensevm.runtime.values import Scope
 from sensevm.runtime.vm import _snapshot
@@ -44,3 +46,52 @@ def test_a_snapshot_chain_and_its_origin_are_walked(tmp_path):
     plain.origin = _snapshot(Frame(prepared, S, None))
     assert vm.lineage(plain) == () and plain.clean
     assert vm.lineage(plain.origin) == () and plain.origin.clean
+
+
+EVERY_EVENT = """\
+tool lookup(name: String) returns String requires contacts.read:
+    return name
+
+reversible action credit(delta: Int) requires ledger.write:
+    return delta
+rollback:
+    print("undo", delta)
+
+irreversible action send(to: String) requires email.send, approval:
+    return 1
+
+policy:
+    allow contacts.read
+    allow ledger.write
+    allow email.send
+    allow agent.run
+
+tool wrap(k: Int) returns Int requires agent.run:
+    c = credit(k)
+    c.verify()
+    c.commit()
+    c.rollback()
+    s = send(lookup("alice@example.com"))
+    s.verify()
+    s.approve()
+    return s.commit()
+
+print(wrap(3))
+"""
+
+
+@pytest.mark.parametrize("tier", ["1", "2"])
+def test_every_lifecycle_record_carries_the_chain_it_was_made_in(tmp_path, tier):
+    """Each event's record (written out where the event happens, not by one function) keeps
+    the lineage of the call chain: here the tool the actions were driven from. (A tool
+    body's text vouches for nothing, so the address the second look sees is flagged at
+    verify and sent after the approval.)"""
+    out, error, _, records, _, _ = _run_source(tmp_path, EVERY_EVENT, tier)
+    assert error is None and out == "undo 3\n1\n"
+    events = [(subject, event, lineage) for subject, event, _, _, lineage, _ in records
+              if subject.startswith(("reversible", "irreversible", "tool 'lookup'"))]
+    assert [e for _, e, _ in events] == [
+        "prepared", "verified", "committing", "committed", "rolled_back",
+        "called", "prepared", "verified", "second_look", "approved", "second_look",
+        "committing", "committed"]
+    assert {lineage for _, _, lineage in events} == {("tool:wrap",)}
