@@ -90,6 +90,18 @@ def test_the_same_text_from_another_origin_asks_again(go):
     assert out.lines[-1] == "verified"
 
 
+def test_the_same_text_from_another_tool_is_judged_for_that_tool(go):
+    # Plain labelled Strings as the arguments (keyed in line by _cached, not through _key):
+    # the same address from a second tool is a verdict of its own, naming that tool.
+    src = EXTRA + ('m = send_mail(fetch_page("u"), "x")\nm.verify()\nprint(m.second_look)\n'
+                   'm2 = send_mail(other_page("v"), "x")\nm2.verify()\nprint(m2.second_look)\n')
+    out = go(src, page="x@evil.example")
+    assert out.error is None, out.error
+    assert "fetch_page" in out.lines[-2] and "other_page" not in out.lines[-2]
+    assert "other_page" in out.lines[-1] and "fetch_page" not in out.lines[-1]
+    assert len({look["digest"] for look in out.looks}) == 2
+
+
 def test_the_same_arguments_again_still_ask_each_prepared_action(go):
     # A cached verdict carries no approval: each prepared call asks for itself.
     src = EXTRA + ('page = fetch_page("u")\nm = send_mail(page, "x")\nm.verify()\nm.approve()\n'

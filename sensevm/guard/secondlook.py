@@ -177,6 +177,7 @@ def _masked(value) -> str:
 
 # Arguments of these types are not labelled and hold nothing: the common case, decided first.
 _PLAIN_TYPES = frozenset((str, int, float, bool, type(None)))
+_LABELLED = P.LABELLED     # (one set, grown in place as labelled Int classes are made)
 
 
 class SecondLook:
@@ -344,23 +345,25 @@ class SecondLook:
             # changed), the same origins, no evidence or code added since.
             return looked[0]
         args = action.args
+        plain = scalars = True
         for a in args:
-            if type(a) not in _PLAIN_TYPES:
-                break
-        else:
+            t = type(a)
+            if t not in _PLAIN_TYPES:
+                plain = False
+                if t not in _LABELLED:
+                    scalars = False         # (a container: it may change before commit)
+                    break
+        if plain:
             # Nothing labelled, nothing inside, and never will be: a plain value cannot change
             # and a verdict on nothing labelled depends on no evidence (False: the VM's commit
             # then does not ask).
             action.looked = False
             return _NOTHING
         ev = self._cached(action.definition, args)
-        if ev.findings:
-            for a in args:
-                if type(a) not in _PLAIN_TYPES and type(a) not in P.LABELLED:
-                    break
-            else:
+        if scalars and ev.findings:
+            if ev._digest is None:
                 ev.digest           # (bound now, from the arguments as they are)
-                action.looked = (ev, self.grown)
+            action.looked = (ev, self.grown)
         return ev
 
     def evaluate_tool(self, tool, args) -> Evaluation:
@@ -378,7 +381,19 @@ class SecondLook:
         and the same evidence and code, then reused -- at commit after verify,
         and by later calls alike. The key (_key) is made afresh from the arguments' current
         contents at every check, so an Array or Map changed in between is a different key."""
-        found = _key(args)
+        # _key(args), written out for the arguments an outgoing call mostly has: Strings.
+        found = []
+        for a in args:
+            t = type(a)
+            if t is str:
+                found.append(a)
+            elif t is _LStr:
+                found.append((_LStr, str.__str__(a), a._spans or a.spans))
+            else:
+                found = _key(args)
+                break
+        else:
+            found = tuple(found)
         if found is not None:
             # Evidence and units are only ever appended to: how many were says which there
             # are, and a verdict depends on nothing else besides the definition and the
