@@ -932,3 +932,29 @@ def test_a_for_loop_reads_its_item_without_asking_the_length(tmp_path):
         source = gen.generate()
         assert re.search(r"try: s\d = s\d\.items\[s\d\.i\]\n *except IndexError:", source)
         assert not re.search(r"len\(s\d\.items\)", source)
+
+
+LIFECYCLE_NAMES_ON_A_MODULE = """\
+import ops
+total = 0
+i = 0
+while i < 30:
+    total = total + (i + ops.verify()) * 2 + ops.approve() + (i * ops.commit())
+    i = i + 1
+print(total, ops.calls[0])
+"""
+
+
+def test_lifecycle_calls_on_what_is_not_an_action_are_member_calls_on_both_tiers(tmp_path):
+    """`x.verify()` / `.approve()` / `.commit()` on a module call its functions of those
+    names: tier 2's branch for a receiver that is not a prepared action, with values below it
+    on the stack that the call must leave as they were."""
+    (tmp_path / "ops.sns").write_text(
+        "calls = [0]\n"
+        "def verify():\n    calls[0] = calls[0] + 1\n    return 1\n"
+        "def approve():\n    calls[0] = calls[0] + 1\n    return 10\n"
+        "def commit():\n    calls[0] = calls[0] + 1\n    return 3\n")
+    one = _run_source(tmp_path, LIFECYCLE_NAMES_ON_A_MODULE, "1")
+    two = _run_source(tmp_path, LIFECYCLE_NAMES_ON_A_MODULE, "2")
+    assert one[1] is None and one[0] == f"{sum((i + 1) * 2 + 10 + i * 3 for i in range(30))} 90\n"
+    assert two[:5] == one[:5]

@@ -2584,11 +2584,15 @@ class _Gen:
         ip = i + 1
         e = self.emit
         top = f"s{depth - 1}"
-        e(indent, f"if {top}.__class__ is PreparedAction:", ip)
+        below = ", ".join(f"s{j}" for j in range(depth - 1))
+        # What both branches need is written once, before the test: the scope, and for a
+        # commit the stack below the action (the generated code is compiled, and made again
+        # when hot, at every one of these sites: an agent's loop is mostly them).
         if op is Op.ACTION_COMMIT:
-            self.spill(i, [f"s{j}" for j in range(depth - 1)], indent + 1)
+            self.spill(i, [f"s{j}" for j in range(depth - 1)], indent)
         else:
-            self.set_scope(i, indent + 1)
+            self.set_scope(i, indent)
+        e(indent, f"if {top}.__class__ is PreparedAction:", ip)
         # f.pos, known here: the position of instruction i, a constant of the generated code.
         pos = self.const(self.prepared.positions[i])
         if op is Op.ACTION_VERIFY:
@@ -2600,7 +2604,14 @@ class _Gen:
             self.resume(indent + 2, ip)
             self.reload(i, depth, indent + 1)
         e(indent, "else:", ip)
-        self.spill(i, [f"s{j}" for j in range(depth)], indent + 1)
+        # (The receiver is no fused method's: a member call's receiver stays below its
+        # arguments, so the slots the spill above bound are all there is to bind.)
+        if op is Op.ACTION_COMMIT:
+            e(indent + 1, f"f.stack.append({top})", ip)
+        else:
+            self.materialize_methods(i, depth, indent + 1)
+            e(indent + 1, f"f.stack = [{below}{', ' if below else ''}{top}]", ip)
+            e(indent + 1, f"f.ip = {ip}", ip)
         e(indent + 1, f"if H[{int(op)}](f, None, None) and not vm.inline(f):", ip)
         self.resume(indent + 2, ip)
         self.reload(i, depth, indent + 1)
