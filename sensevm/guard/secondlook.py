@@ -23,6 +23,7 @@ from sensevm.guard import provenance as P
 
 _E = None
 _new_int = int.__new__
+_new_str = str.__new__
 
 
 def _endorse():
@@ -246,8 +247,11 @@ class SecondLook:
         t = type(value)
         if t is int:
             return _new_int(cls, value)         # the common cases, without label()'s dispatch
-        if t is str:
-            return P.LStr(value, ((0, len(value), origins),))
+        if t is str and P.live:
+            s = _new_str(_LStr, value)          # (LStr's __new__, written out)
+            s._spans = ((0, len(value), origins),)
+            s._buf = None
+            return s
         return P.label(value, origins)
 
     def context(self, *values) -> None:
@@ -388,7 +392,9 @@ class SecondLook:
             if t is str:
                 found.append(a)
             elif t is _LStr:
-                found.append((_LStr, str.__str__(a), a._spans or a.spans))
+                # (The String itself for its text: equal, with the hash it keeps, to the plain
+                # copy _key makes; LStr compares and hashes as str does.)
+                found.append((_LStr, a, a._spans or a.spans))
             else:
                 found = _key(args)
                 break

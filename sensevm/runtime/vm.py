@@ -1456,7 +1456,7 @@ class VM:
             return
         definition = action.definition
         self.audit.append((definition.subject, definition.name, definition.kind, "second_look",
-                           evaluation.detail(stage), line,
+                           evaluation._details.get(stage) or evaluation.detail(stage), line,
                            () if f is None or f.clean else self.lineage(f), _now(), True))
         if not evaluation.flagged:
             if stage == "verify":
