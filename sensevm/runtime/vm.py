@@ -455,7 +455,9 @@ class VM:
     # ------------------------------------------------------------------ calls
 
     def _call(self, frame: Frame, callee, args: list) -> bool:
-        """Call ``callee``; returns True when a new frame was pushed."""
+        """Call ``callee``; returns True when a new frame was pushed. ``args`` is a list no one
+        else holds (a prepared action keeps it): every caller makes one per call (CALL slices
+        the stack; tier 2 and the Array methods write a display)."""
         t = type(callee)
         if t is Closure:
             self._enter_closure(frame, callee, args)
@@ -1389,14 +1391,15 @@ class VM:
     def prepare(self, f, definition: ActionDefinition, args: list,
                 line: Optional[int] = None) -> PreparedAction:
         """Prepare ``definition`` with ``args`` in frame ``f``; ``line`` is the frame's current
-        line when the caller knows it (tier 2 does), else it is read from the frame."""
+        line when the caller knows it (tier 2 does), else it is read from the frame. ``args``
+        becomes the action's own: a list no one else holds."""
         params = definition.params
         if len(args) != len(params):
             raise V.arity_error(definition.name, len(params), args)
         for i, name, text, check, exact in definition.param_checks:
             if type(args[i]) is not exact and not check(args[i]):
                 raise V.param_error(name, definition.name, text, args[i])
-        action = PreparedAction(definition, list(args))
+        action = PreparedAction(definition, args)
         # record(action, "prepared", ...), written out as the records below are: one of these
         # per lifecycle event is most of what an agent's loop does.
         self.audit.append((definition.subject, definition.name, definition.kind, "prepared",
