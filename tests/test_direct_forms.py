@@ -87,6 +87,50 @@ def test_max_depth_is_reached_at_the_same_call(tmp_path, max_depth):
     assert two[2].depth == one[2].depth       # every activation was given back its depth
 
 
+COMMIT_DEPTH = """\
+tool probe(n: Int) returns Int requires net.probe:
+    return depth(n)
+def depth(n):
+    if n == 0:
+        return 0
+    return 1 + depth(n - 1)
+def via(k):
+    return probe(k)
+irreversible action act(n: Int) requires log.act:
+    k = n + 1
+    return via(k)
+policy:
+    allow net.probe
+    allow log.act
+def go(n):
+    a = act(n)
+    a.verify()
+    return a.commit()
+i = 0
+while i < 30:
+    go(i % 4)
+    i = i + 1
+j = 0
+while j < 1000:
+    print(go(j))
+    j = j + 1
+"""
+
+
+@pytest.mark.parametrize("max_depth", [12, 20, 33, 50])
+def test_a_commit_body_that_deoptimizes_gives_its_frames_their_depth(tmp_path, max_depth):
+    """A commit body run as a direct form that meets a tool call becomes frames at the depth
+    it had reached: the recursion under the tool meets the limit at the same call as in
+    tier 1 (the last line printed is the deepest that fit), however many commits did so
+    before."""
+    one = _run_with_depth(tmp_path, COMMIT_DEPTH, "1", max_depth)
+    two = _run_with_depth(tmp_path, COMMIT_DEPTH, "2", max_depth)
+    assert one[:2] == two[:2]
+    assert one[1][0] == "SenseRecursionError"
+    assert two[2].depth == one[2].depth
+    assert two[2].deopts > 0
+
+
 POLICY_CHAIN = """\
 tool ping(k: Int) returns Int requires net.ping:
     return k + 1000

@@ -1575,10 +1575,27 @@ class VM:
             direct = prepared.direct
             if direct is not None and action.session is None and not self.sessions:
                 # The body's direct form: no frame unless it deoptimizes; its return and its
-                # failure do what op_RETURN / _unwind do for the commit frame.
-                ran = self._run_direct(f, action, direct, scope, "commit")
-                if ran is not None:
-                    return ran
+                # failure do what op_RETURN / _unwind do for the commit frame. (_run_direct,
+                # written out: one per commit. A SenseError from the body, placed in it
+                # already, meets the handler below in state 'committing', as there.)
+                d = self.depth + 1      # (the bound: frames.DIRECT_BOUND)
+                try:
+                    value = direct(self, action, d, d + DIRECT_REACH if d < self.direct_cap
+                                   else self.max_depth, scope)
+                except Deoptimize as stop:
+                    if stop.top is not None:
+                        stop.top.caller = f
+                        stop.top.audit_line = None
+                        self.depth = stop.depth
+                        return True
+                    # (It declined before starting: the body runs in a frame, below.)
+                else:
+                    action.state = L.COMMIT_SUCCEEDED[action.state]
+                    self.audit.append((definition.subject, definition.name, definition.kind,
+                                       "committed", None, None,
+                                       () if f.clean else self.lineage(f), _now(), False))
+                    f.stack.append(value)
+                    return False
             self._push_body(f, prepared, scope, action, "commit", action.definition.tags, None)
         except SenseError as err:
             if action.state == L.COMMITTING:    # the body never started: it failed to begin
