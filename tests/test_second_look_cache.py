@@ -176,8 +176,8 @@ def test_commit_reuses_the_verdict_of_verify_for_arguments_that_cannot_change(go
     from sensevm.guard import secondlook as SL
     calls = []
     real = SL.SecondLook._cached
-    monkeypatch.setattr(SL.SecondLook, "_cached",
-                        lambda self, d, args: calls.append(d.name) or real(self, d, args))
+    monkeypatch.setattr(SL.SecondLook, "_cached", lambda self, d, args, found:
+                        calls.append(d.name) or real(self, d, args, found))
     src = EXTRA + ('page = fetch_page("u")\nfor i in range(3):\n'
                    '    m = send_mail(page, "x")\n    m.verify()\n    m.approve()\n'
                    '    m.commit()\nto = [page]\nsend_all.approve()\n'

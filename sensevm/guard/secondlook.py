@@ -349,21 +349,36 @@ class SecondLook:
             # changed), the same origins, no evidence or code added since.
             return looked[0]
         args = action.args
+        # One pass: is anything labelled, is anything a container, and the verdict's key
+        # (_key's, made here for Strings and labelled Strings; None: made by _key).
+        found = []
         plain = scalars = True
         for a in args:
             t = type(a)
-            if t not in _PLAIN_TYPES:
+            if t is str:
+                if found is not None:
+                    found.append(a)
+            elif t is _LStr:
                 plain = False
-                if t not in _LABELLED:
-                    scalars = False         # (a container: it may change before commit)
-                    break
+                if found is not None:
+                    # (The String itself for its text: equal, with the hash it keeps, to
+                    # the plain copy _key makes; LStr compares and hashes as str does.)
+                    found.append((_LStr, a, a._spans or a.spans))
+            else:
+                found = None
+                if t not in _PLAIN_TYPES:
+                    plain = False
+                    if t not in _LABELLED:
+                        scalars = False     # (a container: it may change before commit)
+                        break
         if plain:
             # Nothing labelled, nothing inside, and never will be: a plain value cannot change
             # and a verdict on nothing labelled depends on no evidence (False: the VM's commit
             # then does not ask).
             action.looked = False
             return _NOTHING
-        ev = self._cached(action.definition, args)
+        ev = self._cached(action.definition, args,
+                          tuple(found) if found is not None else _key(args))
         if scalars and ev.findings:
             if ev._digest is None:
                 ev.digest           # (bound now, from the arguments as they are)
@@ -377,29 +392,15 @@ class SecondLook:
                 break
         else:
             return _NOTHING
-        return self._cached(tool, args)
+        return self._cached(tool, args, _key(args))
 
-    def _cached(self, definition, args) -> Evaluation:
-        """The evaluation of ``definition`` (an action's or a tool's) with ``args``: computed
-        once for the same definition, the same arguments with the same origins (every span's)
-        and the same evidence and code, then reused -- at commit after verify,
-        and by later calls alike. The key (_key) is made afresh from the arguments' current
-        contents at every check, so an Array or Map changed in between is a different key."""
-        # _key(args), written out for the arguments an outgoing call mostly has: Strings.
-        found = []
-        for a in args:
-            t = type(a)
-            if t is str:
-                found.append(a)
-            elif t is _LStr:
-                # (The String itself for its text: equal, with the hash it keeps, to the plain
-                # copy _key makes; LStr compares and hashes as str does.)
-                found.append((_LStr, a, a._spans or a.spans))
-            else:
-                found = _key(args)
-                break
-        else:
-            found = tuple(found)
+    def _cached(self, definition, args, found) -> Evaluation:
+        """The evaluation of ``definition`` (an action's or a tool's) with ``args``, whose key
+        is ``found`` (_key's, or None: not cacheable): computed once for the same definition,
+        the same arguments with the same origins (every span's) and the same evidence and
+        code, then reused -- at commit after verify, and by later calls alike. The key is made
+        afresh from the arguments' current contents at every check, so an Array or Map changed
+        in between is a different key."""
         if found is not None:
             # Evidence and units are only ever appended to: how many were says which there
             # are, and a verdict depends on nothing else besides the definition and the
