@@ -2490,12 +2490,16 @@ class _Gen:
         if self.counting:
             e(indent, f"f.ip = {ip}", ip)
             self.tick(indent, ip)       # a call: a step, before anything is called
-        if self.inline_builtin(i, n, base, indent) == "elif":
+        guessed = self.inline_builtin(i, n, base, indent) == "elif"
+        if guessed:
             e(indent, "else:", ip)
             indent += 1
         e(indent, f"_ty = {callee}.__class__", ip)
         # With a step budget no function has a direct form; one of n parameters is found by n.
-        if not self.counting and n < DIRECT_ARITIES:
+        # (Nor is one looked for where the name was a builtin's: a function there means the
+        # program rebound it, which vm.call_t2 below serves, direct form and all, in fewer
+        # lines to compile -- an exit path can hold several of these, in every version.)
+        if not self.counting and n < DIRECT_ARITIES and not guessed:
             e(indent, f"if _ty is Closure and (_l := {callee}.code.dx[{n}]) is not None:", ip)
             e(indent + 1, "try:", ip)
             e(indent + 2, f"{callee} = _l(vm, {callee}, _dd, _M{', ' + args if args else ''})",
