@@ -83,7 +83,7 @@ class Evaluation:
     call) and for every call with the same arguments and origins, so the cache and an action
     keep the object itself; the stage is given where it shows (``detail``, ``as_json``)."""
 
-    __slots__ = ("name", "args", "findings", "flagged", "_digest", "_body", "_details",
+    __slots__ = ("name", "args", "findings", "flagged", "_digest", "_body", "details",
                  "_reason")
 
     def __init__(self, name, args, findings):
@@ -93,7 +93,7 @@ class Evaluation:
         self.flagged = [f for f in findings if f.verdict == "flagged"] if findings else _NONE
         self._digest = None
         self._body = None           # detail()'s JSON without its stage (the same at each stage)
-        self._details = {}          # detail()'s text by stage: one string each, however many
+        self.details = {}           # detail()'s text by stage: one string each, however many
         #                             records show it (a loop's audit rows share it)
         self._reason = None
 
@@ -108,7 +108,7 @@ class Evaluation:
     def detail(self, stage: str) -> str:
         """``json.dumps(self.as_json(stage), ensure_ascii=False, sort_keys=True)``, the audit
         record's detail; "stage" sorts last, so the rest of the text is made once per verdict."""
-        text = self._details.get(stage)
+        text = self.details.get(stage)
         if text is not None:
             return text
         body = self._body
@@ -121,7 +121,7 @@ class Evaluation:
         if tail is None:
             import json
             tail = ', "stage": ' + json.dumps(stage, ensure_ascii=False) + "}"
-        text = self._details[stage] = body + tail
+        text = self.details[stage] = body + tail
         return text
 
     def reason(self) -> str:

@@ -1459,7 +1459,7 @@ class VM:
             return
         definition = action.definition
         self.audit.append((definition.subject, definition.name, definition.kind, "second_look",
-                           evaluation._details.get(stage) or evaluation.detail(stage), line,
+                           evaluation.details.get(stage) or evaluation.detail(stage), line,
                            () if f is None or f.clean else self.lineage(f), _now(), True))
         if not evaluation.flagged:
             if stage == "verify":
@@ -1575,9 +1575,9 @@ class VM:
             direct = prepared.direct
             if direct is not None and action.session is None and not self.sessions:
                 # The body's direct form: no frame unless it deoptimizes; its return and its
-                # failure do what op_RETURN / _unwind do for the commit frame. (_run_direct,
-                # written out: one per commit. A SenseError from the body, placed in it
-                # already, meets the handler below in state 'committing', as there.)
+                # failure do what op_RETURN / _unwind do for the commit frame (as a rollback
+                # block's does in _run_direct_rollback; written out here: one per commit). A
+                # SenseError from the body, placed in it already, meets the handler below.
                 d = self.depth + 1      # (the bound: frames.DIRECT_BOUND)
                 try:
                     value = direct(self, action, d, d + DIRECT_REACH if d < self.direct_cap
@@ -1598,7 +1598,9 @@ class VM:
                     return False
             self._push_body(f, prepared, scope, action, "commit", action.definition.tags, None)
         except SenseError as err:
-            if action.state == L.COMMITTING:    # the body never started: it failed to begin
+            # Still 'committing': the body failed to begin, or its direct form failed (placed
+            # in the body already); either way the commit failed here.
+            if action.state == L.COMMITTING:
                 if self.journal is not None:
                     self.journal.not_started(err)
                 self._body_failed_at(action, "commit", f, err)
@@ -1653,7 +1655,7 @@ class VM:
                                             action.definition.rollback_tags, line, "reversible")
             direct = prepared.direct
             if direct is not None and action.session is None and not self.sessions:
-                ran = self._run_direct(f, action, direct, scope, "rollback", line)   # as commit
+                ran = self._run_direct_rollback(f, action, direct, scope, line)
                 if ran is not None:
                     return ran
             self._push_body(f, prepared, scope, action, "rollback",
@@ -1726,12 +1728,12 @@ class VM:
             action.state = L.ROLLBACK_SUCCEEDED[action.state]
             self.record(action, "rolled_back", caller, line)
 
-    def _run_direct(self, f, action, direct, scope, role, line=None) -> Optional[bool]:
-        """Run a commit body's or rollback block's direct form (tier2.Compiled) for frame ``f``,
-        as the frame _push_body would make runs: False when it returned (its value pushed),
-        True when it deoptimized into frames the loop now runs (the bottom one given the
-        caller and audit line _push_body would have given it), None when it declined before
-        starting (then the caller makes the frame)."""
+    def _run_direct_rollback(self, f, action, direct, scope, line) -> Optional[bool]:
+        """Run a rollback block's direct form (tier2.Compiled) for frame ``f``, as the frame
+        _push_body would make runs (commit runs a body's in line, the same way): False when it
+        returned (its value pushed), True when it deoptimized into frames the loop now runs
+        (the bottom one given the caller and audit line _push_body would have given it), None
+        when it declined before starting (then the caller makes the frame)."""
         try:
             d = self.depth + 1      # (the bound: frames.DIRECT_BOUND)
             value = direct(self, action, d, d + DIRECT_REACH if d < self.direct_cap
@@ -1743,21 +1745,15 @@ class VM:
             stop.top.audit_line = line
             self.depth = stop.depth
             return True
-        except SenseError as err:       # placed in the body already
-            self._body_failed_at(action, role, f, err, line)
+        except SenseError as err:       # placed in the block already
+            self._body_failed_at(action, "rollback", f, err, line)
             raise
         # _body_done, written out for an action outside a session (the only kind run here).
+        action.state = L.ROLLBACK_SUCCEEDED[action.state]
         definition = action.definition
-        if role == "commit":
-            action.state = L.COMMIT_SUCCEEDED[action.state]
-            self.audit.append((definition.subject, definition.name, definition.kind,
-                               "committed", None, None, () if f.clean else self.lineage(f),
-                               _now(), False))
-        else:
-            action.state = L.ROLLBACK_SUCCEEDED[action.state]
-            self.audit.append((definition.subject, definition.name, definition.kind,
-                               "rolled_back", None, line, () if f.clean else self.lineage(f),
-                               _now(), False))
+        self.audit.append((definition.subject, definition.name, definition.kind,
+                           "rolled_back", None, line, () if f.clean else self.lineage(f),
+                           _now(), False))
         f.stack.append(value)
         return False
 
