@@ -144,6 +144,10 @@ SPEC_LINES = 40
 # is then a small part of its time (strings' run: some 25 ms, after 10,000 turns of about 7 µs).
 HOT_TURNS = 10_000
 HOT_SPEC_LINES = 400
+# A loop over items walked by a Python ``for`` (_Gen.loop_head) spares per turn about what
+# three tests of an Int do (an index read and written back, a bounds test): it counts as that
+# many in its Int version's worth, and makes one where no local is worth a guard.
+ITEM_LOOP_SAVES = 3
 # A generator whose deferred stores (_Gen.publish) are to more names than this writes them back
 # by a call, not in line: the write-back points are many, and a long one at each made the
 # generated code up to a third larger (compiling it cost more than the call saves).
@@ -360,6 +364,16 @@ _RUNTIME = {
 
 # ----------------------------------------------------------------------------- analysis
 
+class ItemLoop:
+    """A ``for`` loop's header walked by a Python ``for`` (see _Gen.item_loop): its FOR_ITER,
+    the last instruction of its body (the jump back), the iterator's stack slot, the exit."""
+
+    __slots__ = ("header", "last", "slot", "exit")
+
+    def __init__(self, header: int, last: int, slot: int, exit: int):
+        self.header, self.last, self.slot, self.exit = header, last, slot, exit
+
+
 class _Declined(Exception):
     pass
 
@@ -536,6 +550,7 @@ class _Gen:
         self.slot_names: dict = {}      # stack slot -> the name last loaded into it, per block
         self.bound: set = set()         # block locals certainly bound here, per block (block)
         self.turning = None     # the dispatch target being emitted in its own loop (see turn)
+        self.item_for = None    # the item loop whose Int version is being emitted (item_loop)
         # The next turns of a loop's Int version, as emitted: (line index, the locals that may
         # no longer hold an Int there); see region.
         self.back_edges: list = []
@@ -1358,13 +1373,14 @@ class _Gen:
         # A loop's Int version is a loop of its own: a turn that leaves every guarded local
         # an Int goes on to the next without the guard; any other turn leaves it to test again.
         inner = self.turning == i
+        items = self.item_loop(i) if inner else None
         self.emit(indent, "if True:", i + 1)        # the guard, written once it is known
         if inner:
-            self.emit(indent + 1, "while True:", i + 1)
+            self.loop_head(i, items, indent + 1)
         self.spec, self.confirm, self.useful, self.saved = True, None, set(), 0
         self.bounding = self.defined[i] if not self.direct and i != 0 else frozenset()
         self.bound_confirm, self.bound_useful = None, set()
-        self.spec_block(i, indent + 1 + inner)
+        self.spec_block(i, indent + 1 + inner, items)
         useful, bound = self.useful, self.bound_useful
         # (Counted while made for the hot budget: see hot_counter.)
         wanted = inner and not self.direct and self.worth_when_hot(start)
@@ -1372,25 +1388,26 @@ class _Gen:
             useful = bound = ()     # (assuming more than the guards will, it spared too little)
         self.rollback(start)
         guards = bound_guards = []
-        if useful or bound:
+        if useful or bound or items:
             self.emit(indent, "if True:", i + 1)
             if inner:
-                self.emit(indent + 1, "while True:", i + 1)
+                self.loop_head(i, items, indent + 1)
             self.back_edges = []
             self.spec, self.confirm, self.saved = True, set(useful), 0
             self.bound_confirm = set(bound)
-            self.spec_block(i, indent + 1 + inner)
+            self.spec_block(i, indent + 1 + inner, items)
             guards = self.guards
             bound_guards = [g for g in self.bound_guards if g not in guards]
             # Worth it only where tests are spared in proportion to the code made twice (a
             # loop's header block holds the whole body and its exit: one `i < n` on Ints
             # would not pay for compiling all of it again).
-            if not (guards or bound_guards) or not self.worth(start):
+            if not (guards or bound_guards or items) or not self.worth(start):
                 wanted = wanted and bool(guards or bound_guards) and self.worth_when_hot(start)
                 guards = bound_guards = []
+                items = None
                 self.rollback(start)
         self.spec, self.bounding = False, frozenset()
-        if not (guards or bound_guards):
+        if not (guards or bound_guards or items):
             if wanted:
                 self.hot_counter(i, indent)
             self.block(i, indent)
@@ -1403,7 +1420,8 @@ class _Gen:
                 params = self.param_locals()
                 guards = [g for g in guards if g not in params]
         self.lines[start[0]] = "    " * indent + "if " + (" and ".join(
-            [f"{g}.__class__ is int" for g in guards] + [f"{g} is not U" for g in bound_guards])
+            [f"{g}.__class__ is int" for g in guards] + [f"{g} is not U" for g in bound_guards]
+            + ([f"not s{items.slot}.origins"] if items else []))
             or "True") + ":"
         if inner:
             tested = set(guards)
@@ -1412,7 +1430,7 @@ class _Gen:
                     self.lines[line] = self.lines[line].replace("continue", "break")
             # Left by a jump elsewhere (L set, as the turn's own loop is left), or to test again.
             self.emit(indent + 1, f"if L != {i}: break", i + 1)
-        if not (guards or bound_guards):
+        if not (guards or bound_guards or items):
             return      # no general version: nothing could run it
         self.emit(indent, "else:", i + 1)
         self.block(i, indent + 1)
@@ -1442,10 +1460,69 @@ class _Gen:
         e(indent + 1, "yield", i + 1)
         e(indent + 1, "return", i + 1)
 
-    def spec_block(self, i, indent):
+    def spec_block(self, i, indent, items=None):
         self.types, self.known, self.written, self.origin = {}, set(), set(), {}
         self.guards, self.bound_guards = [], []
-        self.block(i, indent)
+        self.item_for = items
+        if items:
+            self.saved += ITEM_LOOP_SAVES
+        try:
+            self.block(i, indent)
+        finally:
+            self.item_for = None
+        if items:
+            self.loop_tail(i, items, indent - 1)
+
+    def item_loop(self, i) -> "Optional[ItemLoop]":
+        """Loop header i, when it is a ``for`` loop's FOR_ITER whose Int version can walk its
+        items with a Python ``for`` (see loop_head); not with a step budget (which counts the
+        jump back as its own)."""
+        op, a, _ = self.instrs[i]
+        if op != Op.FOR_ITER or self.counting:
+            return None
+        last = max(k for k, outs in enumerate(self.succ)
+                   if i in outs and k >= i and self.state[k] is not None)
+        return ItemLoop(i, last, self.state[i][0] - 1, a)
+
+    def loop_head(self, i, items, indent) -> None:
+        """The loop of header i's Int version: ``while True``, or for a loop over items (see
+        item_loop) a Python ``for`` over the iterator's items from its position: the list or
+        String iterator Python keeps gives the next item and says when there is none (reading
+        the live list, as FOR_ITER does: a push in the body extends the loop), with no index
+        kept in the ArrayIterator. That index is written back (the Python iterator's own, from
+        ``__reduce__``) wherever the iterator may be seen: each spill and deoptimization in the
+        loop (sync_items), and the ``for``'s leaving other than at its end (loop_tail)."""
+        if items is None:
+            self.emit(indent, "while True:", i + 1)
+            return
+        it, e, ip = f"s{items.slot}", self.emit, i + 1
+        e(indent, f"_o{i} = {it}", ip)
+        e(indent, f"_f{i} = iter({it}.items)", ip)
+        e(indent, f"if {it}.i: _f{i}.__setstate__({it}.i)", ip)
+        e(indent, f"for s{items.slot + 1} in _f{i}:", ip)
+
+    def loop_tail(self, i, items, indent) -> None:
+        """After the Python ``for`` of an item loop: its ``else`` (no item left) goes on at the
+        exit as FOR_ITER does (a ``break`` there leaves the header's own loop as well, for the
+        dispatch loop); a ``break`` out of the ``for`` (to test the guard again, or for a block
+        outside the Int version) writes the index back while the slot holds this loop's
+        iterator (a ``break`` of the program's own has popped it, and what it leaves there is
+        then not read)."""
+        it, e, ip = f"s{items.slot}", self.emit, i + 1
+        e(indent, "else:", ip)
+        self.goto(items.exit, indent + 1, ip)
+        e(indent, f"if {it} is _o{i}: {it}.i = _f{i}.__reduce__()[2]", ip)
+
+    def sync_items(self, k, count, indent) -> None:
+        """Before instruction k of an item loop hands out a stack of ``count`` slots that
+        holds the loop's iterator: write back its index (see loop_head); one less at the
+        header, whose FOR_ITER, not yet run there, takes again the item the ``for`` took.
+        (Within the loop's instructions a slot's depth says whether the iterator is in it:
+        below the body's stack it stays put until a ``break`` pops it.)"""
+        loop = self.item_for
+        if loop is not None and loop.header <= k <= loop.last and count > loop.slot:
+            less = " - 1" if k == loop.header else ""
+            self.emit(indent, f"s{loop.slot}.i = _f{loop.header}.__reduce__()[2]{less}", k + 1)
 
     def mark(self):
         return len(self.lines), len(self.keyed_at)
@@ -2053,6 +2130,14 @@ class _Gen:
             e(indent, f"{top} = vm.member({top}, {a!r})", ip)
         elif op is Op.GET_ITER:
             e(indent, f"{top} = get_iter({top})", ip)
+        elif op is Op.FOR_ITER and self.item_for is not None and self.item_for.header == i:
+            # The Python ``for`` of an item loop (loop_head) has taken the item into the slot
+            # above the iterator: what is left of FOR_ITER is tier 1's reasons to take it
+            # itself (below), with the index written back one less (sync_items).
+            e(indent, f"if SHAPES and {top}.__class__ is ArrayIterator and "
+                      f"id({top}.items) in SHAPES:", ip)
+            self.to_tier1(i, depth, indent + 1)
+            self.labelled_branch(i, push, depth, indent, containers=False)
         elif op is Op.FOR_ITER:
             # An Array whose length is the data's (provenance.SHAPES): tier 1 labels each
             # element by where it sits and the loop's end by how many passes there were.
@@ -2211,6 +2296,7 @@ class _Gen:
 
     def spill(self, i, items, indent):
         ip = i + 1
+        self.sync_items(i, len(items), indent)
         self.materialize_methods(i, len(items), indent)
         self.emit(indent, f"f.stack = [{', '.join(items)}]", ip)
         self.emit(indent, f"f.ip = {ip}", ip)
@@ -2314,6 +2400,7 @@ class _Gen:
         emit_parts takes it, when slots were given expressions) and unwind."""
         if stack is None:
             stack = [(f"s{j}", None) for j in range(depth)]
+        self.sync_items(i, len(stack), indent)
         self.emit_parts(indent, [(f"raise deopt_at(vm, PREP, {self.scope_at(i, indent)}, cl, [",
                                   None)] + _listed(stack) + [(f"], {i}, D)", None)], i + 1)
 
@@ -2321,6 +2408,7 @@ class _Gen:
         """Become a frame stopped just after instruction i, a call whose result is in slot
         ``base`` (its stack as it is there), and unwind: tier 1 goes on with the result."""
         stack = ", ".join(f"s{j}" for j in range(base + 1))
+        self.sync_items(i, base + 1, indent)
         self.emit(indent, f"raise deopt_at(vm, PREP, {self.scope_at(i, indent)}, cl, [{stack}], "
                           f"{i + 1}, D)", i + 1)
 
@@ -2373,6 +2461,7 @@ class _Gen:
                             + _listed(args, first=", ") + [(")", None)], ip)
             e(indent, "except Deoptimize as _d:", ip)
             below = ", ".join(f"s{j}" for j in range(base))
+            self.sync_items(i, len(whole), indent + 1)
             self.emit_parts(indent + 1, [(f"raise deopt_in_call(_d, vm, PREP, "
                                           f"{self.scope_at(i, indent + 1)}, cl, [", None)]
                             + _listed(whole) + [(f"], {i}, [{below}], D)", None)], ip)
@@ -2507,6 +2596,7 @@ class _Gen:
             e(indent + 1, "except Deoptimize as _d:", ip)
             # The frame is on the chain from here on: spilled, as for any other call.
             e(indent + 2, f"f.ip = {ip}", ip)
+            self.sync_items(i, base, indent + 2)
             self.materialize_methods(i, base, indent + 2)
             e(indent + 2, f"f.stack = [{below}]", ip)
             self.set_scope(i, indent + 2)
@@ -2535,6 +2625,7 @@ class _Gen:
         e(indent, "else:", ip)
         if not self.counting:
             e(indent + 1, f"f.ip = {ip}", ip)
+        self.sync_items(i, base, indent + 1)
         self.materialize_methods(i, base, indent + 1)
         e(indent + 1, f"f.stack = [{below}]", ip)
         self.set_scope(i, indent + 1)
@@ -2613,6 +2704,7 @@ class _Gen:
         if op is Op.ACTION_COMMIT:
             e(indent + 1, f"f.stack.append({top})", ip)
         else:
+            self.sync_items(i, depth, indent + 1)
             self.materialize_methods(i, depth, indent + 1)
             e(indent + 1, f"f.stack = [{below}{', ' if below else ''}{top}]", ip)
             e(indent + 1, f"f.ip = {ip}", ip)

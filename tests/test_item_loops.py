@@ -1,0 +1,252 @@
+"""Item loops: a `for` loop's Int version walks its items with a Python `for` (tier2._Gen
+item_loop), the iterator's index kept by Python's own iterator and written back wherever the
+frame can be seen (a spill, a deoptimization, a pause saved to disk) and wherever the Python
+`for` is left before its end. Each program here attacks that write-back: the Array changed
+under the loop, a guard failing part-way, a labelled item taking the frame back to tier 1 at
+the loop's header, loops left by break, continue and return, a pause in the loop saved and
+continued in other processes. Tier 2 must do exactly what tier 1 does."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from conftest import ROOT, run_source
+from test_tiers import _run_source
+
+
+def _code(vm, name):
+    return next(c for c in vm.prepared if c.code.name == name)
+
+
+def _item_loops(code) -> int:
+    """How many item loops the tier-2 code of ``code`` (generator and direct form) has."""
+    texts = [code.t2.source, code.t2.direct_source or ""] if code.t2 else []
+    return sum(text.count(".__setstate__(") for text in texts)
+
+
+PROGRAMS = {
+    # A push in the loop extends it, as FOR_ITER reads the live Array.
+    "push_extends": ('''def run():
+    xs = [1, 2, 3]
+    total = 0
+    for x in xs:
+        total = total + x
+        if x < 100:
+            push(xs, x * 10)
+    return str(total) + " " + str(len(xs))
+print(run())
+''', "666 9"),
+    # A pop in the loop shortens it.
+    "pop_shortens": ('''def run():
+    xs = [1, 2, 3, 4, 5, 6, 7, 8]
+    total = 0
+    for x in xs:
+        total = total + x
+        xs.pop()
+    return str(total) + " " + str(len(xs))
+print(run())
+''', "10 4"),
+    # A Float part-way: the Int version's turn breaks out to test its guard again, which
+    # fails; the general version must go on at the next item, not the first or a later one.
+    "guard_fails_part_way": ('''def run(items):
+    total = 0
+    count = 0
+    for x in items:
+        total = total + x
+        count = count + 1
+    return str(total) + " " + str(count)
+print(run([1, 2, 3, 4.5, 5, 6]))
+print(run([1, 2, 3]))
+print(run([]))
+''', "21.5 6\n6 3\n0 0"),
+    # Left by break, continue and return, nested, and entered again for each row.
+    "break_continue_return": ('''def first(rows, want):
+    for row in rows:
+        for x in row:
+            if x == want:
+                return x
+            if x < 0:
+                break
+    return -1
+def run():
+    rows = [[1, 3, 5], [2, -1, 7], [9, 11, 4]]
+    seen = 0
+    total = 0
+    for row in rows:
+        for x in row:
+            seen = seen + 1
+            if x < 0:
+                break
+            if x % 2 == 0:
+                continue
+            total = total + x
+    return str(seen) + " " + str(total) + " " + str(first(rows, 4)) + " " + str(first(rows, 7))
+print(run())
+''', "8 29 4 -1"),
+    # A String longer than values.COPIED_CHARS is walked in place (a StringIterator).
+    "long_string": ('''def run():
+    text = "ab c"
+    while len(text) < 70000:
+        text = text + text
+    spaces = 0
+    chars = 0
+    for c in text:
+        chars = chars + 1
+        if c == " ":
+            spaces = spaces + 1
+    return str(chars) + " " + str(spaces)
+print(run())
+''', "131072 32768"),
+    # A Map's keys, taken when the loop starts, while the loop adds to it.
+    "map_keys": ('''def run():
+    m = {"a": 1, "b": 2, "c": 3}
+    total = 0
+    for k in m:
+        total = total + m[k]
+        m[k + "x"] = 10
+    return str(total) + " " + str(len(m))
+print(run())
+''', "6 6"),
+    # A call in the loop: its frame is spilled with the index written back.
+    "calls_in_the_loop": ('''def twice(x):
+    return x * 2
+def run():
+    total = 0
+    for x in [1, 2, 3, 4]:
+        total = total + twice(x)
+    for x in [5, 6]:
+        total = total + [x, 1][1]
+    return total
+print(run())
+''', "22"),
+}
+
+
+@pytest.fixture
+def generous(monkeypatch):
+    """Int versions made whatever their size (short loops here would not earn theirs)."""
+    from sensevm.runtime import tier2
+    monkeypatch.setattr(tier2, "SPEC_LINES", 10_000)
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_item_loops_do_what_tier_one_does(tmp_path, generous, name):
+    source, expected = PROGRAMS[name]
+    one = _run_source(tmp_path, source, "1")
+    two = _run_source(tmp_path, source, "2")
+    assert one[1] is None and one[:5] == two[:5]
+    assert one[0] == expected + "\n"
+    loops = sum(_item_loops(code) for code in two[5].prepared if code.t2)
+    assert loops >= 1       # (tier 2 walked at least one of them with a Python ``for``)
+
+
+LABELLED = '''untrusted tool count(k: Int) returns Int requires web.read:
+    return 40 + k
+irreversible action send(to: String) requires email.send:
+    print("sent to", to)
+policy:
+    allow web.read
+    allow email.send
+def run(xs):
+    total = 0
+    seen = 0
+    for x in xs:
+        total = total + x
+        seen = seen + 1
+    return [total, seen]
+got = run([1, 2, count(1), 4, 5])
+print(got[0], got[1])
+s = send("team" + str(got[0]) + "@example.com")
+s.verify()
+print(s.second_look != nil)
+got = run([1, 2, 3])
+print(got[0], got[1])
+'''
+
+
+def test_a_labelled_item_gives_the_loop_to_tier_one_at_that_item(tmp_path, generous):
+    """The third item is a tool's: tier 2 hands the frame to tier 1 at the loop's header,
+    which takes that item again (the index written back one less than Python's iterator's)
+    and labels what the loop computes from it: the address built from the total is flagged."""
+    one = _run_source(tmp_path, LABELLED, "1")
+    two = _run_source(tmp_path, LABELLED, "2")
+    assert one[1] is None and one[:5] == two[:5]
+    assert one[0].splitlines() == ["53 5", "true", "6 3"]
+    assert _item_loops(_code(two[5], "run")) >= 1
+
+
+@settings(max_examples=40, deadline=None)
+@given(items=st.lists(st.one_of(st.integers(-5, 30), st.sampled_from([1.5, -2.5])),
+                      max_size=12),
+       stop=st.integers(-5, 30), grow=st.integers(-5, 30), shrink=st.integers(-5, 30))
+def test_random_item_loops_match_tier_one(tmp_path_factory, items, stop, grow, shrink):
+    """Random items (Ints, and Floats that fail the Int guard part-way) and a body that may
+    push, pop, continue or break on them: both tiers print the same."""
+    tmp_path = tmp_path_factory.mktemp("loop")
+    source = f'''def run(xs):
+    total = 0
+    turns = 0
+    for x in xs:
+        turns = turns + 1
+        if turns > 40:
+            break
+        if x == {grow}:
+            push(xs, x + 1)
+        if x == {shrink} and len(xs) > 0:
+            xs.pop()
+        if x == {stop}:
+            continue
+        total = total + x
+    return str(total) + " " + str(turns) + " " + str(len(xs))
+print(run({items!r}))
+'''
+    one = _run_source(tmp_path, source, "1")
+    two = _run_source(tmp_path, source, "2")
+    assert one[:5] == two[:5]
+    assert one[1] is None
+
+
+AGENT = '''agent counter:
+    "counts its answers"
+    total = 0
+    for k in [1, 2, 3, 4]:
+        total = total + k
+        answer = ask_human("after " + str(k) + "?")
+        print("item", k, "total", total, "heard", answer)
+    print("done", total)
+start(counter)
+'''
+
+
+def _sensevm(*args, cwd, tier):
+    """``sensevm ARGS`` in a process of its own, Int versions made whatever their size (as
+    the ``generous`` fixture does in this one)."""
+    env = dict(os.environ, PYTHONPATH=ROOT, NO_COLOR="1", SENSE_TIER=tier)
+    launcher = ("import sys\nfrom sensevm.runtime import tier2\ntier2.SPEC_LINES = 10_000\n"
+                "from sensevm.cli.launch import entry\n"
+                f"sys.argv = ['sensevm'] + {list(args)!r}\nentry()\n")
+    return subprocess.run([sys.executable, "-c", launcher], cwd=cwd, capture_output=True,
+                          text=True, env=env, timeout=120)
+
+
+@pytest.mark.parametrize("tier", ("1", "2"))
+def test_a_pause_in_an_item_loop_is_saved_at_its_item(tmp_path, tier):
+    """The agent pauses inside the loop: the state saved to disk has the iterator at the
+    item after the one being worked on, so each resume (a new process) goes on with the
+    next item, as one process does."""
+    (tmp_path / "a.sns").write_text(AGENT)
+    first = _sensevm("run", "a.sns", "--state-dir", "state", cwd=tmp_path, tier=tier)
+    assert first.returncode == 0, first.stderr
+    outs = [_sensevm("resume", "state", "counter", word, cwd=tmp_path, tier=tier)
+            for word in ("a", "b", "c", "d")]
+    assert all(p.returncode == 0 for p in outs), [p.stderr for p in outs]
+    single = run_source(AGENT + "".join(f'resume(counter, "{w}")\n' for w in "abcd"),
+                        tmp_path, "single.sns")
+    assert single.error is None
+    assert "".join(p.stdout for p in outs) == single.stdout
+    assert single.stdout.splitlines()[-2:] == ["item 4 total 10 heard d", "done 10"]
