@@ -1828,14 +1828,16 @@ class _Gen:
         return self.plain_instr(i, op, a, b, depth, scope, indent)
 
     def spec_store(self, i, op, a, depth, scope, indent):
-        """A store in a region's Int version: to a local known to hold an Int (so bound), its
-        binding is updated as the general store's first case does; else the general store."""
+        """A store in a region's Int version: to a local known to hold an Int, or taken to be
+        bound (assume_bound), so bound, its binding is updated as the general store's first
+        case does; else the general store."""
         top = f"s{depth - 1}"
         value = self.types.get(depth - 1)
         local = self.cached.get(a)
-        simple = (local is not None and local in self.known
+        simple = (local is not None
                   and not (self.blocal and scope > 0 and self.block_sites(i, a))
-                  and (op is Op.STORE_NAME or scope == 0))
+                  and (op is Op.STORE_NAME or scope == 0)
+                  and (local in self.known or self.assume_bound(a, local)))
         if simple:
             operand = self.operand(depth - 1, indent)
             if operand is None:
