@@ -9,6 +9,7 @@ continued in other processes. Tier 2 must do exactly what tier 1 does."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -112,6 +113,19 @@ print(run())
     return str(total) + " " + str(len(m))
 print(run())
 ''', "6 6"),
+    # Items taken to be Ints: a Float leaves the Int version at that item, which the general
+    # version takes; the next Int goes back to the Int version.
+    "items_not_all_ints": ('''def run(items):
+    big = 0
+    seen = 0
+    for x in items:
+        if x > 2:
+            big = big + 1
+        seen = seen + 1
+    return str(big) + " " + str(seen)
+print(run([1, 5, 2.5, 7, 0.5, 9, 3, 2.0, 2]))
+print(run([2.5, 3.5]))
+''', "5 9\n2 2"),
     # A call in the loop: its frame is spilled with the index written back.
     "calls_in_the_loop": ('''def twice(x):
     return x * 2
@@ -167,6 +181,20 @@ print(s.second_look != nil)
 got = run([1, 2, 3])
 print(got[0], got[1])
 '''
+
+
+def test_an_item_taken_to_be_an_int_is_tested_once(tmp_path, generous):
+    """``total + x`` on an Int total and the item: the item is tested for an Int as the loop
+    takes it (and the next one by the guard), and the addition and the store need no test."""
+    source = "def run(xs):\n    total = 0\n    for x in xs:\n        total = total + x\n" \
+             "    return total\nprint(run([1, 2, 3]), run([1, 2.5, 3]))\n"
+    one = _run_source(tmp_path, source, "1")
+    two = _run_source(tmp_path, source, "2")
+    assert one[:5] == two[:5] and one[0] == "6 6.5\n"
+    text = _code(two[5], "run").t2.source
+    assert re.search(r"if s1\.__class__ is not int:\n +s0\.i = _f\d+\.__reduce__\(\)\[2\] - 1", text)
+    assert "s0.items[s0.i].__class__ is int)" in text
+    assert re.search(r"\n +(l\d) = \1 \+ b\d+_\d; dw = 1\n", text)
 
 
 def test_a_labelled_item_gives_the_loop_to_tier_one_at_that_item(tmp_path, generous):

@@ -65,6 +65,15 @@ closure's scope is read as ``cl.scope`` where needed: every local of a direct fo
 at each of its calls. The Int entry of a recursive function is given its scope's bindings by
 its callers (``pv``).
 
+Item loops: a ``for`` loop's header gets an Int version (even with no Int to guard) whose turn
+is a Python ``for`` over the iterator's items (``_Gen.item_loop``): Python's list or String
+iterator, set to the ArrayIterator's index on entry, reads the next item of the live Array and
+says when there is none, so a turn keeps no index of its own. The index is written back to the
+ArrayIterator wherever the frame can be seen (each spill and deoptimization in the loop: one
+less at the header, where FOR_ITER takes the item again) and wherever the ``for`` is left
+before its end (``_Gen.sync_items``, ``loop_tail``); an iterator with origins runs the general
+version.
+
 Made again when hot: Int versions are budgeted (SPEC_LINES) because Python's compiler costs
 some 67k instructions a generated line, which a short run never earns back. A loop whose
 version only the budget declined counts the turns of its general version; after HOT_TURNS of
@@ -148,6 +157,9 @@ HOT_SPEC_LINES = 400
 # three tests of an Int do (an index read and written back, a bounds test): it counts as that
 # many in its Int version's worth, and makes one where no local is worth a guard.
 ITEM_LOOP_SAVES = 3
+# An item loop's item, taken to be an Int where that spares tests (see _Gen.item_checks), as
+# the Int versions name it among the locals worth a guard.
+ITEM = "<item>"
 # A generator whose deferred stores (_Gen.publish) are to more names than this writes them back
 # by a call, not in line: the write-back points are many, and a long one at each made the
 # generated code up to a third larger (compiling it cost more than the call saves).
@@ -551,6 +563,8 @@ class _Gen:
         self.bound: set = set()         # block locals certainly bound here, per block (block)
         self.turning = None     # the dispatch target being emitted in its own loop (see turn)
         self.item_for = None    # the item loop whose Int version is being emitted (item_loop)
+        self.from_item: dict = {}   # ... block locals holding its item, taken to be an Int
+        self.item_int = False       # ... whether that version tests its items for Ints
         # The next turns of a loop's Int version, as emitted: (line index, the locals that may
         # no longer hold an Int there); see region.
         self.back_edges: list = []
@@ -1421,7 +1435,8 @@ class _Gen:
                 guards = [g for g in guards if g not in params]
         self.lines[start[0]] = "    " * indent + "if " + (" and ".join(
             [f"{g}.__class__ is int" for g in guards] + [f"{g} is not U" for g in bound_guards]
-            + ([f"not s{items.slot}.origins"] if items else []))
+            + ([f"not s{items.slot}.origins"] if items else [])
+            + ([self.next_item_int(items)] if items and self.item_int else []))
             or "True") + ":"
         if inner:
             tested = set(guards)
@@ -1463,7 +1478,7 @@ class _Gen:
     def spec_block(self, i, indent, items=None):
         self.types, self.known, self.written, self.origin = {}, set(), set(), {}
         self.guards, self.bound_guards = [], []
-        self.item_for = items
+        self.item_for, self.from_item, self.item_int = items, {}, False
         if items:
             self.saved += ITEM_LOOP_SAVES
         try:
@@ -1501,6 +1516,12 @@ class _Gen:
         e(indent, f"if {it}.i: _f{i}.__setstate__({it}.i)", ip)
         e(indent, f"for s{items.slot + 1} in _f{i}:", ip)
 
+    @staticmethod
+    def next_item_int(items) -> str:
+        """The guard's test that the item the loop takes next, if any, is an Int."""
+        it = f"s{items.slot}"
+        return f"({it}.i >= len({it}.items) or {it}.items[{it}.i].__class__ is int)"
+
     def loop_tail(self, i, items, indent) -> None:
         """After the Python ``for`` of an item loop: its ``else`` (no item left) goes on at the
         exit as FOR_ITER does (a ``break`` there leaves the header's own loop as well, for the
@@ -1512,6 +1533,27 @@ class _Gen:
         e(indent, "else:", ip)
         self.goto(items.exit, indent + 1, ip)
         e(indent, f"if {it} is _o{i}: {it}.i = _f{i}.__reduce__()[2]", ip)
+
+    def item_checks(self, i, depth, indent, ints) -> None:
+        """FOR_ITER at the header of an item loop's Int version, whose Python ``for`` has taken
+        the item into the slot above the iterator: what is left of it is tier 1's reasons to
+        take it itself, with the index written back one less (sync_items); and with ``ints``,
+        the item's test for an Int: any other leaves the ``for``, the index written back to
+        that item, for the guard to test again (it asks the same of the next item) and the
+        general version to take it."""
+        e, ip = self.emit, i + 1
+        top, push = f"s{depth - 1}", f"s{depth}"
+        e(indent, f"if SHAPES and {top}.__class__ is ArrayIterator and "
+                  f"id({top}.items) in SHAPES:", ip)
+        self.to_tier1(i, depth, indent + 1)
+        self.labelled_branch(i, push, depth, indent, containers=False)
+        if ints and self.confirm is not None:
+            self.item_int = True
+            e(indent, f"if {push}.__class__ is not int:", ip)
+            e(indent + 1, f"{top}.i = _f{i}.__reduce__()[2] - 1", ip)
+            e(indent + 1, f"_o{i} = None", ip)        # (written back: see loop_tail)
+            e(indent + 1, "break", ip)
+            self.saved -= 1         # (a test of its own, for the ones it spares)
 
     def sync_items(self, k, count, indent) -> None:
         """Before instruction k of an item loop hands out a stack of ``count`` slots that
@@ -1574,6 +1616,7 @@ class _Gen:
             if local is not None:
                 self.known.discard(local)
                 self.written.add(local)
+                self.from_item.pop(local, None)
 
     def taken(self, *slots):
         """An Int operation took these slots: the locals they were loaded from earn a guard."""
@@ -1654,7 +1697,15 @@ class _Gen:
             e(indent, f"{push} = {local}", ip)
             self.exprs[depth] = (len(self.lines), local, None)
             self.slot_names[depth] = a
-            self.set_type(depth, "i", local)
+            self.set_type(depth, "i", self.from_item.get(local, local))
+            return i + 1
+        if op is Op.FOR_ITER and self.item_for is not None and self.item_for.header == i:
+            # The item taken to be an Int where an Int operation would take it (see
+            # item_checks), like a local read before it is written.
+            ints = self.confirm is None or ITEM in self.confirm
+            self.item_checks(i, depth, indent, ints)
+            if ints:
+                self.set_type(depth, "i", ITEM)
             return i + 1
         return None
 
@@ -1847,9 +1898,18 @@ class _Gen:
                 self.linemap[len(self.lines)] = operand[1] or i + 1
         else:
             self.plain_instr(i, op, a, None, depth, scope, indent)
+        origin = self.origin.get(depth - 1)
         self.forget(a)
         if simple and value == "i":
             self.known.add(local)
+        elif value == "i" and self.blocal and scope > 0:
+            # A block's own name bound where the block begins (a for loop's variable): its
+            # Python local holds the Int now, and what was read from the item says so.
+            found = self.block_locals(i, a)
+            if found and found[0] in self.bound:
+                self.known.add(found[0])
+                if origin == ITEM:
+                    self.from_item[found[0]] = ITEM
         self.spec_after(i, op, a, None, depth)
         return i + 1
 
@@ -2132,14 +2192,6 @@ class _Gen:
             e(indent, f"{top} = vm.member({top}, {a!r})", ip)
         elif op is Op.GET_ITER:
             e(indent, f"{top} = get_iter({top})", ip)
-        elif op is Op.FOR_ITER and self.item_for is not None and self.item_for.header == i:
-            # The Python ``for`` of an item loop (loop_head) has taken the item into the slot
-            # above the iterator: what is left of FOR_ITER is tier 1's reasons to take it
-            # itself (below), with the index written back one less (sync_items).
-            e(indent, f"if SHAPES and {top}.__class__ is ArrayIterator and "
-                      f"id({top}.items) in SHAPES:", ip)
-            self.to_tier1(i, depth, indent + 1)
-            self.labelled_branch(i, push, depth, indent, containers=False)
         elif op is Op.FOR_ITER:
             # An Array whose length is the data's (provenance.SHAPES): tier 1 labels each
             # element by where it sits and the loop's end by how many passes there were.
