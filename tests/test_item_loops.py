@@ -183,6 +183,33 @@ print(got[0], got[1])
 '''
 
 
+EMPTY_FIRST = """\
+def run(xs, start):
+    k = start
+    total = 0
+    for x in xs:
+        k = 5
+        total = total + x
+    return k * 2
+CALLS
+"""
+
+
+@pytest.mark.parametrize("calls, printed", [
+    ("print(run([], true))", ""),           # the first call: run's generator
+    ("print(run([], 4))\nprint(run([1, 2], 4))\nprint(run([], true))", "8\n10\n")])
+def test_the_exit_knows_only_what_the_header_knows(tmp_path, generous, calls, printed):
+    """The loop's exit is taken at its header: k holds an Int after every turn, but no turn
+    may have run, and then k is what it was before the loop (true: an error), in run's
+    generator and in its direct form."""
+    source = EMPTY_FIRST.replace("CALLS", calls)
+    one = _run_source(tmp_path, source, "1")
+    two = _run_source(tmp_path, source, "2")
+    assert one[:5] == two[:5]
+    assert one[0] == printed and "got Bool and Int" in one[1][1]
+    assert _item_loops(_code(two[5], "run")) >= 1
+
+
 def test_an_item_taken_to_be_an_int_is_tested_once(tmp_path, generous):
     """``total + x`` on an Int total and the item: the item is tested for an Int as the loop
     takes it (and the next one by the guard), and the addition and the store need no test."""
@@ -211,32 +238,39 @@ def test_a_labelled_item_gives_the_loop_to_tier_one_at_that_item(tmp_path, gener
 @settings(max_examples=40, deadline=None)
 @given(items=st.lists(st.one_of(st.integers(-5, 30), st.sampled_from([1.5, -2.5])),
                       max_size=12),
-       stop=st.integers(-5, 30), grow=st.integers(-5, 30), shrink=st.integers(-5, 30))
-def test_random_item_loops_match_tier_one(tmp_path_factory, items, stop, grow, shrink):
+       stop=st.integers(-5, 30), grow=st.integers(-5, 30), shrink=st.integers(-5, 30),
+       before=st.sampled_from(["0", "2.5", "true"]), leaves=st.booleans())
+def test_random_item_loops_match_tier_one(tmp_path_factory, items, stop, grow, shrink, before,
+                                          leaves):
     """Random items (Ints, and Floats that fail the Int guard part-way) and a body that may
-    push, pop, continue or break on them: both tiers print the same."""
+    push, pop, continue or break on them (with no break, the loop's exit is made in its Int
+    version), a local that each turn leaves an Int read after the loop (what it was before,
+    when no turn ran): both tiers print the same, or fail alike."""
+    from sensevm.runtime import tier2
     tmp_path = tmp_path_factory.mktemp("loop")
-    source = f'''def run(xs):
+    source = f'''def run(xs, start):
+    last = start
     total = 0
     turns = 0
     for x in xs:
         turns = turns + 1
-        if turns > 40:
-            break
-        if x == {grow}:
+        last = turns
+{"        if turns > 40:" + chr(10) + "            break" + chr(10) if leaves else ""}        if x == {grow} and turns < 30:
             push(xs, x + 1)
         if x == {shrink} and len(xs) > 0:
             xs.pop()
         if x == {stop}:
             continue
         total = total + x
-    return str(total) + " " + str(turns) + " " + str(len(xs))
-print(run({items!r}))
+    return str(total) + " " + str(turns) + " " + str(len(xs)) + " " + str(last * 2)
+print(run({items!r}, {before}))
 '''
-    one = _run_source(tmp_path, source, "1")
-    two = _run_source(tmp_path, source, "2")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tier2, "SPEC_LINES", 10_000)
+        one = _run_source(tmp_path, source, "1")
+        two = _run_source(tmp_path, source, "2")
     assert one[:5] == two[:5]
-    assert one[1] is None
+    assert (one[1] is None) == (bool(items) or before != "true")
 
 
 AGENT = '''agent counter:

@@ -1486,6 +1486,11 @@ class _Gen:
         finally:
             self.item_for = None
         if items:
+            # The exit is taken at the header, where nothing is known but what the guard
+            # tests: not what the body's last path left (a local it stored an Int in may
+            # hold anything, or nothing, when the loop ran no turn).
+            self.types, self.known, self.written, self.origin = {}, set(), set(), {}
+            self.from_item = {}
             self.loop_tail(i, items, indent - 1)
 
     def item_loop(self, i) -> "Optional[ItemLoop]":
