@@ -235,6 +235,55 @@ def test_a_labelled_item_gives_the_loop_to_tier_one_at_that_item(tmp_path, gener
     assert _item_loops(_code(two[5], "run")) >= 1
 
 
+RESHAPED = """\
+untrusted tool count(k: Int) returns Int requires web.read:
+    return 40 + k
+irreversible action send(to: String) requires email.send:
+    print("sent to", to)
+policy:
+    allow web.read
+    allow email.send
+def drop(xs, k):
+    xs.remove_at(k)
+    return 0
+def run(xs, k):
+    n = 0
+    for x in xs:
+        n = n + 1
+        if x == 3:
+            WHERE
+    return n
+print(run([1, 2, 3], 0))
+j = count(0) - 40
+got = run([1, 2, 3], j)
+print(got)
+s = send("team" + str(got) + "@example.com")
+s.verify()
+print(s.second_look != nil)
+"""
+
+
+@pytest.mark.parametrize("where", ["xs.remove_at(k)", "drop(xs, k)"])
+@pytest.mark.parametrize("spec_lines", [None, 10_000])
+def test_an_array_reshaped_by_a_labelled_index_labels_the_last_pass(tmp_path, monkeypatch,
+                                                                     where, spec_lines):
+    """(Found by review.) Removing at a tool's index makes the Array's length the tool's
+    (provenance.SHAPES) while the loop runs: how many passes there were is then the data's,
+    and tier 1 labels what the loop counted at the FOR_ITER that finds no item left. The
+    item loop's Python ``for`` ends without asking: its ``else`` asks, and hands that last
+    FOR_ITER to tier 1. The address built from the count is flagged on both tiers (in the
+    function's generator, then its direct form; at the default budget and a generous one)."""
+    from sensevm.runtime import tier2
+    if spec_lines:
+        monkeypatch.setattr(tier2, "SPEC_LINES", spec_lines)
+    source = RESHAPED.replace("WHERE", where)
+    one = _run_source(tmp_path, source, "1")
+    two = _run_source(tmp_path, source, "2")
+    assert one[1] is None and one[:5] == two[:5]
+    assert one[0].splitlines()[-2:] == ["3", "true"]
+    assert _item_loops(_code(two[5], "run")) >= 1
+
+
 @settings(max_examples=40, deadline=None)
 @given(items=st.lists(st.one_of(st.integers(-5, 30), st.sampled_from([1.5, -2.5])),
                       max_size=12),

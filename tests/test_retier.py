@@ -61,6 +61,32 @@ def test_a_long_loop_goes_on_in_code_made_again_with_int_versions(tmp_path, monk
         assert run.hot and "_hot" not in run.t2.source and guard.search(run.t2.source)
 
 
+LONG_FOR = (LONG_LOOP.replace("    i = 0\n    while i < n:\n", "    i = 0\n    for z in range(n):\n")
+            .replace("print(run(7.5))", "print(run(3))"))
+
+
+@pytest.mark.parametrize("turns", [40, 400])
+def test_a_long_for_loop_counts_its_turns_for_the_int_version(tmp_path, monkeypatch, turns):
+    """(Found by review.) A ``for`` loop whose Int version the first budget declines still
+    counts its turns (no item loop without the guards in its place: the version made again
+    has both), and past HOT_TURNS goes on in code made again, its Python ``for`` over the
+    items under the Int guard."""
+    from sensevm.runtime import tier2
+    monkeypatch.setattr(tier2, "HOT_TURNS", 100)
+    monkeypatch.setattr(tier2, "SPEC_LINES", 5)
+    source = LONG_FOR.replace("TURNS", str(turns))
+    one = _run_source(tmp_path, source, "1")
+    two = _run_source(tmp_path, source, "2")
+    assert one[:5] == two[:5] and one[1] is None
+    run = _code(two[5], "run")
+    guard = re.compile(r"if l\d\.__class__ is int and .*not s\d\.origins")
+    if turns < 100:
+        assert not run.hot and "_hot += 1" in run.t2.source
+        assert "__setstate__" not in run.t2.source
+    else:
+        assert run.hot and guard.search(run.t2.source) and "__setstate__" in run.t2.source
+
+
 def test_code_is_made_again_once(tmp_path, monkeypatch):
     """A second long call of the same function starts in the code made again: it is not made
     a third time (compiling it is paid once per code object)."""

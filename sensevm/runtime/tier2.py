@@ -1402,6 +1402,10 @@ class _Gen:
             useful = bound = ()     # (assuming more than the guards will, it spared too little)
         self.rollback(start)
         guards = bound_guards = []
+        if items and not (useful or bound) and wanted:
+            # The Int version the hot budget would make (see hot_counter) has the item loop
+            # too, and the guards this budget declined: counting turns for it wins.
+            items = None
         if useful or bound or items:
             self.emit(indent, "if True:", i + 1)
             if inner:
@@ -1536,6 +1540,14 @@ class _Gen:
         then not read)."""
         it, e, ip = f"s{items.slot}", self.emit, i + 1
         e(indent, "else:", ip)
+        # An Array whose length became the data's while the loop ran (provenance.SHAPES: a
+        # labelled index removed or inserted at): how many passes there were is the data's,
+        # and tier 1 labels what the body assigned at this last FOR_ITER (item_checks asks at
+        # every other). The index is where Python's iterator found no item.
+        e(indent + 1, f"if SHAPES and {it}.__class__ is ArrayIterator and "
+                      f"id({it}.items) in SHAPES:", ip)
+        e(indent + 2, f"{it}.i = len({it}.items)", ip)
+        self.to_tier1(i, items.slot + 1, indent + 2)
         self.goto(items.exit, indent + 1, ip)
         e(indent, f"if {it} is _o{i}: {it}.i = _f{i}.__reduce__()[2]", ip)
 
