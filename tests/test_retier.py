@@ -37,6 +37,18 @@ def _code(vm, name):
     return next(c for c in vm.prepared if c.code.name == name)
 
 
+def _long_run(tmp_path, monkeypatch, source):
+    """``source`` on both tiers with HOT_TURNS 100 and a first budget of 5 lines per test
+    spared: what it printed (the same on both, and no error), and tier 2's ``run``."""
+    from sensevm.runtime import tier2
+    monkeypatch.setattr(tier2, "HOT_TURNS", 100)
+    monkeypatch.setattr(tier2, "SPEC_LINES", 5)
+    one = _run_source(tmp_path, source, "1")
+    two = _run_source(tmp_path, source, "2")
+    assert one[:5] == two[:5] and one[1] is None
+    return one[0], _code(two[5], "run")
+
+
 @pytest.mark.parametrize("turns", [40, 400])
 def test_a_long_loop_goes_on_in_code_made_again_with_int_versions(tmp_path, monkeypatch,
                                                                     turns):
@@ -44,15 +56,8 @@ def test_a_long_loop_goes_on_in_code_made_again_with_int_versions(tmp_path, monk
     spared, here): it counts its turns, and past HOT_TURNS (100 here) the frame goes on from
     the loop's header in code made again with one, exactly once; a shorter run never pays
     for that. A Float bound afterwards still takes the general version, as in tier 1."""
-    from sensevm.runtime import tier2
-    monkeypatch.setattr(tier2, "HOT_TURNS", 100)
-    monkeypatch.setattr(tier2, "SPEC_LINES", 5)
-    source = LONG_LOOP.replace("TURNS", str(turns))
-    one = _run_source(tmp_path, source, "1")
-    two = _run_source(tmp_path, source, "2")
-    assert one[:5] == two[:5] and one[1] is None
-    assert one[0].splitlines()[1] == "0 alpha0 beta1 gamma2 delta3 epsilon4 alpha5 beta6 gamma7"
-    run = _code(two[5], "run")
+    out, run = _long_run(tmp_path, monkeypatch, LONG_LOOP.replace("TURNS", str(turns)))
+    assert out.splitlines()[1] == "0 alpha0 beta1 gamma2 delta3 epsilon4 alpha5 beta6 gamma7"
     guard = re.compile(r"if l\d\.__class__ is int and l\d\.__class__ is int\b")
     if turns < 100:
         assert not run.hot and "_hot += 1" in run.t2.source
@@ -71,14 +76,7 @@ def test_a_long_for_loop_counts_its_turns_for_the_int_version(tmp_path, monkeypa
     counts its turns (no item loop without the guards in its place: the version made again
     has both), and past HOT_TURNS goes on in code made again, its Python ``for`` over the
     items under the Int guard."""
-    from sensevm.runtime import tier2
-    monkeypatch.setattr(tier2, "HOT_TURNS", 100)
-    monkeypatch.setattr(tier2, "SPEC_LINES", 5)
-    source = LONG_FOR.replace("TURNS", str(turns))
-    one = _run_source(tmp_path, source, "1")
-    two = _run_source(tmp_path, source, "2")
-    assert one[:5] == two[:5] and one[1] is None
-    run = _code(two[5], "run")
+    _, run = _long_run(tmp_path, monkeypatch, LONG_FOR.replace("TURNS", str(turns)))
     guard = re.compile(r"if l\d\.__class__ is int and .*not s\d\.origins")
     if turns < 100:
         assert not run.hot and "_hot += 1" in run.t2.source
