@@ -1544,8 +1544,7 @@ class _Gen:
         # labelled index removed or inserted at): how many passes there were is the data's,
         # and tier 1 labels what the body assigned at this last FOR_ITER (item_checks asks at
         # every other). The index is where Python's iterator found no item.
-        e(indent + 1, f"if SHAPES and {it}.__class__ is ArrayIterator and "
-                      f"id({it}.items) in SHAPES:", ip)
+        e(indent + 1, f"if {_reshaped(it)}:", ip)
         e(indent + 2, f"{it}.i = len({it}.items)", ip)
         self.to_tier1(i, items.slot + 1, indent + 2)
         self.goto(items.exit, indent + 1, ip)
@@ -1560,8 +1559,7 @@ class _Gen:
         general version to take it."""
         e, ip = self.emit, i + 1
         top, push = f"s{depth - 1}", f"s{depth}"
-        e(indent, f"if SHAPES and {top}.__class__ is ArrayIterator and "
-                  f"id({top}.items) in SHAPES:", ip)
+        e(indent, f"if {_reshaped(top)}:", ip)
         self.to_tier1(i, depth, indent + 1)
         self.labelled_branch(i, push, depth, indent, containers=False)
         if ints and self.confirm is not None:
@@ -2212,8 +2210,7 @@ class _Gen:
         elif op is Op.FOR_ITER:
             # An Array whose length is the data's (provenance.SHAPES): tier 1 labels each
             # element by where it sits and the loop's end by how many passes there were.
-            e(indent, f"if {top}.origins or SHAPES and {top}.__class__ is ArrayIterator and "
-                      f"id({top}.items) in SHAPES:", ip)
+            e(indent, f"if {top}.origins or {_reshaped(top)}:", ip)
             self.to_tier1(i, depth, indent + 1)
             if self.thread(a) in self.dispatch:
                 # The exit is a jump (no block inlined into the handler): the item is read
@@ -2365,13 +2362,16 @@ class _Gen:
         now: an agent resumed from elsewhere)."""
         self.emit(indent, "yield; _dd, _M = DB(vm)" if self.hoisted else "yield", ip)
 
-    def spill(self, i, items, indent):
+    def spill(self, i, items, indent, scope=True):
+        """Write the frame's stack (``items``) and ip back as tier 1 has them at instruction
+        i, and its scope unless the code has just set it (``scope`` False)."""
         ip = i + 1
         self.sync_items(i, len(items), indent)
         self.materialize_methods(i, len(items), indent)
         self.emit(indent, f"f.stack = [{', '.join(items)}]", ip)
         self.emit(indent, f"f.ip = {ip}", ip)
-        self.set_scope(i, indent)
+        if scope:
+            self.set_scope(i, indent)
 
     def reload(self, i, count, indent):
         if count:
@@ -2750,7 +2750,6 @@ class _Gen:
         ip = i + 1
         e = self.emit
         top = f"s{depth - 1}"
-        below = ", ".join(f"s{j}" for j in range(depth - 1))
         # What both branches need is written once, before the test: the scope, and for a
         # commit the stack below the action (the generated code is compiled, and made again
         # when hot, at every one of these sites: an agent's loop is mostly them).
@@ -2775,10 +2774,7 @@ class _Gen:
         if op is Op.ACTION_COMMIT:
             e(indent + 1, f"f.stack.append({top})", ip)
         else:
-            self.sync_items(i, depth, indent + 1)
-            self.materialize_methods(i, depth, indent + 1)
-            e(indent + 1, f"f.stack = [{below}{', ' if below else ''}{top}]", ip)
-            e(indent + 1, f"f.ip = {ip}", ip)
+            self.spill(i, [f"s{j}" for j in range(depth)], indent + 1, scope=False)
         e(indent + 1, f"if H[{int(op)}](f, None, None) and not vm.inline(f):", ip)
         self.resume(indent + 2, ip)
         self.reload(i, depth, indent + 1)
@@ -2876,6 +2872,12 @@ def _listed(items, first="") -> list:
 
 # An expression that reads no stack slot (``s`` and digits): Int locals and constants only.
 _SLOT_FREE = re.compile(r"(?:(?!\bs\d+\b)[^'\"])*")
+
+
+def _reshaped(it: str) -> str:
+    """The test that iterator ``it`` walks an Array whose length is the data's
+    (provenance.SHAPES): then tier 1's FOR_ITER labels each pass and the loop's end."""
+    return f"SHAPES and {it}.__class__ is ArrayIterator and id({it}.items) in SHAPES"
 
 
 def _parens(expr: str) -> str:
