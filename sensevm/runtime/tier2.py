@@ -74,6 +74,16 @@ less at the header, where FOR_ITER takes the item again) and wherever the ``for`
 before its end (``_Gen.sync_items``, ``loop_tail``); an iterator with origins runs the general
 version.
 
+Inlined calls: a call whose callee the code can guess as it is made (what the name loaded as
+the callee is bound to then, in the compiling frame's scopes, or in the closure's for a direct
+form: a hint, never trusted) is done in place when the callee's body is small and straight
+(sensevm/runtime/inlining.py): guarded by the callee being a Closure of that code, its depth
+within the bound, and its arguments and the captured variables it reads being Ints (or
+closures of the codes it calls in turn), the caller computes what the callee's direct form
+would have returned, with no Python call (``_Gen.inlined_call``). Any guard failing makes the
+call as before; a direct form has no frame, so nothing can tell the two apart. Under a step
+budget nothing is inlined (each call is a step).
+
 Made again when hot: Int versions are budgeted (SPEC_LINES) because Python's compiler costs
 some 67k instructions a generated line, which a short run never earns back. A loop whose
 version only the budget declined counts the turns of its general version; after HOT_TURNS of
@@ -116,6 +126,7 @@ from sensevm.bytecode.program import CodeKind
 from sensevm.guard import provenance as PV
 from sensevm.runtime import values as V
 from sensevm.runtime.builtins import CORE
+from sensevm.runtime import inlining
 from sensevm.runtime.frames import (DIRECT_ARITIES, Deoptimize, Frame, code_label,
                                     direct_bound)
 from sensevm.runtime.values import (ActionDefinition, ArrayIterator, Builtin, Closure,
@@ -307,6 +318,16 @@ def deopt_in_call(d, vm, prepared, scope, owner, stack, at, below, depth) -> Deo
     return d
 
 
+def inline_error(exc, levels):
+    """What an inlined call (see inlining.py) raises for ``exc``, raised by an operation of the
+    body inlined innermost: what each direct form's direct_failure would have made of it, from
+    that operation (``levels``: (prepared code, instruction index) of each body, innermost
+    first) out to the call site."""
+    for prepared, j in levels:
+        exc = direct_error(exc, prepared.positions[j], prepared.path, code_label(prepared.code))
+    return exc
+
+
 def direct_failure(exc, linemap, positions, path, label):
     """What a direct form raises for ``exc``, which left it from the line its traceback
     starts at: direct_error at that line's instruction."""
@@ -357,7 +378,8 @@ _RUNTIME = {
     "join_strings": V.join_strings,
     "array_limit": V.array_limit, "build_map": V.build_map,
     "decl_error": V.decl_error, "return_error": V.return_error, "direct_error": direct_error,
-    "direct_failure": direct_failure, "deopt_at": deopt_at, "deopt_in_call": deopt_in_call,
+    "direct_failure": direct_failure, "inline_error": inline_error, "deopt_at": deopt_at,
+    "deopt_in_call": deopt_in_call,
     "arity_error": V.arity_error, "param_error": V.param_error,
     "SenseRecursionError": SenseRecursionError,
     "add": add_slow, "arith": V.arith, "compare": V.compare, "equal": V.equal,
@@ -559,6 +581,10 @@ class _Gen:
         # ... and the scope out from it (where a top-level function finds the builtins).
         self.grand: frozenset = frozenset()
         self.argnames: list = []        # ... its Python parameters, one per Sense parameter
+        # The scope whose bindings, as they are while the code is made, guess what its calls
+        # call (see inlined_call); None once made (the code holds on to no scope).
+        self.callee_scope = None
+        self.ntemps = 0                 # the inlined calls' Python locals made so far
         self.slot_names: dict = {}      # stack slot -> the name last loaded into it, per block
         self.bound: set = set()         # block locals certainly bound here, per block (block)
         self.turning = None     # the dispatch target being emitted in its own loop (see turn)
@@ -2509,6 +2535,63 @@ class _Gen:
             return "if"
         return "elif"
 
+    def guessed_callee(self, base):
+        """The closure a CALL whose callee is in slot ``base`` most likely calls: what the name
+        last loaded into the slot (a guess: see slot_names) is bound to in callee_scope's chain
+        now, or, for an Array of closures of one code (``handlers[k](x)``), its first. A guess:
+        the code made from it tests it."""
+        name = self.slot_names.get(base)
+        scope = self.callee_scope
+        while scope is not None and name is not None:
+            bindings = scope.vars
+            if name in bindings:
+                value = bindings[name]
+                if value.__class__ is list and value and value[0].__class__ is Closure:
+                    code = value[0].code
+                    if all(v.__class__ is Closure and v.code is code for v in value[:16]):
+                        return value[0]
+                return value if value.__class__ is Closure else None
+            scope = scope.parent
+        return None
+
+    def inlined_call(self, i, n, base, indent) -> bool:
+        """CALL n done in place when its callee is the closure guessed (see inlining.py): the
+        plan's guards, with the depth the call would have within the bound, and its lines,
+        under an ``if``; True when emitted, and the caller emits the call itself under the
+        ``else:`` that follows."""
+        hint = self.guessed_callee(base)
+        if hint is None or self.counting:
+            return False
+        args = [inlining.Value(f"s{j}", "i" if self.spec and self.types.get(j) == "i" else None)
+                for j in range(base + 1, base + 1 + n)]
+        plan = inlining.plan(hint, f"s{base}", args, self.const, self.inline_temp)
+        if plan is None:
+            return False
+        ip = i + 1
+        # The callee's depth: the caller's D + 1 in a direct form, _dd in a generator.
+        deeper = plan.levels - 1
+        within = f"D + {plan.levels} <= M" if self.direct else (
+            f"_dd + {deeper} <= _M" if deeper else "_dd <= _M")
+        self.emit(indent, "if " + " and ".join([plan.guards[0], within] + plan.guards[1:])
+                  + ":", ip)
+        result = plan.result.expr
+        for k, (target, expr, levels) in enumerate(plan.lines):
+            if k == len(plan.lines) - 1 and target == result and not plan.stores:
+                target = result = f"s{base}"
+            self.emit(indent + 1, f"try: {target} = {expr}", ip)
+            self.emit(indent + 1, "except MemoryError as exc: "
+                                  f"raise inline_error(exc, {self.const(levels)}) from None", ip)
+        for scope, name, expr in plan.stores:
+            self.emit(indent + 1, f"{scope}[{name!r}] = {expr}", ip)
+        if result != f"s{base}":
+            self.emit(indent + 1, f"s{base} = {result}", ip)
+        self.emit(indent, "else:", ip)
+        return True
+
+    def inline_temp(self) -> str:
+        self.ntemps += 1
+        return f"_c{self.ntemps}"
+
     def direct_call(self, i, n, depth, indent):
         """CALL n in a direct form (see Compiled)."""
         ip = i + 1
@@ -2516,9 +2599,14 @@ class _Gen:
         base = depth - n - 1
         callee = f"s{base}"
         kw = self.inline_builtin(i, n, base, indent)
+        inlined = (kw == "if" and not self.calls_itself(n, base)
+                   and self.inlined_call(i, n, base, indent))
+        if inlined:
+            indent += 1
         # The arguments the lines just before only computed from Int locals and constants go
-        # into the call itself, not through their slots (see forwarded_args).
-        given = self.forwarded_args(base, depth, indent) if kw == "if" else {}
+        # into the call itself, not through their slots (see forwarded_args); not where the
+        # inlined call's guards read them.
+        given = self.forwarded_args(base, depth, indent) if kw == "if" and not inlined else {}
         args = [given.get(j, (f"s{j}", None)) for j in range(base + 1, depth)]
         whole = [(f"s{j}", None) for j in range(base + 1)] + args
         if kw == "elif":
@@ -2653,6 +2741,8 @@ class _Gen:
         guessed = self.inline_builtin(i, n, base, indent) == "elif"
         if guessed:
             e(indent, "else:", ip)
+            indent += 1
+        elif site is None and self.inlined_call(i, n, base, indent):
             indent += 1
         e(indent, f"_ty = {callee}.__class__", ip)
         # With a step budget no function has a direct form; one of n parameters is found by n.
@@ -2924,14 +3014,16 @@ class _Deeper(Exception):
 
 def compile_code(prepared, counting: bool = False, max_array: Optional[int] = None,
                  max_string: Optional[int] = None, present=(), hot: bool = False,
-                 grand=()) -> Optional[Compiled]:
+                 grand=(), callees=None) -> Optional[Compiled]:
     """The tier-2 form of ``prepared``, or None when it stays in tier 1. With ``counting`` (a
     step or time limit), the code counts the steps tier 1 counts (sensevm/runtime/limits.py); an array
     literal longer than ``max_array`` raises tier 1's error, and an Int whose text could be
     longer than ``max_string`` is made into text by values.int_text. ``present``: the names
     bound in the scope the code's function was declared in, as far as the caller knows, and
-    ``grand`` in the scope out from that (hints: see _Gen.present, _Gen.grand). ``hot``: made again for a long-running loop, with the larger
-    budget for Int versions (see _Gen.hot_counter)."""
+    ``grand`` in the scope out from that (hints: see _Gen.present, _Gen.grand), ``callees``
+    the scope whose bindings guess what its calls call (see _Gen.inlined_call). ``hot``: made
+    again for a long-running loop, with the larger budget for Int versions (see
+    _Gen.hot_counter)."""
     gen = _Gen(prepared, counting, max_array, max_string, hot)
     gen.present = frozenset(present)
     gen.grand = frozenset(grand)
@@ -2945,7 +3037,11 @@ def compile_code(prepared, counting: bool = False, max_array: Optional[int] = No
     # in tier 1 switches over at a loop header.)
     direct = gen.has_direct_form()
     gen.specialise = not direct or len(gen.entries) > 1
-    source = gen.generate()
+    gen.callee_scope = callees
+    try:
+        source = gen.generate()
+    finally:
+        gen.callee_scope = None
     gen.ns["LINEMAP"] = gen.linemap
     filename = f"<tier2 {prepared.code.name}#{prepared.index}>"
     try:
@@ -2974,7 +3070,11 @@ def _direct_on_first_call(compiled: Compiled, gen: _Gen, filename: str):
         gen.grand = frozenset(outer.parent.vars) if outer.parent is not None else frozenset()
         gen.ns = dict(gen.ns)       # its own globals: LINEMAP differs from the generator's
         gen.ns["REDO"] = first_call
-        source = gen.generate_direct()
+        gen.callee_scope = outer
+        try:
+            source = gen.generate_direct()
+        finally:
+            gen.callee_scope = None
         try:
             exec(compile(source, filename, "exec"), gen.ns)
         except (SyntaxError, RecursionError, MemoryError):

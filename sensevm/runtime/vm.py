@@ -83,13 +83,19 @@ def default_tier() -> str:
     return tier
 
 
-def _scope_hints(closure) -> dict:
+def _scope_hints(closure, scope=None) -> dict:
     """What tier 2's compile_code is told of the scopes a function was declared in: the
-    names bound there and one scope out, now (a top-level function's globals and builtins)."""
+    names bound there and one scope out, now (a top-level function's globals and builtins);
+    and where to guess what its calls call: ``scope``, the frame's when it has one, else the
+    closure's."""
+    hints = {} if scope is None else {"callees": scope}
     if closure is None:
-        return {}
-    scope = closure.scope
-    return {"present": scope.vars, "grand": scope.parent.vars if scope.parent is not None else ()}
+        return hints
+    outer = closure.scope
+    hints["present"] = outer.vars
+    hints["grand"] = outer.parent.vars if outer.parent is not None else ()
+    hints.setdefault("callees", outer)
+    return hints
 
 
 class VM:
@@ -618,9 +624,10 @@ class VM:
 
     # ------------------------------------------------------------------ tier 2
 
-    def _compiled(self, code, closure=None):
+    def _compiled(self, code, closure=None, scope=None):
         """The tier-2 form of ``code`` if it is (now) hot enough and tier 2 accepts it; the
-        bindings of ``closure``'s scope, when given, are a hint to the generated code's loads."""
+        bindings of ``closure``'s scope, when given, are a hint to the generated code's loads,
+        and those of ``scope`` (the frame's) to its calls."""
         t2 = code.t2
         if t2 is None:
             code.heat += 1
@@ -629,7 +636,7 @@ class VM:
             from sensevm.runtime.tier2 import compile_code
             t2 = code.t2 = compile_code(code, counting=self.budget is not None,
                                         max_array=self.max_array, max_string=self.max_string,
-                                        **_scope_hints(closure)) or False
+                                        **_scope_hints(closure, scope)) or False
             if t2 and t2.direct is not None:
                 t2.set_direct(code, t2.direct)
         return t2 or None
@@ -646,7 +653,7 @@ class VM:
             code.hot = True
             new = compile_code(code, counting=self.budget is not None, max_array=self.max_array,
                                max_string=self.max_string, hot=True,
-                               **_scope_hints(frame.closure))
+                               **_scope_hints(frame.closure, frame.scope))
             if new:
                 if old:
                     new.direct, new.direct_source = old.direct, old.direct_source
@@ -658,7 +665,7 @@ class VM:
         """Start ``frame`` in tier 2 at its current instruction if possible."""
         if frame.pc is not None:
             return False        # pc labels live in tier 1 only
-        t2 = self._compiled(frame.prepared, frame.closure)
+        t2 = self._compiled(frame.prepared, frame.closure, frame.scope)
         if t2 is None or frame.ip not in t2.entries:
             return False
         frame.gen = t2.fn(self, frame, frame.ip)

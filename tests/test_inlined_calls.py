@@ -1,0 +1,462 @@
+"""Inlined calls: tier 2 computes a small function's call in place when the callee is the
+closure it guessed while compiling (tier2._Gen.inlined_call, sensevm/runtime/inlining.py).
+Each program attacks what the inlined form takes for granted: the callee rebound to other
+code, its captured variables changed to other types, labelled by a tool, or bound only further
+out; the depth limit met at the inlined call; a store to a captured variable that another
+closure reads. Tier 2 ("2", and "auto", which compiles at a hot loop's header with the frame's
+bindings to guess from) must do exactly what tier 1 does."""
+
+from __future__ import annotations
+
+import io
+import re
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from test_tiers import _run_source, _verified
+
+TIERS = ("2", "auto")
+# An inlined site: the callee tested to be a closure of the guessed code.
+SITE = re.compile(r"^ *if s(\d+)\.__class__ is Closure and s\1\.code is _k\d+ and ", re.M)
+
+
+def _sites(vm, name=None) -> int:
+    """How many inlined call sites the tier-2 code of ``name`` (or of every code object) has,
+    in its generator and its direct form."""
+    count = 0
+    for code in vm.prepared:
+        if code.t2 and (name is None or code.code.name == name):
+            count += len(SITE.findall(code.t2.source + (code.t2.direct_source or "")))
+    return count
+
+
+def _all_tiers(tmp_path, source):
+    """The run on tier 1, and the tier-2 runs' VMs, after asserting they all did the same."""
+    one = _run_source(tmp_path, source, "1")
+    vms = {}
+    for tier in TIERS:
+        other = _run_source(tmp_path, source, tier)
+        assert other[:5] == one[:5], tier
+        vms[tier] = other[5]
+    return one, vms
+
+
+CLOSURES = """\
+def make_counter(step):
+    count = 0
+    def next():
+        count = count + step
+        return count
+    return next
+def compose(f, g):
+    def both(x):
+        return f(g(x))
+    return both
+def run(n):
+    adders = []
+    for k in range(10):
+        def add(x):
+            return x + k
+        push(adders, add)
+    counter = make_counter(3)
+    shifted = compose(adders[1], adders[2])
+    total = 0
+    i = 0
+    while i < n:
+        total = (total + counter() + shifted(i) + adders[i % 10](i)) % 1000003
+        i = i + 1
+    return total
+print(run(300))
+"""
+
+
+def test_the_closures_benchmark_inlines_its_calls(tmp_path):
+    """counter() (a store to its captured count), shifted(i) (both, and the two adds it calls,
+    two levels deep) and adders[i % 10](i) (an Array of closures of one code) are done in
+    place in run's loop once it is hot; both's direct form does its own two calls in place."""
+    one, vms = _all_tiers(tmp_path, CLOSURES)
+    total = 0
+    for i in range(300):
+        total = (total + 3 * (i + 1) + (i + 3) + (i + i % 10)) % 1000003
+    assert one[1] is None and one[0] == f"{total}\n"
+    assert _sites(vms["auto"], "run") >= 3
+    source = next(c for c in vms["auto"].prepared if c.code.name == "run").t2.source
+    assert "_c" in source and "'count' in" not in source    # (its read found it: no test)
+
+
+REBOUND = """\
+def make(k):
+    def add(x):
+        return x + k
+    return add
+def make_mul(k):
+    def mul(x):
+        return x * k
+    return mul
+def run(n, third, late):
+    f = make(3)
+    total = 0
+    i = 0
+    while i < n:
+        if i == 100:
+            f = make_mul(2)
+        if i == 130:
+            f = make(2.5)
+        if i == 160:
+            f = make(third)
+        if i == 190:
+            f = make(3)
+        if i == late:
+            f = make("s")
+        total = total + f(i)
+        i = i + 1
+    return total
+CALLS
+"""
+
+
+def test_a_callee_rebound_or_its_captures_changed_takes_the_call(tmp_path):
+    """The callee becomes a closure of other code over a variable of the same name, then a
+    closure of the same code over a Float, a negative Int and an Int again: every guard that
+    fails takes the call as before, and what it returns is tier 1's."""
+    one, vms = _all_tiers(tmp_path, REBOUND.replace("CALLS", "print(run(220, -4, -1))"))
+    expected = (sum(i + 3 for i in range(100)) + sum(i * 2 for i in range(100, 130))
+                + sum(i + 2.5 for i in range(130, 160)) + sum(i - 4 for i in range(160, 190))
+                + sum(i + 3 for i in range(190, 220)))
+    assert one[1] is None and one[0] == f"{expected}\n"
+    assert _sites(vms["auto"], "run") >= 1
+
+
+@pytest.mark.parametrize("calls", ["print(run(220, true, -1))", "print(run(220, 4, 200))"])
+def test_a_capture_of_another_type_fails_in_the_callee_as_tier_one_does(tmp_path, calls):
+    """A closure of the same code over a Bool, or a String: the call is made, and fails in
+    the callee: tier 1's error, at add's line, with add's frame on its call stack."""
+    one, vms = _all_tiers(tmp_path, REBOUND.replace("CALLS", calls))
+    assert one[0] == "" and one[1] is not None and one[1][2].line == 3
+    assert "add()" in repr(one[1][5])
+    assert _sites(vms["auto"], "run") >= 1
+
+
+RECOMPOSED = """\
+def make_add(k):
+    def add(x):
+        return x + k
+    return add
+def make_mul(k):
+    def mul(x):
+        return x * k
+    return mul
+def compose(f, g):
+    def both(x):
+        return f(g(x))
+    return both
+def run(n):
+    h = compose(make_add(1), make_add(2))
+    total = 0
+    i = 0
+    while i < n:
+        if i == 100:
+            h = compose(make_add(1), make_mul(2))
+        total = total + h(i)
+        i = i + 1
+    return total
+print(run(150))
+"""
+
+
+def test_an_inner_callee_of_other_code_takes_the_call(tmp_path):
+    """h(i) inlines both and the two adds it calls; then h is a closure of the same code whose
+    g is a closure of other code over a variable of the same name: the inner guard fails and
+    the call multiplies, as tier 1 does."""
+    one, vms = _all_tiers(tmp_path, RECOMPOSED)
+    expected = sum(i + 3 for i in range(100)) + sum(i * 2 + 1 for i in range(100, 150))
+    assert one[1] is None and one[0] == f"{expected}\n"
+    assert _sites(vms["auto"], "run") >= 1
+
+
+CAPTURED_STORE = """\
+def make():
+    count = 0
+    def bump(d):
+        count = count + d
+        return count
+    def peek():
+        return count
+    return [bump, peek]
+def run(n):
+    fs = make()
+    bump = fs[0]
+    peek = fs[1]
+    total = 0
+    i = 0
+    while i < n:
+        total = total + bump(i) * 2 - peek()
+        if i == 150:
+            fs = make()
+            bump = fs[0]
+        i = i + 1
+    return [total, peek()]
+print(run(200))
+"""
+
+
+def test_a_store_to_a_captured_variable_is_seen_by_the_closure_beside_it(tmp_path):
+    """bump's store to count (inlined: the guards found count, the store is the last thing
+    it does) is read by peek (inlined too) in the same expression, and after bump is a new
+    closure over a new count, peek reads the old one."""
+    one, vms = _all_tiers(tmp_path, CAPTURED_STORE)
+    first, second, total = 0, 0, 0      # the first closures' count, the new bump's
+    for i in range(200):
+        if i <= 150:
+            first += i
+            total += first * 2 - first
+        else:
+            second += i
+            total += second * 2 - first
+    assert one[1] is None and one[0] == f"[{total}, {first}]\n"
+    assert _sites(vms["auto"], "run") >= 2
+
+
+FURTHER_OUT = """\
+k = 5
+def make():
+    def add(x):
+        return x + k
+    return add
+def square(x):
+    return x * x
+def run(n):
+    f = make()
+    total = 0
+    i = 0
+    while i < n:
+        total = total + f(i) + square(i)
+        if i == 60:
+            k = 7
+        if i == 80:
+            square = make()
+        i = i + 1
+    return total
+print(run(100))
+"""
+
+
+def test_a_capture_bound_only_further_out_takes_the_call(tmp_path):
+    """add reads k from the globals, two scopes out: the inlined form reads only the callee's
+    own scope's dict, finds nothing, and the call finds k (and its new value) as tier 1 does;
+    square, a top-level function, is inlined (in forced tier 2 too: its name is a global) and
+    rebinding its name to another closure takes the call."""
+    one, vms = _all_tiers(tmp_path, FURTHER_OUT)
+    assert one[1] is None
+    assert _sites(vms["2"], "run") >= 1 and _sites(vms["auto"], "run") >= 2
+
+
+UNUSED = """\
+def first(a, b):
+    return a
+def f(x):
+    return first(x, missing)
+def run(n):
+    total = 0
+    i = 0
+    while i < n:
+        total = total + f(i)
+        i = i + 1
+    return total
+print(run(50))
+"""
+
+
+def test_a_read_nothing_uses_must_still_find_its_binding(tmp_path):
+    """f passes ``missing`` to first, which never reads it: inlined, nothing would need its
+    value, but the call reads it, and fails there as tier 1 does (the plan guards every
+    argument of an inner call to be found)."""
+    one, vms = _all_tiers(tmp_path, UNUSED)
+    assert one[1] is not None and "missing" in one[1][1] and one[1][2].line == 4
+    assert _sites(vms["2"], "run") >= 1
+
+
+LABELLED = """\
+untrusted tool count(k: Int) returns Int requires web.read:
+    return 40 + k
+irreversible action send(to: String) requires email.send:
+    print("sent to", to)
+policy:
+    allow web.read
+    allow email.send
+def twice(x):
+    return x * 2
+def make(k):
+    def add(x):
+        return x + k
+    return add
+def run(n, j):
+    f = make(1)
+    total = 0
+    i = 0
+    while i < n:
+        if i == n - 1:
+            f = make(j)
+        total = total + twice(i) + f(i)
+        i = i + 1
+    return total
+got = run(100, 0)
+print(got)
+got = run(100, count(1))
+s = send("team" + str(got) + "@example.com")
+s.verify()
+print(s.second_look != nil)
+total = 0
+i = 0
+x = count(2)
+while i < 50:
+    total = total + twice(x)
+    i = i + 1
+s = send("team" + str(total) + "@example.com")
+s.verify()
+print(s.second_look != nil)
+"""
+
+
+def test_a_labelled_argument_or_capture_keeps_its_label(tmp_path):
+    """A tool's Int, captured by the callee or passed to it, is no plain Int: the guards
+    fail, the call labels what it returns, and the address built from it is flagged by the
+    second look on every tier."""
+    one, vms = _all_tiers(tmp_path, LABELLED)
+    assert one[1] is None and one[0].splitlines()[1:] == ["true", "true"]
+    assert _sites(vms["auto"]) >= 2
+
+
+DEPTH = """\
+def leaf(x):
+    return x + 1
+def pair(x):
+    return leaf(leaf(x))
+def down(n):
+    if n == 0:
+        return pair(n) + leaf(n)
+    return down(n - 1) + 0
+def run():
+    i = 0
+    total = 0
+    while i < 60:
+        total = total + down(DEEP)
+        i = i + 1
+    return total
+print(run())
+"""
+
+
+@pytest.mark.parametrize("deep", [5, 20])
+@pytest.mark.parametrize("max_depth", [6, 7, 8, 9, 10, 21, 22, 23, 24, 25])
+def test_the_depth_limit_is_met_at_the_same_call(tmp_path, deep, max_depth):
+    """The inlined calls at the bottom of a recursion (pair, and the two leaf calls it makes
+    one level further down) are refused, and made as calls, exactly where the depth limit
+    would refuse them: the same output and error, at the same call, on both tiers."""
+    from test_direct_forms import _run_with_depth
+    source = DEPTH.replace("DEEP", str(deep))
+    seen = [_run_with_depth(tmp_path, source, tier, max_depth) for tier in ("1", "2", "auto")]
+    assert seen[0][:2] == seen[1][:2] == seen[2][:2]
+    if max_depth > deep + 4:
+        assert seen[0][1] is None
+    assert _sites(seen[1][2], "down") >= 1
+
+
+FRAMED_DEPTH = """\
+def leaf(x):
+    return x + 1
+def pair(x):
+    return leaf(leaf(x))
+def deep(n):
+    def unused():
+        return 0
+    if n > 0:
+        return deep(n - 1)
+    total = 0
+    i = 0
+    while i < 40:
+        total = total + pair(i)
+        i = i + 1
+    return total
+print(deep(DEEP))
+"""
+
+
+@pytest.mark.parametrize("max_depth", [8, 9, 10, 11, 12, 13])
+def test_the_depth_limit_is_met_at_the_same_call_in_a_generator(tmp_path, max_depth):
+    """deep declares a function, so it runs as frames (its generator), and at the bottom of
+    its recursion its loop calls pair, inlined with the leaf calls pair makes: refused, and
+    made as calls, exactly where the depth limit refuses them."""
+    from test_direct_forms import _run_with_depth
+    source = FRAMED_DEPTH.replace("DEEP", "7")
+    seen = [_run_with_depth(tmp_path, source, tier, max_depth) for tier in ("1", "2")]
+    assert seen[0][:2] == seen[1][:2]
+    assert _sites(seen[1][2], "deep") >= 1
+
+
+def test_running_out_of_memory_in_an_inlined_body_is_the_callees_error(tmp_path):
+    """An inlined operation that runs out of memory raises what the direct forms would have:
+    tier 1's "out of memory" at the operation's line in the innermost callee, with each
+    callee's frame on the error's call stack, innermost first (tier2.inline_error, given the
+    levels the plan recorded for that line)."""
+    from sensevm.runtime.tier2 import inline_error
+    one, vms = _all_tiers(tmp_path, CLOSURES)
+    vm = vms["auto"]
+    run = next(c for c in vm.prepared if c.code.name == "run")
+    names = re.findall(r"raise inline_error\(exc, (_k\d+)\)", run.t2.source)
+    levels = [run.t2.fn.__globals__[name] for name in names]
+    nested = [lv for lv in levels if len(lv) == 2]
+    assert nested, "shifted(i): add inlined inside both"
+    err = inline_error(MemoryError(), nested[0])
+    assert err.message == "out of memory" and err.pos.line == 15     # add's `x + k`
+    assert [frame[2] for frame in err.frames] == ["add()", "both()"]
+    assert [frame[1] for frame in err.frames] == [15, 9]
+
+
+# -- random bodies against tier 1
+
+_LEAVES = ["x", "k", "m", "1", "-2", "0"]
+_OPS = ["+", "-", "*", "<", "=="]
+
+
+@st.composite
+def _expression(draw, depth=2):
+    if depth == 0 or draw(st.booleans()):
+        return draw(st.sampled_from(_LEAVES))
+    left = draw(_expression(depth - 1))
+    right = draw(_expression(depth - 1))
+    return f"({left} {draw(st.sampled_from(_OPS))} {right})"
+
+
+@settings(max_examples=60, deadline=None)
+@given(expr=_expression(), store=st.booleans(), nested=st.booleans(),
+       k=st.sampled_from(["3", "-1", "2.5", "true", '"s"']),
+       later=st.sampled_from(["3", "0.5", "false", "nil"]),
+       arg=st.sampled_from(["i", "i - 40", "true", "1.5"]))
+def test_random_bodies_match_tier_one(tmp_path_factory, expr, store, nested, k, later, arg):
+    """Random bodies of parameters, captured variables and constants under + - * < ==, that
+    may store to a captured variable and may be called through another inlined closure; the
+    captured values and the argument of every type; the capture changed part-way: every tier
+    prints the same, or fails alike at the same place."""
+    tmp_path = tmp_path_factory.mktemp("inline")
+    body = f"        m = {expr}\n        return m" if store else f"        return {expr}"
+    outer = ("    def g(x):\n        return f(f(x))\n    return g\n" if nested
+             else "    return f\n")
+    source = (f"def make(k, m):\n    def f(x):\n{body}\n{outer}"
+              f"def run(n):\n    h = make({k}, 2)\n    out = []\n    i = 0\n"
+              f"    while i < n:\n        if i == 70:\n            h = make({later}, 1)\n"
+              f"        push(out, h({arg}))\n        i = i + 1\n    return out\n"
+              f"print(run(90))\n")
+    _all_tiers(tmp_path, source)
+
+
+@pytest.mark.parametrize("max_steps", [3_000, 4_321, 6_000])
+def test_a_step_budget_counts_every_call_as_tier_one_does(tmp_path, max_steps):
+    """Under a step budget every call is a step, so no call is inlined: the budget runs out
+    at the same instruction on both tiers (and the program that fits prints the same)."""
+    from test_limits import run_vm
+    source = CLOSURES.replace("run(300)", "run(120)")
+    seen = [run_vm(source, tmp_path, tier, max_steps=max_steps) for tier in ("1", "2")]
+    assert seen[0][:2] == seen[1][:2]
+    assert _sites(seen[1][2]) == 0
