@@ -83,6 +83,11 @@ def test_the_closures_benchmark_inlines_its_calls(tmp_path):
     assert _sites(vms["auto"], "run") >= 3
     source = next(c for c in vms["auto"].prepared if c.code.name == "run").t2.source
     assert "_c" in source and "'count' in" not in source    # (its read found it: no test)
+    # add's scope is read once: not bound to a local first; next's twice (and stored to): bound
+    assert re.search(r" and \(_c\d+ := s1\.scope\.vars\.get\('k', U\)\)\.__class__ is int:", source)
+    assert re.search(r"\(_c(\d+) := s1\.scope\.vars\) and \(_c\d+ := _c\1\.get\('count', U\)\)",
+                     source)
+    assert re.search(r"\(_c(\d+) := s1\.scope\.vars\) and \(_c\d+ := _c\1\.get\('g', U\)\)", source)
 
 
 REBOUND = """\
@@ -335,7 +340,7 @@ def pair(x):
     return leaf(leaf(x))
 def down(n):
     if n == 0:
-        return pair(n) + leaf(n)
+        return CALLED
     return down(n - 1) + 0
 def run():
     i = 0
@@ -348,14 +353,16 @@ print(run())
 """
 
 
+@pytest.mark.parametrize("called", ["pair(n)", "leaf(n)"])
 @pytest.mark.parametrize("deep", [5, 20])
 @pytest.mark.parametrize("max_depth", [6, 7, 8, 9, 10, 21, 22, 23, 24, 25])
-def test_the_depth_limit_is_met_at_the_same_call(tmp_path, deep, max_depth):
-    """The inlined calls at the bottom of a recursion (pair, and the two leaf calls it makes
-    one level further down) are refused, and made as calls, exactly where the depth limit
-    would refuse them: the same output and error, at the same call, on both tiers."""
+def test_the_depth_limit_is_met_at_the_same_call(tmp_path, called, deep, max_depth):
+    """The inlined call at the bottom of a recursion (pair, and the two leaf calls it makes
+    one level further down; or leaf alone) is refused, and made as a call, exactly where the
+    depth limit would refuse it: the same output and error, at the same call, on both
+    tiers."""
     from test_direct_forms import _run_with_depth
-    source = DEPTH.replace("DEEP", str(deep))
+    source = DEPTH.replace("DEEP", str(deep)).replace("CALLED", called)
     seen = [_run_with_depth(tmp_path, source, tier, max_depth) for tier in ("1", "2", "auto")]
     assert seen[0][:2] == seen[1][:2] == seen[2][:2]
     if max_depth > deep + 4:
@@ -376,20 +383,21 @@ def deep(n):
     total = 0
     i = 0
     while i < 40:
-        total = total + pair(i)
+        total = total + CALLED
         i = i + 1
     return total
 print(deep(DEEP))
 """
 
 
+@pytest.mark.parametrize("called", ["pair(i)", "leaf(i)"])
 @pytest.mark.parametrize("max_depth", [8, 9, 10, 11, 12, 13])
-def test_the_depth_limit_is_met_at_the_same_call_in_a_generator(tmp_path, max_depth):
+def test_the_depth_limit_is_met_at_the_same_call_in_a_generator(tmp_path, called, max_depth):
     """deep declares a function, so it runs as frames (its generator), and at the bottom of
-    its recursion its loop calls pair, inlined with the leaf calls pair makes: refused, and
-    made as calls, exactly where the depth limit refuses them."""
+    its recursion its loop calls pair, inlined with the leaf calls pair makes (or leaf
+    alone): refused, and made as calls, exactly where the depth limit refuses them."""
     from test_direct_forms import _run_with_depth
-    source = FRAMED_DEPTH.replace("DEEP", "7")
+    source = FRAMED_DEPTH.replace("DEEP", "7").replace("CALLED", called)
     seen = [_run_with_depth(tmp_path, source, tier, max_depth) for tier in ("1", "2")]
     assert seen[0][:2] == seen[1][:2]
     assert _sites(seen[1][2], "deep") >= 1

@@ -26,6 +26,8 @@ store cannot fail or allocate.
 
 from __future__ import annotations
 
+import re
+
 from sensevm.bytecode.opcodes import Op
 from sensevm.bytecode.program import CodeKind
 from sensevm.runtime.values import Closure
@@ -78,6 +80,7 @@ class Plan:
         self.levels = 0
         self.size = 0
         self.calls = False
+        self.scopes: list = []      # (local, the dict it is bound to, its guard's index)
 
     # -- what a use asks of a value
 
@@ -118,6 +121,27 @@ class Plan:
         value.kind = "f"
         return hint
 
+    def scope_of(self, callee: str) -> str:
+        """A Python local for the dict of the scope ``callee`` was declared in, bound by a
+        guard (true when it holds anything: a read from an empty one would fail anyway)."""
+        scope = self.temp()
+        self.scopes.append((scope, f"{callee}.scope.vars", len(self.guards)))
+        self.guards.append(f"({scope} := {callee}.scope.vars)")
+        return scope
+
+    def unbind_single_scopes(self) -> None:
+        """A scope's dict read just once (and not stored to) is read there, not bound first:
+        two instructions fewer, and the guard that bound it goes."""
+        dropped = set()
+        for scope, expr, at in self.scopes:
+            name = re.compile(rf"\b{scope}\b")
+            uses = sum(len(name.findall(g)) for g in self.guards) - 1
+            if uses == 1 and all(target != scope for target, _, _ in self.stores):
+                dropped.add(at)
+                self.guards = [name.sub(expr, g) if k != at else g
+                               for k, g in enumerate(self.guards)]
+        self.guards = [g for k, g in enumerate(self.guards) if k not in dropped]
+
     # -- bodies
 
     def body(self, callee: str, hint: Closure, args: list, level: int, outer: tuple) -> Value:
@@ -143,8 +167,7 @@ class Plan:
                     stack.append(env[a] if a in env else stored[a])
                     continue
                 if scope is None:
-                    scope = self.temp()
-                    self.guards.append(f"({scope} := {callee}.scope.vars)")
+                    scope = self.scope_of(callee)
                 value = Value(self.temp(), load=f"{scope}.get({a!r}, U)",
                               hint=hint.scope.vars.get(a))
                 read.add(a)
@@ -177,8 +200,7 @@ class Plan:
                     # one further out, takes the call).
                     raise _NotInlined("a store the plan does not make")
                 if scope is None:
-                    scope = self.temp()
-                    self.guards.append(f"({scope} := {callee}.scope.vars)")
+                    scope = self.scope_of(callee)
                 if a not in stored and a not in read:
                     self.guards.append(f"{a!r} in {scope}")
                 self.stores.append((scope, a, value.expr))
@@ -217,4 +239,5 @@ def plan(hint, callee: str, args: list, const, temp):
         return None
     if p.stores and p.calls:
         return None
+    p.unbind_single_scopes()
     return p

@@ -2568,20 +2568,26 @@ class _Gen:
         if plan is None:
             return False
         ip = i + 1
-        # The callee's depth: the caller's D + 1 in a direct form, _dd in a generator.
-        deeper = plan.levels - 1
-        within = f"D + {plan.levels} <= M" if self.direct else (
-            f"_dd + {deeper} <= _M" if deeper else "_dd <= _M")
+        # The callee's depth is the caller's D + 1 in a direct form, _dd in a generator; the
+        # deepest body inlined is levels - 1 below it (levels is at most 2: see inlining).
+        deepest = f"D + {plan.levels - 1}" if self.direct else f"_dd + {plan.levels - 1}"
+        within = {"D + 0": "D < M", "D + 1": "D + 1 < M", "_dd + 0": "_dd <= _M",
+                  "_dd + 1": "_dd < _M"}[deepest]
         self.emit(indent, "if " + " and ".join([plan.guards[0], within] + plan.guards[1:])
                   + ":", ip)
         result = plan.result.expr
+        stores = plan.stores
         for k, (target, expr, levels) in enumerate(plan.lines):
-            if k == len(plan.lines) - 1 and target == result and not plan.stores:
+            if k == len(plan.lines) - 1 and target == result:
+                # (what the last line computes goes straight to the slot, and is stored
+                # from there)
+                stores = [(d, name, f"s{base}" if value == target else value)
+                          for d, name, value in stores]
                 target = result = f"s{base}"
             self.emit(indent + 1, f"try: {target} = {expr}", ip)
             self.emit(indent + 1, "except MemoryError as exc: "
                                   f"raise inline_error(exc, {self.const(levels)}) from None", ip)
-        for scope, name, expr in plan.stores:
+        for scope, name, expr in stores:
             self.emit(indent + 1, f"{scope}[{name!r}] = {expr}", ip)
         if result != f"s{base}":
             self.emit(indent + 1, f"s{base} = {result}", ip)
