@@ -468,3 +468,127 @@ def test_a_step_budget_counts_every_call_as_tier_one_does(tmp_path, max_steps):
     seen = [run_vm(source, tmp_path, tier, max_steps=max_steps) for tier in ("1", "2")]
     assert seen[0][:2] == seen[1][:2]
     assert _sites(seen[1][2]) == 0
+
+
+# -- an inlined call's result taken to be an Int
+
+UNTYPED = """\
+def make(k):
+    def add(x):
+        return x + k
+    return add
+def halve(x):
+    return x / 2
+def run(n, late):
+    f = make(1)
+    total = 0
+    i = 0
+    while i < n:
+        if i == late:
+            f = halve
+        total = total + f(i)
+        i = i + 1
+    return total
+print(run(200, 100))
+print(run(200, -1))
+print(run(200, 150))
+"""
+
+
+def _compiles(monkeypatch) -> list:
+    """The names of the code objects tier 2 compiles from now on, in order."""
+    from sensevm.runtime import tier2
+    made = []
+    real = tier2.compile_code
+
+    def counted(prepared, *args, **kw):
+        made.append(prepared.code.name)
+        return real(prepared, *args, **kw)
+    monkeypatch.setattr(tier2, "compile_code", counted)
+    return made
+
+
+def test_a_call_that_returns_no_int_where_one_was_taken_hands_the_frame_on(tmp_path,
+                                                                            monkeypatch):
+    """run's loop takes f(i), inlined, to return an Int (so total + f(i) and the store need no
+    test); at i == 100 f is halve, whose call returns a Float: the frame goes on in tier 1 just
+    after the call, and run's code is made again once, taking nothing so (every later Float
+    would hand the frame on again otherwise): tier 1's output, and the last code has no such
+    hand-over."""
+    made = _compiles(monkeypatch)
+    one, vms = _all_tiers(tmp_path, UNTYPED)
+    first = sum(i + 1 for i in range(100)) + sum(i / 2 for i in range(100, 200))
+    assert one[1] is None and one[0].splitlines()[0] == str(first)
+    # (auto: run is compiled at its loop's header, where f's closure is there to guess from;
+    # forced tier 2 compiles it at its first call, guessing from the globals only)
+    run = next(c for c in vms["auto"].prepared if c.code.name == "run")
+    assert run.typed is False and "untyped(PREP)" not in run.t2.source
+    assert made.count("run") == 1 + 2        # tier 2: made once; auto: made, then once again
+
+
+@pytest.mark.parametrize("other", ["x > 3", "str(x)", "[x]"])
+def test_a_result_python_would_add_but_sense_would_not_fails_as_tier_one_does(tmp_path, other):
+    """The call's result, taken to be an Int, is a Bool (which Python would add to an Int), a
+    String or an Array: tier 1's error at the addition, on every tier."""
+    one, vms = _all_tiers(tmp_path, UNTYPED.replace("x / 2", other))
+    assert one[0] == "" and one[1] is not None and one[1][2].line == 14
+
+
+def test_an_int_result_taken_in_an_int_version_spares_the_tests_after_it(tmp_path):
+    """While f(i) returns Ints, total + f(i) is one Python addition: the Int version knows
+    total (a local, guarded) and the call's result, and keeps what it knows of the slots
+    below the call across it."""
+    source = UNTYPED.replace("print(run(200, 100))\n", "").replace("print(run(200, 150))\n", "")
+    one, vms = _all_tiers(tmp_path, source)
+    text = next(c for c in vms["auto"].prepared if c.code.name == "run").t2.source
+    assert "untyped(PREP)" in text and re.search(r"\n +s0 = s0 \+ s1\n", text)
+
+
+DIRECT_UNTYPED = """\
+def step(x):
+    return x * 3
+def other(x):
+    return x / 2
+def acc(n):
+    total = 0
+    i = 0
+    while i < n:
+        total = total + step(i)
+        i = i + 1
+    return total
+def main():
+    t = 0
+    j = 0
+    while j < 40:
+        other(j)
+        j = j + 1
+    j = 0
+    while j < 60:
+        if j == 40:
+            step = other
+        t = t + acc(10)
+        j = j + 1
+    return t
+print(main())
+"""
+
+
+@pytest.mark.parametrize("other", ["x > 3", "true"])
+def test_a_direct_forms_call_that_returns_a_bool_fails_as_tier_one_does(tmp_path, other):
+    one, vms = _all_tiers(tmp_path, DIRECT_UNTYPED.replace("x / 2", other))
+    assert one[0] == "" and one[1] is not None and one[1][2].line == 9
+
+
+def test_a_direct_form_whose_int_result_was_not_becomes_a_frame_after_the_call(tmp_path):
+    """acc's direct form inlines step(i) and takes it to return an Int; rebound to other, the
+    call returns a Float: the activation becomes a frame stopped just after the call, tier 1
+    goes on with the Float, and acc's direct form is made again without taking it. (main
+    calls other first, so that it has a direct form when acc first calls it: a callee with
+    none would make acc's activation a frame before the call, not after it.)"""
+    one, vms = _all_tiers(tmp_path, DIRECT_UNTYPED)
+    expected = 40 * sum(i * 3 for i in range(10)) + 20 * sum(i / 2 for i in range(10))
+    assert one[1] is None and one[0] == f"{expected}\n"
+    vm = vms["2"]
+    acc = next(c for c in vm.prepared if c.code.name == "acc")
+    assert acc.typed is False and vm.deopts >= 1
+    assert acc.t2.direct_source is not None and "untyped(PREP)" not in acc.t2.direct_source

@@ -53,7 +53,7 @@ class PreparedCode:
     """
 
     __slots__ = ("code", "index", "instrs", "positions", "path", "param_checks", "return_check",
-                 "unit", "program", "t2", "direct", "dx", "heat", "joins", "hot")
+                 "unit", "program", "t2", "direct", "dx", "heat", "joins", "hot", "typed")
 
     def __init__(self, code, instrs, positions, path, param_checks, return_check):
         self.joins = None         # post-dominator sets, made at the first labelled branch
@@ -62,6 +62,7 @@ class PreparedCode:
         self.dx = NO_DIRECT       # ... by argument count: a call with n arguments uses dx[n]
         self.heat = 0             # frame entries and loop back-edges seen by tier 1
         self.hot = False          # t2 made again for a long-running loop (tier2.HOT_TURNS)
+        self.typed = True         # t2 may take inlined calls to return Ints (tier2.untyped)
         self.index = -1
         self.unit: list = []
         self.program = None

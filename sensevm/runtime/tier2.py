@@ -127,7 +127,7 @@ from sensevm.guard import provenance as PV
 from sensevm.runtime import values as V
 from sensevm.runtime.builtins import CORE
 from sensevm.runtime import inlining
-from sensevm.runtime.frames import (DIRECT_ARITIES, Deoptimize, Frame, code_label,
+from sensevm.runtime.frames import (DIRECT_ARITIES, NO_DIRECT, Deoptimize, Frame, code_label,
                                     direct_bound)
 from sensevm.runtime.values import (ActionDefinition, ArrayIterator, Builtin, Closure,
                                     PreparedAction, Scope, ToolDefinition, index_get, index_set,
@@ -318,6 +318,16 @@ def deopt_in_call(d, vm, prepared, scope, owner, stack, at, below, depth) -> Deo
     return d
 
 
+def untyped(prepared) -> None:
+    """An inlined call ``prepared``'s code took to return an Int returned something else
+    (see _Gen.typed_result): its tier-2 form is made again, at its next entry, without taking
+    any so; the generators and direct activations running now go on as they are."""
+    prepared.typed = False
+    prepared.t2 = None
+    prepared.direct = None
+    prepared.dx = NO_DIRECT
+
+
 def inline_error(exc, levels):
     """What an inlined call (see inlining.py) raises for ``exc``, raised by an operation of the
     body inlined innermost: what each direct form's direct_failure would have made of it, from
@@ -378,7 +388,8 @@ _RUNTIME = {
     "join_strings": V.join_strings,
     "array_limit": V.array_limit, "build_map": V.build_map,
     "decl_error": V.decl_error, "return_error": V.return_error, "direct_error": direct_error,
-    "direct_failure": direct_failure, "inline_error": inline_error, "deopt_at": deopt_at,
+    "direct_failure": direct_failure, "inline_error": inline_error, "untyped": untyped,
+    "deopt_at": deopt_at,
     "deopt_in_call": deopt_in_call,
     "arity_error": V.arity_error, "param_error": V.param_error,
     "SenseRecursionError": SenseRecursionError,
@@ -568,6 +579,7 @@ class _Gen:
         self.lines: list[str] = []
         self.linemap: dict[int, int] = {}
         self.ns: dict = dict(_RUNTIME)
+        self.ns["PREP"] = prepared
         # The Ints that str() turns into text in place under --max-string (values.int_text
         # does the others): those of at most this many bits.
         self.int_bits = V.int_bits(max_string if max_string is not None else V.MAX_STRING)
@@ -1823,9 +1835,13 @@ class _Gen:
         """What instruction i, emitted as in the general version, leaves known."""
         pops, pushes = POPS[op](a, b), PUSHES[op](a, b)
         low = depth - pops
-        if op is Op.CALL and self.direct:
-            pass            # a direct form's slots are Python locals a call leaves alone
-        elif op in (Op.CALL, Op.TOOL_CALL, Op.ACTION_PREPARE, Op.ACTION_VERIFY,
+        if op is Op.CALL:
+            # A direct form's slots are Python locals a call leaves alone; a generator's below
+            # the callee are written to the frame's stack and read back from it, the same
+            # values (only this generator runs the frame's instructions: when anything else
+            # has, the generator is not resumed).
+            pass
+        elif op in (Op.TOOL_CALL, Op.ACTION_PREPARE, Op.ACTION_VERIFY,
                     Op.ACTION_APPROVE, Op.ACTION_COMMIT) or op not in IN_PLACE_OPS:
             low = 0         # the stack may have been spilled and reloaded
         for slot in [k for k in self.types if k >= low]:
@@ -1833,7 +1849,8 @@ class _Gen:
         for slot in [k for k in self.origin if k >= low]:
             self.origin.pop(slot, None)
         if op is Op.CALL and self.int_result_at == i:
-            self.set_type(low, "i")     # what direct_i returns (see generate_direct)
+            # what direct_i returns (see generate_direct), or an inlined call (inlined_call)
+            self.set_type(low, "i")
         elif op is Op.LOAD_CONST and type(a) is int:
             self.set_type(depth, "i")
         elif op in (Op.LOAD_TRUE, Op.LOAD_FALSE) or (op is Op.LOAD_CONST and type(a) is bool):
@@ -2558,7 +2575,10 @@ class _Gen:
         """CALL n done in place when its callee is the closure guessed (see inlining.py): the
         plan's guards, with the depth the call would have within the bound, and its lines,
         under an ``if``; True when emitted, and the caller emits the call itself under the
-        ``else:`` that follows."""
+        ``else:`` that follows. In an Int version, where the code may (PreparedCode.typed)
+        and what it computes is an Int, the call's result is taken to be an Int
+        (int_result_at): the caller then hands the frame on when the call it made returned
+        anything else (typed_result)."""
         hint = self.guessed_callee(base)
         if hint is None or self.counting:
             return False
@@ -2592,7 +2612,21 @@ class _Gen:
         if result != f"s{base}":
             self.emit(indent + 1, f"s{base} = {result}", ip)
         self.emit(indent, "else:", ip)
+        if self.spec and plan.result.kind == "i" and self.prepared.typed:
+            self.int_result_at = i
         return True
+
+    def typed_result(self, i, base, indent) -> None:
+        """After the call an inlined call's guards sent on, when its result was taken to be
+        an Int (see inlined_call): anything else gives the frame to tier 1 just after the
+        call, and the code is made again without taking it so (untyped): a speculation that
+        failed once would likely fail again."""
+        self.emit(indent, f"if s{base}.__class__ is not int:", i + 1)
+        self.emit(indent + 1, "untyped(PREP)", i + 1)
+        if self.direct:
+            self.deoptimize_after(i, base, indent + 1)
+        else:
+            self.to_tier1(i + 1, base + 1, indent + 1)
 
     def inline_temp(self) -> str:
         self.ntemps += 1
@@ -2604,6 +2638,7 @@ class _Gen:
         e = self.emit
         base = depth - n - 1
         callee = f"s{base}"
+        self.int_result_at = None
         kw = self.inline_builtin(i, n, base, indent)
         inlined = (kw == "if" and not self.calls_itself(n, base)
                    and self.inlined_call(i, n, base, indent))
@@ -2618,7 +2653,6 @@ class _Gen:
         if kw == "elif":
             e(indent, "else:", ip)
             indent += 1
-        self.int_result_at = None
         def called(fn, indent):
             e(indent, "try:", ip)
             given = ", pv" if fn == "direct_i" else ""      # (its own scope's: see above)
@@ -2655,7 +2689,9 @@ class _Gen:
                         + [("])", None)], ip)
         e(indent, "else:", ip)
         self.deoptimize(i, depth, indent + 1, whole)
-        if self.int_result_at == i:
+        if inlined and self.int_result_at == i:
+            self.typed_result(i, base, indent)
+        elif self.int_result_at == i:
             # Taken to be an Int below (see spec_after): so is what else was called here, or
             # tier 1 goes on with it.
             e(indent, f"if {callee}.__class__ is not int:", ip)
@@ -2744,6 +2780,7 @@ class _Gen:
         if self.counting:
             e(indent, f"f.ip = {ip}", ip)
             self.tick(indent, ip)       # a call: a step, before anything is called
+        self.int_result_at = None
         guessed = self.inline_builtin(i, n, base, indent) == "elif"
         if guessed:
             e(indent, "else:", ip)
@@ -2799,6 +2836,8 @@ class _Gen:
         e(indent + 1, f"if vm.call_t2(f, {callee}, [{args}]):", ip)
         self.resume(indent + 2, ip)
         self.reload(i, base + 1, indent + 1)
+        if self.int_result_at == i:
+            self.typed_result(i, base, indent)
 
     def tool_call(self, i, n, depth, indent):
         """TOOL_CALL n: vm.call_tool directly, as its handler would (through op_CALL and

@@ -636,6 +636,7 @@ class VM:
             from sensevm.runtime.tier2 import compile_code
             t2 = code.t2 = compile_code(code, counting=self.budget is not None,
                                         max_array=self.max_array, max_string=self.max_string,
+                                        hot=code.hot,
                                         **_scope_hints(closure, scope)) or False
             if t2 and t2.direct is not None:
                 t2.set_direct(code, t2.direct)
