@@ -82,7 +82,11 @@ within the bound, and its arguments and the captured variables it reads being In
 closures of the codes it calls in turn), the caller computes what the callee's direct form
 would have returned, with no Python call (``_Gen.inlined_call``). Any guard failing makes the
 call as before; a direct form has no frame, so nothing can tell the two apart. Under a step
-budget nothing is inlined (each call is a step).
+budget nothing is inlined (each call is a step). In an Int version, a call whose inlined form
+computes an Int is taken to return one (its slot, and the slots below it, which a generator's
+call spills and reads back unchanged, keep what is known of them): where the call made instead
+returns anything else, the frame goes on in tier 1 just after it, and the code is made again
+at its next entry without taking it so (``untyped``).
 
 Made again when hot: Int versions are budgeted (SPEC_LINES) because Python's compiler costs
 some 67k instructions a generated line, which a short run never earns back. A loop whose

@@ -624,20 +624,20 @@ class VM:
 
     # ------------------------------------------------------------------ tier 2
 
-    def _compiled(self, code, closure=None, scope=None):
+    def _compiled(self, code, closure=None, frame=None):
         """The tier-2 form of ``code`` if it is (now) hot enough and tier 2 accepts it; the
         bindings of ``closure``'s scope, when given, are a hint to the generated code's loads,
-        and those of ``scope`` (the frame's) to its calls."""
+        and those of ``frame``'s to its calls."""
         t2 = code.t2
         if t2 is None:
             code.heat += 1
             if self.tier == "auto" and code.heat < HOT_THRESHOLD:
                 return None
             from sensevm.runtime.tier2 import compile_code
+            hints = _scope_hints(closure, None if frame is None else frame.scope)
             t2 = code.t2 = compile_code(code, counting=self.budget is not None,
                                         max_array=self.max_array, max_string=self.max_string,
-                                        hot=code.hot,
-                                        **_scope_hints(closure, scope)) or False
+                                        hot=code.hot, **hints) or False
             if t2 and t2.direct is not None:
                 t2.set_direct(code, t2.direct)
         return t2 or None
@@ -666,7 +666,7 @@ class VM:
         """Start ``frame`` in tier 2 at its current instruction if possible."""
         if frame.pc is not None:
             return False        # pc labels live in tier 1 only
-        t2 = self._compiled(frame.prepared, frame.closure, frame.scope)
+        t2 = self._compiled(frame.prepared, frame.closure, frame)
         if t2 is None or frame.ip not in t2.entries:
             return False
         frame.gen = t2.fn(self, frame, frame.ip)
