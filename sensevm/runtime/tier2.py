@@ -128,9 +128,8 @@ from sensevm.base.errors import SenseError, SenseRecursionError, SenseRuntimeErr
 from sensevm.bytecode.opcodes import JUMPS, POPS, PUSHES, TERMINATORS, Op
 from sensevm.bytecode.program import CodeKind
 from sensevm.guard import provenance as PV
-from sensevm.runtime import values as V
+from sensevm.runtime import inlining, values as V
 from sensevm.runtime.builtins import CORE
-from sensevm.runtime import inlining
 from sensevm.runtime.frames import (DIRECT_ARITIES, NO_DIRECT, Deoptimize, Frame, code_label,
                                     direct_bound)
 from sensevm.runtime.values import (ActionDefinition, ArrayIterator, Builtin, Closure,
@@ -393,8 +392,7 @@ _RUNTIME = {
     "array_limit": V.array_limit, "build_map": V.build_map,
     "decl_error": V.decl_error, "return_error": V.return_error, "direct_error": direct_error,
     "direct_failure": direct_failure, "inline_error": inline_error, "untyped": untyped,
-    "deopt_at": deopt_at,
-    "deopt_in_call": deopt_in_call,
+    "deopt_at": deopt_at, "deopt_in_call": deopt_in_call,
     "arity_error": V.arity_error, "param_error": V.param_error,
     "SenseRecursionError": SenseRecursionError,
     "add": add_slow, "arith": V.arith, "compare": V.compare, "equal": V.equal,
