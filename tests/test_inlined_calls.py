@@ -422,6 +422,28 @@ def test_running_out_of_memory_in_an_inlined_body_is_the_callees_error(tmp_path)
     assert [frame[1] for frame in err.frames] == [15, 9]
 
 
+MANY = """\
+def first(a, b, c, d, e, f, g, h):
+    return a
+def second(a, b, c, d, e, f, g):
+    return b
+def run():
+    return first(1, 2, 3, 4, 5, 6, 7, 8)
+def both():
+    return first(1, 2, 3, 4, 5, 6, 7, 8) + second(1, 2, 3, 4, 5, 6, 7)
+print(run(), both())
+"""
+
+
+def test_a_call_of_eight_arguments_is_made_as_a_call(tmp_path):
+    """(Found by review.) A generator knows its calls' depth and bound only where it can call
+    a direct form (fewer than DIRECT_ARITIES arguments): a call of eight is not inlined, and
+    run, whose only call it is, runs (it raised NameError on _dd); seven are inlined."""
+    one, vms = _all_tiers(tmp_path, MANY)
+    assert one[1] is None and one[0] == "1 3\n"
+    assert _sites(vms["2"], "run") == 0 and _sites(vms["2"], "both") == 1
+
+
 # -- random bodies against tier 1
 
 _LEAVES = ["x", "k", "m", "1", "-2", "0"]

@@ -2582,7 +2582,9 @@ class _Gen:
         (int_result_at): the caller then hands the frame on when the call it made returned
         anything else (typed_result)."""
         hint = self.guessed_callee(base)
-        if hint is None or self.counting:
+        # (Not a call of DIRECT_ARITIES arguments or more: a generator knows its calls' depth
+        # and bound only where it can call a direct form, see hoisted.)
+        if hint is None or self.counting or n >= DIRECT_ARITIES:
             return False
         args = [inlining.Value(f"s{j}", "i" if self.spec and self.types.get(j) == "i" else None)
                 for j in range(base + 1, base + 1 + n)]
