@@ -2593,10 +2593,13 @@ class _Gen:
             return False
         ip = i + 1
         # The callee's depth is the caller's D + 1 in a direct form, _dd in a generator; the
-        # deepest body inlined is levels - 1 below it (levels is at most 2: see inlining).
-        deepest = f"D + {plan.levels - 1}" if self.direct else f"_dd + {plan.levels - 1}"
-        within = {"D + 0": "D < M", "D + 1": "D + 1 < M", "_dd + 0": "_dd <= _M",
-                  "_dd + 1": "_dd < _M"}[deepest]
+        # deepest body inlined is levels - 1 below it, and must be within the bound: one
+        # comparison, with no addition where there need be none.
+        below = plan.levels - 1 if self.direct else plan.levels - 2
+        depth = "D" if self.direct else "_dd"
+        within = (f"{depth} <= _M" if below < 0 else
+                  f"{depth} < {'M' if self.direct else '_M'}" if below == 0 else
+                  f"{depth} + {below} < {'M' if self.direct else '_M'}")
         self.emit(indent, "if " + " and ".join([plan.guards[0], within] + plan.guards[1:])
                   + ":", ip)
         result = plan.result.expr
