@@ -39,8 +39,12 @@ MAX_LEVELS = 2
 # compiling more than the call they spare (a Python call is some twenty lines' worth).
 MAX_INSTRUCTIONS = 24
 
-_INT_OPS = {Op.ADD: "+", Op.SUB: "-", Op.MUL: "*"}
-_COMPARISONS = {Op.LT: "<", Op.LE: "<=", Op.GT: ">", Op.GE: ">=", Op.EQ: "==", Op.NE: "!="}
+# The Python operator each Int instruction is on two Ints (tier 2's Int versions use it too).
+INT_SYMBOLS = {Op.ADD: "+", Op.SUB: "-", Op.MUL: "*", Op.MOD: "%", Op.LT: "<", Op.LE: "<=",
+               Op.GT: ">", Op.GE: ">=", Op.EQ: "==", Op.NE: "!="}
+# ... those a plan takes: ``%`` can fail on a zero divisor, which only the call reports.
+_INT_OPS = {op: INT_SYMBOLS[op] for op in (Op.ADD, Op.SUB, Op.MUL)}
+_COMPARISONS = {op: INT_SYMBOLS[op] for op in (Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE)}
 _CONSTANTS = {Op.LOAD_TRUE: ("True", "b"), Op.LOAD_FALSE: ("False", "b"),
               Op.LOAD_NIL: ("None", "n")}
 

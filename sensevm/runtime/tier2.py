@@ -1274,7 +1274,6 @@ class _Gen:
         self.ns["POSITIONS"] = prepared.positions
         self.ns["PATH"] = prepared.path
         self.ns["LABEL"] = code_label(prepared.code)
-        self.ns["PREP"] = prepared
         if self.kind in _GIVEN_SCOPE:
             # A commit body: vm.commit made its scope (the scope a rollback will see) and bound
             # the checked arguments; a rollback block: vm.rollback made its scope, a child of
@@ -2592,14 +2591,13 @@ class _Gen:
         if plan is None:
             return False
         ip = i + 1
-        # The callee's depth is the caller's D + 1 in a direct form, _dd in a generator; the
-        # deepest body inlined is levels - 1 below it, and must be within the bound: one
-        # comparison, with no addition where there need be none.
-        below = plan.levels - 1 if self.direct else plan.levels - 2
-        depth = "D" if self.direct else "_dd"
-        within = (f"{depth} <= _M" if below < 0 else
-                  f"{depth} < {'M' if self.direct else '_M'}" if below == 0 else
-                  f"{depth} + {below} < {'M' if self.direct else '_M'}")
+        # The deepest body inlined, levels - 1 below the callee (at the caller's D + 1 in a
+        # direct form, at _dd in a generator), must be within the bound: depth + k <= bound,
+        # written as one comparison with no addition where there need be none.
+        depth, bound = ("D", "M") if self.direct else ("_dd", "_M")
+        k = plan.levels if self.direct else plan.levels - 1
+        within = (f"{depth} <= {bound}" if k == 0 else f"{depth} < {bound}" if k == 1 else
+                  f"{depth} + {k - 1} < {bound}")
         self.emit(indent, "if " + " and ".join([plan.guards[0], within] + plan.guards[1:])
                   + ":", ip)
         result = plan.result.expr
@@ -2998,8 +2996,7 @@ _NIL = type(None)
 _LEFT = -1      # spec_instr: emitted, and control left (not an instruction index)
 _BRANCHES = frozenset({Op.POP_JUMP_IF_FALSE, Op.POP_JUMP_IF_TRUE, Op.JUMP_IF_FALSE_OR_POP,
                        Op.JUMP_IF_TRUE_OR_POP})
-_INT_FOLD = {Op.ADD: "+", Op.SUB: "-", Op.MUL: "*", Op.MOD: "%", Op.LT: "<", Op.LE: "<=",
-             Op.GT: ">", Op.GE: ">=", Op.EQ: "==", Op.NE: "!="}
+_INT_FOLD = inlining.INT_SYMBOLS
 
 
 def _listed(items, first="") -> list:
