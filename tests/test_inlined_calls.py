@@ -14,7 +14,7 @@ import re
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from test_tiers import _run_source, _verified
+from test_tiers import TOOL_AND_SEND, _run_source, _verified
 
 TIERS = ("2", "auto")
 # An inlined site: the callee tested to be a closure of the guessed code.
@@ -282,14 +282,7 @@ def test_a_read_nothing_uses_must_still_find_its_binding(tmp_path):
     assert _sites(vms["2"], "run") >= 1
 
 
-LABELLED = """\
-untrusted tool count(k: Int) returns Int requires web.read:
-    return 40 + k
-irreversible action send(to: String) requires email.send:
-    print("sent to", to)
-policy:
-    allow web.read
-    allow email.send
+LABELLED = TOOL_AND_SEND + """\
 def twice(x):
     return x * 2
 def make(k):

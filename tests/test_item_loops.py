@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from conftest import ROOT, run_source
-from test_tiers import _run_source
+from test_tiers import TOOL_AND_SEND, _run_source
 
 
 def _code(vm, name):
@@ -159,14 +159,7 @@ def test_item_loops_do_what_tier_one_does(tmp_path, generous, name):
     assert loops >= 1       # (tier 2 walked at least one of them with a Python ``for``)
 
 
-LABELLED = '''untrusted tool count(k: Int) returns Int requires web.read:
-    return 40 + k
-irreversible action send(to: String) requires email.send:
-    print("sent to", to)
-policy:
-    allow web.read
-    allow email.send
-def run(xs):
+LABELLED = TOOL_AND_SEND + '''def run(xs):
     total = 0
     seen = 0
     for x in xs:
@@ -235,14 +228,7 @@ def test_a_labelled_item_gives_the_loop_to_tier_one_at_that_item(tmp_path, gener
     assert _item_loops(_code(two[5], "run")) >= 1
 
 
-RESHAPED = """\
-untrusted tool count(k: Int) returns Int requires web.read:
-    return 40 + k
-irreversible action send(to: String) requires email.send:
-    print("sent to", to)
-policy:
-    allow web.read
-    allow email.send
+RESHAPED = TOOL_AND_SEND + """\
 def drop(xs, k):
     xs.remove_at(k)
     return 0

@@ -19,6 +19,19 @@ PROGRAMS = sorted(glob.glob(os.path.join(TESTS, "programs", "*", "*.sns")))
 EXAMPLES = sorted(glob.glob(os.path.join(ROOT, "examples", "*.sns")))
 
 
+# A tool whose results are labelled and an outgoing action the second look checks, for
+# programs that test what a tier does with labelled values.
+TOOL_AND_SEND = """\
+untrusted tool count(k: Int) returns Int requires web.read:
+    return 40 + k
+irreversible action send(to: String) requires email.send:
+    print("sent to", to)
+policy:
+    allow web.read
+    allow email.send
+"""
+
+
 def _verified(path):
     from sensec.driver import compile_file
     from sensevm.bytecode.snb import dump
