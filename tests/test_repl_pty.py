@@ -207,11 +207,14 @@ def test_errors_name_the_line_of_the_session(repl):
     # The empty line that closed the def is not part of it: f() is line 4, and the error is
     # in f, on line 3.
     repl.line("f()")
-    out = repl.expect("undefined variable 'nope'")
+    repl.expect("undefined variable 'nope'")
     repl.line("print(oops)")                  # line 5
-    out = repl.expect("undefined variable 'oops'")
+    repl.expect("undefined variable 'oops'")
     repl.prompt().send("\x04")
     assert repl.wait() == 0
+    # All the session printed, read once the REPL has left: what expect() returned can end
+    # before the source line that follows the error's first line has arrived through the pty.
+    out = repl.text
     assert "<repl>:3:12: SenseNameError: undefined variable 'nope'" in out
     assert "    3 |     return nope" in out
     assert "<repl>:5:7: SenseNameError: undefined variable 'oops'" in out
