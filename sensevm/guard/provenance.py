@@ -234,6 +234,15 @@ def _go_live() -> None:
     LABELLED.update(_KINDS)
 
 
+def go_live() -> None:
+    """Go live before a value exists that labels what it gives without being labelled itself
+    (a Python object under the second look: interop.PyObject). Tier 2's quiet loops rely on
+    it: while the process is not live, nothing their operations read can make a labelled
+    value (tier2.QUIET_OPS)."""
+    if not live:
+        _go_live()
+
+
 def int_class(origins: frozenset) -> type:
     """The LInt subclass whose values carry ``origins``."""
     cls = _INT_CLASSES.get(origins)

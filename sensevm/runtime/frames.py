@@ -53,7 +53,8 @@ class PreparedCode:
     """
 
     __slots__ = ("code", "index", "instrs", "positions", "path", "param_checks", "return_check",
-                 "unit", "program", "t2", "direct", "dx", "heat", "joins", "hot", "typed")
+                 "unit", "program", "t2", "direct", "dx", "heat", "joins", "hot", "typed",
+                 "quiet")
 
     def __init__(self, code, instrs, positions, path, param_checks, return_check):
         self.joins = None         # post-dominator sets, made at the first labelled branch
@@ -63,6 +64,7 @@ class PreparedCode:
         self.heat = 0             # frame entries and loop back-edges seen by tier 1
         self.hot = False          # t2 made again for a long-running loop (tier2.HOT_TURNS)
         self.typed = True         # t2 may take inlined calls to return Ints (tier2.untyped)
+        self.quiet = True         # t2 may make quiet loop versions (tier2.loud)
         self.index = -1
         self.unit: list = []
         self.program = None

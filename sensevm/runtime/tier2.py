@@ -74,6 +74,15 @@ less at the header, where FOR_ITER takes the item again) and wherever the ``for`
 before its end (``_Gen.sync_items``, ``loop_tail``); an iterator with origins runs the general
 version.
 
+Quiet loops: a loop's Int version made only of instructions done in place (QUIET_OPS: no call)
+is made *quiet* while the process is not live: its guard tests, once on entry, that no labelled
+value exists (provenance.LABELLED is empty; SHAPES fills only after it) and that no other thread
+runs Sense code (no worker live), and then nothing in it tests an item, a comparison or a branch
+for a label, or an Array for a shape of the data's: nothing it does can make either, so each
+such test would say no. Its general version first asks the same: a process gone live (or a
+worker running) makes the code again with no quiet version (``loud``), and the frame goes on in
+tier 1 from the loop's header, entering the new code at its next turn.
+
 Inlined calls: a call whose callee the code can guess as it is made (what the name loaded as
 the callee is bound to then, in the compiling frame's scopes, or in the closure's for a direct
 form: a hint, never trusted) is done in place when the callee's body is small and straight
@@ -197,6 +206,13 @@ IN_PLACE_OPS = frozenset({
     Op.NOT, Op.JUMP, Op.POP_JUMP_IF_FALSE, Op.POP_JUMP_IF_TRUE, Op.JUMP_IF_FALSE_OR_POP,
     Op.JUMP_IF_TRUE_OR_POP, Op.BUILD_ARRAY, Op.BUILD_MAP, Op.INDEX, Op.STORE_INDEX, Op.GET_ITER,
     Op.FOR_ITER, Op.RETURN, Op.SLICE, Op.CONTAINS, Op.FORMAT_VALUE, Op.BUILD_STRING, Op.DUP2})
+# What a quiet loop version may do (see _Gen.region): the instructions done in place call no
+# Sense code, and while the process is not live (provenance.LABELLED empty) and no other thread
+# runs Sense code, they read no labelled value, no Array or Map whose shape is the data's
+# (provenance.SHAPES fills only once live) and no value that labels what it gives (a Python
+# object under the second look makes the process live: provenance.go_live), so they make none:
+# the process stays as it was until the version is left.
+QUIET_OPS = IN_PLACE_OPS
 
 
 class Compiled:
@@ -326,6 +342,19 @@ def untyped(prepared) -> None:
     (see _Gen.typed_result): its tier-2 form is made again, at its next entry, without taking
     any so; the generators and direct activations running now go on as they are."""
     prepared.typed = False
+    _made_again(prepared)
+
+
+def loud(prepared) -> None:
+    """A quiet loop version of ``prepared``'s code (see _Gen.region) found the process live,
+    or another thread running Sense code: its tier-2 form is made again, at its next entry,
+    with no quiet version; the activation that found it goes on in tier 1 from that loop's
+    header, and enters the new form at the loop's next turn."""
+    prepared.quiet = False
+    _made_again(prepared)
+
+
+def _made_again(prepared) -> None:
     prepared.t2 = None
     prepared.direct = None
     prepared.dx = NO_DIRECT
@@ -392,6 +421,7 @@ _RUNTIME = {
     "array_limit": V.array_limit, "build_map": V.build_map,
     "decl_error": V.decl_error, "return_error": V.return_error, "direct_error": direct_error,
     "direct_failure": direct_failure, "inline_error": inline_error, "untyped": untyped,
+    "loud": loud,
     "deopt_at": deopt_at, "deopt_in_call": deopt_in_call,
     "arity_error": V.arity_error, "param_error": V.param_error,
     "SenseRecursionError": SenseRecursionError,
@@ -610,6 +640,8 @@ class _Gen:
         self.back_edges: list = []
         self.specialise = True  # give blocks Int versions (see region)
         self.spec = False       # emitting a region's Int version (see region)
+        self.quiet = False      # ... a quiet one: no test for labels or data-made shapes
+        self.noisy = False      # ... which has emitted an instruction not in QUIET_OPS
         # ... where slot -> (line, expression, ip or None) for the slots the lines of Int
         # locals and constants put there (see int_op)
         self.exprs: dict = {}
@@ -1433,8 +1465,12 @@ class _Gen:
         self.spec, self.confirm, self.useful, self.saved = True, None, set(), 0
         self.bounding = self.defined[i] if not self.direct and i != 0 else frozenset()
         self.bound_confirm, self.bound_useful = None, set()
+        self.noisy = False
         self.spec_block(i, indent + 1 + inner, items)
         useful, bound = self.useful, self.bound_useful
+        # (Made while the process is live, a quiet version could never be entered.)
+        quiet = (inner and not self.noisy and not self.counting and self.prepared.quiet
+                 and not PV.LABELLED)
         # (Counted while made for the hot budget: see hot_counter.)
         wanted = inner and not self.direct and self.worth_when_hot(start)
         if not self.worth(start):
@@ -1452,7 +1488,20 @@ class _Gen:
             self.back_edges = []
             self.spec, self.confirm, self.saved = True, set(useful), 0
             self.bound_confirm = set(bound)
+            self.quiet, self.noisy = quiet, False
             self.spec_block(i, indent + 1 + inner, items)
+            if self.quiet and self.noisy:
+                # (It made what the first making did not: made again as it would be.)
+                self.rollback(start)
+                self.emit(indent, "if True:", i + 1)
+                if inner:
+                    self.loop_head(i, items, indent + 1)
+                self.back_edges = []
+                self.spec, self.confirm, self.saved = True, set(useful), 0
+                self.bound_confirm = set(bound)
+                quiet = self.quiet = False
+                self.spec_block(i, indent + 1 + inner, items)
+            self.quiet = False
             guards = self.guards
             bound_guards = [g for g in self.bound_guards if g not in guards]
             # Worth it only where tests are spared in proportion to the code made twice (a
@@ -1462,7 +1511,10 @@ class _Gen:
                 wanted = wanted and bool(guards or bound_guards) and self.worth_when_hot(start)
                 guards = bound_guards = []
                 items = None
+                quiet = False
                 self.rollback(start)
+        else:
+            quiet = False
         self.spec, self.bounding = False, frozenset()
         if not (guards or bound_guards or items):
             if wanted:
@@ -1477,7 +1529,8 @@ class _Gen:
                 params = self.param_locals()
                 guards = [g for g in guards if g not in params]
         self.lines[start[0]] = "    " * indent + "if " + (" and ".join(
-            [f"{g}.__class__ is int" for g in guards] + [f"{g} is not U" for g in bound_guards]
+            ([QUIET_TEST] if quiet else [])
+            + [f"{g}.__class__ is int" for g in guards] + [f"{g} is not U" for g in bound_guards]
             + ([f"not s{items.slot}.origins"] if items else [])
             + ([self.next_item_int(items)] if items and self.item_int else []))
             or "True") + ":"
@@ -1491,6 +1544,10 @@ class _Gen:
         if not (guards or bound_guards or items):
             return      # no general version: nothing could run it
         self.emit(indent, "else:", i + 1)
+        if quiet:
+            self.emit(indent + 1, f"if {LOUD_TEST}:", i + 1)
+            self.emit(indent + 2, "loud(PREP)", i + 1)
+            self.to_tier1(i, self.state[i][0], indent + 2)
         self.block(i, indent + 1)
 
     def worth(self, start) -> bool:
@@ -1582,10 +1639,12 @@ class _Gen:
         # An Array whose length became the data's while the loop ran (provenance.SHAPES: a
         # labelled index removed or inserted at): how many passes there were is the data's,
         # and tier 1 labels what the body assigned at this last FOR_ITER (item_checks asks at
-        # every other). The index is where Python's iterator found no item.
-        e(indent + 1, f"if {_reshaped(it)}:", ip)
-        e(indent + 2, f"{it}.i = len({it}.items)", ip)
-        self.to_tier1(i, items.slot + 1, indent + 2)
+        # every other). The index is where Python's iterator found no item. (None in a quiet
+        # version: see region.)
+        if not self.quiet:
+            e(indent + 1, f"if {_reshaped(it)}:", ip)
+            e(indent + 2, f"{it}.i = len({it}.items)", ip)
+            self.to_tier1(i, items.slot + 1, indent + 2)
         self.goto(items.exit, indent + 1, ip)
         e(indent, f"if {it} is _o{i}: {it}.i = _f{i}.__reduce__()[2]", ip)
 
@@ -1598,9 +1657,10 @@ class _Gen:
         general version to take it."""
         e, ip = self.emit, i + 1
         top, push = f"s{depth - 1}", f"s{depth}"
-        e(indent, f"if {_reshaped(top)}:", ip)
-        self.to_tier1(i, depth, indent + 1)
-        self.labelled_branch(i, push, depth, indent, containers=False)
+        if not self.quiet:
+            e(indent, f"if {_reshaped(top)}:", ip)
+            self.to_tier1(i, depth, indent + 1)
+            self.labelled_branch(i, push, depth, indent, containers=False)
         if ints and self.confirm is not None:
             self.item_int = True
             e(indent, f"if {push}.__class__ is not int:", ip)
@@ -1927,6 +1987,8 @@ class _Gen:
         push = s[depth]
         op = Op(op)
         if self.spec:
+            if op not in QUIET_OPS:
+                self.noisy = True
             nxt = self.spec_instr(i, op, a, b, depth, scope, indent)
             if nxt is not None:
                 return None if nxt is _LEFT else nxt
@@ -2004,6 +2066,9 @@ class _Gen:
             # values.equal(x, nil) is `x is None` for any x but a labelled value (none exists
             # while LT is empty).
             test = "is" if op is Op.EQ else "is not"
+            if self.quiet:
+                e(indent, f"{sec} = {sec} {test} None", ip)
+                return i + 1
             e(indent, f"if not LT or {sec}.__class__ not in LT: {sec} = {sec} {test} None", ip)
             self.slow_compare(i, f"{sec} = {'' if op is Op.EQ else 'not_'}equal({sec}, None)",
                               sec, indent)
@@ -2013,6 +2078,9 @@ class _Gen:
             # while the process has made no labelled one (LT is empty): a Bool, a number, nil,
             # an Array or Map (without labels) or a function never equals a String there.
             sym = _INT_FOLD[op]
+            if self.quiet:
+                e(indent, f"{sec} = {sec} {sym} {kc[1]}", ip)
+                return i + 1
             e(indent, f"if not LT or {sec}.__class__ is str: {sec} = {sec} {sym} {kc[1]}", ip)
             self.slow_compare(i, f"{sec} = {'' if op is Op.EQ else 'not_'}equal({sec}, {kc[1]})",
                               sec, indent)
@@ -2146,6 +2214,8 @@ class _Gen:
             self.slow_compare(i, f"{sec} = {neg}equal({sec}, {top})", sec, indent)
         elif op is Op.NEG:
             e(indent, f"{top} = negate({top})", ip)
+        elif op is Op.NOT and self.quiet:
+            e(indent, f"{top} = not {top}", ip)     # (container_negation, while not live)
         elif op is Op.NOT:
             e(indent, f"if {top}.__class__ in LT: {top} = negation({top})", ip)
             e(indent, f"elif {top}.__class__ in CT: {top} = container_negation({top})", ip)
@@ -2182,11 +2252,11 @@ class _Gen:
             # Array's length is the data's: then values.index_get labels an element by where
             # it sits.)
             known = self.known_int(depth - 1)
-            it = "" if known else f"{top}.__class__ is int and "
+            it = "" if known else f"{top}.__class__ is int"
             key = "" if known else f"({top}.__class__ is str or {top}.__class__ is int) and "
             # (An index out of bounds is Python's IndexError, as values.index_get's test;
             # then index_get raises tier 1's error. A try costs nothing until it catches.)
-            e(indent, f"if {sec}.__class__ is list and {it}not SHAPES:", ip)
+            e(indent, f"if {sec}.__class__ is list{_also(it, self.no_shapes())}:", ip)
             e(indent + 1, f"try: {sec} = {sec}[{top}]", ip)
             e(indent + 1, f"except IndexError: {sec} = index_get({sec}, {top})", ip)
             # A Map read by a plain key it holds (values.map_get's first case).
@@ -2196,11 +2266,11 @@ class _Gen:
         elif op is Op.STORE_INDEX:
             obj, idx, val = s[depth - 3], s[depth - 2], s[depth - 1]
             known = self.known_int(depth - 2)
-            it = "" if known else f"{idx}.__class__ is int and "
+            it = "" if known else f"{idx}.__class__ is int"
             key = "" if known else f"({idx}.__class__ is str or {idx}.__class__ is int) and "
             # (While no Array's shape is the data's: values.index_set labels what lands in a
             # slot the data chose.)
-            e(indent, f"if {obj}.__class__ is list and {it}not SHAPES:", ip)
+            e(indent, f"if {obj}.__class__ is list{_also(it, self.no_shapes())}:", ip)
             e(indent + 1, f"try: {obj}[{idx}] = {val}", ip)       # (see INDEX)
             e(indent + 1, f"except IndexError: index_set({obj}, {idx}, {val})", ip)
             # A Map written by a plain key, within --max-array (values.map_set's first case).
@@ -2254,8 +2324,9 @@ class _Gen:
         elif op is Op.FOR_ITER:
             # An Array whose length is the data's (provenance.SHAPES): tier 1 labels each
             # element by where it sits and the loop's end by how many passes there were.
-            e(indent, f"if {top}.origins or {_reshaped(top)}:", ip)
-            self.to_tier1(i, depth, indent + 1)
+            if not self.quiet:
+                e(indent, f"if {top}.origins or {_reshaped(top)}:", ip)
+                self.to_tier1(i, depth, indent + 1)
             if self.thread(a) in self.dispatch:
                 # The exit is a jump (no block inlined into the handler): the item is read
                 # without asking the length first. (i is never negative: it counts up from 0,
@@ -2371,11 +2442,19 @@ class _Gen:
         if self.compared(j) and Op(self.instrs[j][0]) in _BRANCHES:
             self.labelled_branch(j, result, self.state[j][0], indent + 1)
 
+    def no_shapes(self) -> str:
+        """The test that no Array's shape is the data's (provenance.SHAPES), or none in a quiet
+        version (see region)."""
+        return "" if self.quiet else "not SHAPES"
+
     def labelled_branch(self, i, top, depth, indent, containers=True):
         """A branch on a labelled value (or on an Array or Map whose items are influenced:
         whether it is empty is theirs) goes back to tier 1, which keeps pc labels: the frame
         is spilled at the branch itself, and the generator gives the frame up. (A loop's item
-        is no condition: only a labelled one opens a label, vm.py op_FOR_ITER.)"""
+        is no condition: only a labelled one opens a label, vm.py op_FOR_ITER.) None in a quiet
+        version, which no labelled value, nor an Array or Map of the data's, reaches."""
+        if self.quiet:
+            return
         e = self.emit
         if containers:
             # (LT fills as the process goes live and grows as Ints are labelled: never a copy.)
@@ -2994,6 +3073,10 @@ _NOT_IN_ARGUMENTS = frozenset(int(op) for op in (
 _GIVEN_SCOPE = frozenset({CodeKind.ACTION_BODY, CodeKind.ROLLBACK})
 _NIL = type(None)
 _LEFT = -1      # spec_instr: emitted, and control left (not an instruction index)
+# A quiet version's guard (see _Gen.region): the process is not live (no labelled value, no
+# shape of the data's) and no other thread runs Sense code (workers.Workers).
+QUIET_TEST = "not LT and (vm.workers is None or not vm.workers.live)"
+LOUD_TEST = "LT or vm.workers is not None and vm.workers.live"     # (its negation)
 _BRANCHES = frozenset({Op.POP_JUMP_IF_FALSE, Op.POP_JUMP_IF_TRUE, Op.JUMP_IF_FALSE_OR_POP,
                        Op.JUMP_IF_TRUE_OR_POP})
 _INT_FOLD = inlining.INT_SYMBOLS
@@ -3017,6 +3100,11 @@ def _reshaped(it: str) -> str:
     """The test that iterator ``it`` walks an Array whose length is the data's
     (provenance.SHAPES): then tier 1's FOR_ITER labels each pass and the loop's end."""
     return f"SHAPES and {it}.__class__ is ArrayIterator and id({it}.items) in SHAPES"
+
+
+def _also(*tests: str) -> str:
+    """`` and `` before each test that is not empty, joined (to follow a first one)."""
+    return "".join(f" and {t}" for t in tests if t)
 
 
 def _parens(expr: str) -> str:

@@ -58,6 +58,8 @@ class PyObject:
         self.label = label
         self.origin = origin
         self.look = look        # the run's second look: what this object gives is untrusted
+        if look is not None:
+            PV.go_live()        # (its index reads, text, errors are labelled: see go_live)
 
     def __str__(self) -> str:
         try:
