@@ -162,6 +162,64 @@ def test_going_live_makes_a_quiet_loop_loud(tmp_path):
     assert "loud(" not in code["source"] + code["direct"]
 
 
+STALE = WORD_AND_SEND + """\
+def run(text):
+    n = 0
+    print("start")
+    for c in text:
+        if c == " ":
+            n = n + 1
+    k = word(1)
+    if k == " ":
+        n = n + 100
+    return n
+got = run("a b c")
+print(got)
+s = send("team" + str(got) + "@example.com")
+s.verify()
+print(s.second_look != nil)
+"""
+
+
+def test_what_a_quiet_loop_stored_is_in_the_scope_when_the_frame_is_seen(tmp_path):
+    """A quiet version's stores mark nothing (the cached names are marked out of date once, on
+    entry): ``n``'s count, stored only in its Python local by the walk, must still reach the
+    frame's scope at the tool's call after the loop (print's call had just published it), and
+    so tier 1, which takes the frame at the branch on the tool's String, continues from it.
+    The code after the loop (its exit, made in the same version) is not quiet: that branch
+    labels the count, whose address is flagged."""
+    got = _fresh(tmp_path, STALE)
+    assert got["error"] is None and got["out"] == "start\n102\ntrue\n"
+    code = got["codes"]["run"]
+    assert code["quiet"] and _quiet_versions(code) >= 1
+    body = _for_body(code["source"])
+    assert "dw" not in body and "bk" not in body, body
+
+
+CALLS_IN_THE_LOOP = WORD_AND_SEND + """\
+def run(ks):
+    n = 0
+    for k in ks:
+        w = word(k)
+        if w == " ":
+            n = n + 1
+    return n
+got = run([1, 2, 3])
+print(got)
+s = send("team" + str(got) + "@example.com")
+s.verify()
+print(s.second_look != nil)
+"""
+
+
+def test_a_loop_that_calls_is_never_quiet(tmp_path):
+    """Made before any tool ran, yet its first turn's call makes the process live: its next
+    comparisons are of the tool's Strings, and the count they decide is the data's."""
+    got = _fresh(tmp_path, CALLS_IN_THE_LOOP)
+    assert got["error"] is None and got["out"] == "3\ntrue\n"
+    assert _quiet_versions(got["codes"]["run"]) == 0
+
+
 def test_a_loop_made_while_live_is_never_quiet(tmp_path):
     """Made once the process is live, a quiet version could never be entered: none is made."""
     got = _fresh(tmp_path, TOOL_AND_SEND + "k = count(1)\n" + WALK + 'print(spaces("a b"), k)\n')
@@ -207,6 +265,50 @@ def test_a_python_object_under_the_second_look_makes_the_process_live(tmp_path):
     got = _fresh(tmp_path, PYTHON_LATER)
     assert got["error"] is None and got["out"].splitlines() == ["2", "2", "true"]
     assert got["codes"]["hits"]["quiet"] is False
+
+
+PYTHON_MODULE = """\
+irreversible action send(to: String) requires email.send:
+    print("sent to", to)
+policy:
+    allow email.send
+def walk(xs, o):
+    n = 0
+    for x in xs:
+        if f"{o}" != x:
+            n = n + 1
+    return n
+print(walk(["a", "b"], "b"), walk(["a", "b"], "b"))
+policy:
+    allow python.import
+import python "json"
+r = walk(["a", "b"], json)
+s = send("t" + str(r) + "@x.com")
+s.verify()
+print(r, s.second_look != nil)
+"""
+
+
+def test_a_python_module_under_the_second_look_is_live_before_a_loop_reads_it(tmp_path):
+    """(Found by review.) The module object is the only Python value here: formatted in the
+    loop, its text is Python's (untrusted), and the count it decides is the data's. Were the
+    process not live from the import on, the quiet version would take it, and the first
+    labelled text made in its turn would decide a branch with no label."""
+    got = _fresh(tmp_path, PYTHON_MODULE)
+    assert got["error"] is None and got["out"].splitlines() == ["1 1", "2 true"]
+
+
+def test_restored_origins_make_the_process_live():
+    """A saved state's origins (an Error's, an iterator's, a pc label's) mean the process
+    that saved them was live: the one restoring them is from then on."""
+    script = ("from sensevm.guard import provenance as PV\n"
+              "from sensevm.world import persist\n"
+              "assert persist._unorigins([]) == frozenset() and not PV.live\n"
+              "assert persist._unorigins([['untrusted', 'web']])\n"
+              "assert PV.live and PV.LABELLED\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr
 
 
 def test_making_a_python_object_under_the_second_look_goes_live():

@@ -32,6 +32,11 @@ def show(v):
 """
 
 
+# A loop's guard may begin with a quiet version's test (tier2.QUIET_TEST): whether it does is
+# whether this process had made a labelled value when the code was made.
+QUIETLY = r"(?:not LT and \(vm\.workers is None or not vm\.workers\.live\) and )?"
+
+
 def both(tmp_path, source):
     one = _run_source(tmp_path, source, "1")
     two = _run_source(tmp_path, source, "2")
@@ -78,7 +83,8 @@ def test_a_loop_of_int_arithmetic_has_one_guard_and_falls_back_alike(tmp_path, a
     if "lab" in a or "lab" in b:
         assert "came from the tool lab" in out
     source = source_of(vm, "f")
-    assert re.search(r"if l\d+\.__class__ is int and l\d+\.__class__ is int", source)  # a guard ...
+    assert re.search(r"if " + QUIETLY + r"l\d+\.__class__ is int and l\d+\.__class__ is int",
+                     source)                                                    # a guard ...
     assert "s0 = s0 % 3\n" in source                         # ... and what it spares
     assert "if s0.__class__ is int: s0 = s0 % 3" in source       # the general version is kept
 
@@ -93,7 +99,7 @@ def test_a_loops_joins_are_part_of_its_turn(tmp_path):
     gen.analyse()
     source = gen.generate()
     assert {int(j) for j in re.findall(r"\bL = (\d+)", source)} <= gen.entries
-    assert len(re.findall(r"if l\d+\.__class__ is int and", source)) == 1
+    assert len(re.findall(r"if " + QUIETLY + r"l\d+\.__class__ is int and", source)) == 1
 
 
 HANDED_OVER = HEADER + TAIL + """\
@@ -289,7 +295,8 @@ def test_a_loops_int_version_tests_again_after_a_turn_that_may_have_changed_a_lo
     runs the general version: tier 1's result, or its error at its position."""
     (out, error, *_), vm = both(tmp_path, TURNS.replace("CHANGE", change))
     f = source_of(vm, "f")
-    assert re.search(r"if l\d\.__class__ is int and l\d\.__class__ is int.*:\n +while True:", f)
+    assert re.search(r"if " + QUIETLY + r"l\d\.__class__ is int and l\d\.__class__ is int.*:\n"
+                     r" +while True:", f)
     assert re.search(r"\n( +)if L != \d+: break\n", f)
     nexts = re.findall(r"\n +(continue|break)\n", f[f.index("while True:\n", f.index("is int")):])
     # the path through `x = CHANGE` tests again, unless the value is an Int (x - 1)
@@ -411,7 +418,7 @@ def test_int_operations_on_locals_are_one_line_and_keep_their_meaning(tmp_path, 
     assert re.search(r"if not \(l\d < l\d\):\n", generated)
     assert re.search(r"if not \(\(l\d - l\d\) < l\d\):\n", generated)
     assert re.search(r"if not \(\(l\d \* 3\) == l\d\):\n", generated)
-    assert re.search(r"(l\d) = \1 \+ 1; dw = 1\n", generated)
+    assert re.search(r"(l\d) = \1 \+ 1(; dw = 1)?\n", generated)     # (none: quiet)
 
 
 INDEXED = """\
@@ -615,14 +622,14 @@ def test_a_version_takes_locals_bound_before_its_loop_to_be_bound(tmp_path):
     (out, error, *_), vm = both(tmp_path, BOUND)
     assert error is None and out.splitlines() == ["[---, ab]", "[---, ab] ab ---"]
     source = source_of(vm, "walk")
-    guard = re.search(r"if l\d\.__class__ is int and (.*):\n", source)
+    guard = re.search(r"if " + QUIETLY + r"l\d\.__class__ is int and (.*):\n", source)
     assert guard, source
     bound = re.findall(r"(l\d) is not U", guard.group(1))
     assert len(bound) == 2
     for local in bound:
         assert re.search(rf"\n +s\d = {local}\n", source)         # a read with no test
     # ... and s's store, a String, with none either (a bound binding is never removed)
-    assert any(re.search(rf"\n +{local} = s\d; dw = 1\n", source) for local in bound)
+    assert any(re.search(rf"\n +{local} = s\d(; dw = 1)?\n", source) for local in bound)
 
 
 def test_a_short_return_goes_under_the_if_so_the_comparison_jumps_short(tmp_path):

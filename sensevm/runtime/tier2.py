@@ -74,14 +74,18 @@ less at the header, where FOR_ITER takes the item again) and wherever the ``for`
 before its end (``_Gen.sync_items``, ``loop_tail``); an iterator with origins runs the general
 version.
 
-Quiet loops: a loop's Int version made only of instructions done in place (QUIET_OPS: no call)
-is made *quiet* while the process is not live: its guard tests, once on entry, that no labelled
-value exists (provenance.LABELLED is empty; SHAPES fills only after it) and that no other thread
-runs Sense code (no worker live), and then nothing in it tests an item, a comparison or a branch
-for a label, or an Array for a shape of the data's: nothing it does can make either, so each
-such test would say no. Its general version first asks the same: a process gone live (or a
-worker running) makes the code again with no quiet version (``loud``), and the frame goes on in
-tier 1 from the loop's header, entering the new code at its next turn.
+Quiet loops: a loop's Int version whose loop (header to jump back) is made only of
+instructions done in place (QUIET_OPS: no call) is made *quiet* while the process is not live:
+its guard tests, once on entry, that no labelled value exists (provenance.LABELLED is empty;
+SHAPES fills only after it) and that no other thread runs Sense code (no worker live), and then
+nothing in the loop tests an item, a comparison or a branch for a label, or an Array for a
+shape of the data's: nothing it does can make either, so each such test would say no. Nor does
+a turn mark the cached names it stores out of date in the scope, or keep block scopes up to
+date: the version does both once on entry (``_Gen.quiet_entry``). The loop's exit, made in the
+same version, is made as any other code (it may call). The general version first asks the
+same: a process gone live (or a worker running) makes the code again with no quiet version
+(``loud``), and the frame goes on in tier 1 from the loop's header, entering the new code at
+its next turn.
 
 Inlined calls: a call whose callee the code can guess as it is made (what the name loaded as
 the callee is bound to then, in the compiling frame's scopes, or in the closure's for a direct
@@ -640,8 +644,13 @@ class _Gen:
         self.back_edges: list = []
         self.specialise = True  # give blocks Int versions (see region)
         self.spec = False       # emitting a region's Int version (see region)
-        self.quiet = False      # ... a quiet one: no test for labels or data-made shapes
-        self.noisy = False      # ... which has emitted an instruction not in QUIET_OPS
+        # ... a quiet one (no test for labels or data-made shapes in its loop's instructions,
+        # quiet_span: header to jump back); whether the instruction being emitted is one of
+        # them (quiet); whether one of them is not in QUIET_OPS (noisy)
+        self.quiet_version = False
+        self.quiet_span = None
+        self.quiet = False
+        self.noisy = False
         # ... where slot -> (line, expression, ip or None) for the slots the lines of Int
         # locals and constants put there (see int_op)
         self.exprs: dict = {}
@@ -997,7 +1006,9 @@ class _Gen:
         """``if bk == key: {update}`` else the cached scopes are stale; just the latter when no
         scopes are ever built for that key (a loop that makes no call), see drop_keyed. Keys
         start at 1 and none cached is False, so a loop that keeps none pays one test of a
-        bool (the interpreter's fastest branch)."""
+        bool (the interpreter's fastest branch). Nothing in a quiet version: see quiet_entry."""
+        if self.quiet:
+            return
         self.keyed_at.append((len(self.lines), key))
         self.emit(indent, "if bk:", ip)
         self.emit(indent + 1, f"if bk == {key}: {update}", ip)
@@ -1080,6 +1091,10 @@ class _Gen:
         self.linemap = {}
         self.captured = self.captured_names() if self.direct else frozenset()
         self.spec = False
+        # (A making cut short, _Deeper, leaves none of a version's state behind: the general
+        # code made next must test for labels.)
+        self.quiet = self.quiet_version = False
+        self.quiet_span = None
         self.int_sites, self.entry_guards, self.returns_int = 0, [], True
         self.int_result_at = None
         self.keyed_at: list = []        # (line index, chain key): see keyed
@@ -1466,6 +1481,7 @@ class _Gen:
         self.bounding = self.defined[i] if not self.direct and i != 0 else frozenset()
         self.bound_confirm, self.bound_useful = None, set()
         self.noisy = False
+        self.quiet_span = (i, self.loop_last(i)) if inner else None
         self.spec_block(i, indent + 1 + inner, items)
         useful, bound = self.useful, self.bound_useful
         # (Made while the process is live, a quiet version could never be entered.)
@@ -1483,14 +1499,16 @@ class _Gen:
             items = None
         if useful or bound or items:
             self.emit(indent, "if True:", i + 1)
+            if quiet:
+                self.quiet_entry(indent + 1, i + 1)
             if inner:
                 self.loop_head(i, items, indent + 1)
             self.back_edges = []
             self.spec, self.confirm, self.saved = True, set(useful), 0
             self.bound_confirm = set(bound)
-            self.quiet, self.noisy = quiet, False
+            self.quiet_version, self.noisy = quiet, False
             self.spec_block(i, indent + 1 + inner, items)
-            if self.quiet and self.noisy:
+            if quiet and self.noisy:
                 # (It made what the first making did not: made again as it would be.)
                 self.rollback(start)
                 self.emit(indent, "if True:", i + 1)
@@ -1499,9 +1517,9 @@ class _Gen:
                 self.back_edges = []
                 self.spec, self.confirm, self.saved = True, set(useful), 0
                 self.bound_confirm = set(bound)
-                quiet = self.quiet = False
+                quiet = self.quiet_version = False
                 self.spec_block(i, indent + 1 + inner, items)
-            self.quiet = False
+            self.quiet = self.quiet_version = False
             guards = self.guards
             bound_guards = [g for g in self.bound_guards if g not in guards]
             # Worth it only where tests are spared in proportion to the code made twice (a
@@ -1515,7 +1533,7 @@ class _Gen:
                 self.rollback(start)
         else:
             quiet = False
-        self.spec, self.bounding = False, frozenset()
+        self.spec, self.bounding, self.quiet_span = False, frozenset(), None
         if not (guards or bound_guards or items):
             if wanted:
                 self.hot_counter(i, indent)
@@ -1549,6 +1567,16 @@ class _Gen:
             self.emit(indent + 2, "loud(PREP)", i + 1)
             self.to_tier1(i, self.state[i][0], indent + 2)
         self.block(i, indent + 1)
+
+    def quiet_entry(self, indent, ip) -> None:
+        """What a quiet version does once on entry, for what its turns then need not: mark the
+        cached names out of date in the scope (a deferred store in it sets no ``dw``: nothing
+        in it reads the scope, and only its exits publish) and drop the block scopes cached
+        (``bk``; nothing in it builds one to keep up to date, and a block store updates none)."""
+        if self.defer:
+            self.emit(indent, "dw = 1", ip)
+        if not self.direct:
+            self.emit(indent, "bk = False", ip)
 
     def worth(self, start) -> bool:
         """Does the Int version made since ``start`` spare enough tests for its size?"""
@@ -1600,9 +1628,12 @@ class _Gen:
         op, a, _ = self.instrs[i]
         if op != Op.FOR_ITER or self.counting:
             return None
-        last = max(k for k, outs in enumerate(self.succ)
+        return ItemLoop(i, self.loop_last(i), self.state[i][0] - 1, a)
+
+    def loop_last(self, i) -> int:
+        """The last instruction of loop header i's body: its jump back."""
+        return max(k for k, outs in enumerate(self.succ)
                    if i in outs and k >= i and self.state[k] is not None)
-        return ItemLoop(i, last, self.state[i][0] - 1, a)
 
     def loop_head(self, i, items, indent) -> None:
         """The loop of header i's Int version: ``while True``, or for a loop over items (see
@@ -1635,6 +1666,7 @@ class _Gen:
         iterator (a ``break`` of the program's own has popped it, and what it leaves there is
         then not read)."""
         it, e, ip = f"s{items.slot}", self.emit, i + 1
+        self.quiet = self.quiet_version         # (the header's FOR_ITER, finding no item)
         e(indent, "else:", ip)
         # An Array whose length became the data's while the loop ran (provenance.SHAPES: a
         # labelled index removed or inserted at): how many passes there were is the data's,
@@ -1987,8 +2019,11 @@ class _Gen:
         push = s[depth]
         op = Op(op)
         if self.spec:
-            if op not in QUIET_OPS:
+            span = self.quiet_span
+            inside = span is not None and span[0] <= i <= span[1]
+            if inside and op not in QUIET_OPS:
                 self.noisy = True
+            self.quiet = self.quiet_version and inside
             nxt = self.spec_instr(i, op, a, b, depth, scope, indent)
             if nxt is not None:
                 return None if nxt is _LEFT else nxt
@@ -1997,6 +2032,7 @@ class _Gen:
             nxt = self.plain_instr(i, op, a, b, depth, scope, indent)
             self.spec_after(i, op, a, b, depth)
             return nxt
+        self.quiet = False      # (a general version is never quiet)
         return self.plain_instr(i, op, a, b, depth, scope, indent)
 
     def spec_store(self, i, op, a, depth, scope, indent):
@@ -2508,7 +2544,7 @@ class _Gen:
         if self.lazy:
             return f"{local} = {value}"
         if self.defer:
-            return f"{local} = {value}; dw = 1"
+            return f"{local} = {value}" if self.quiet else f"{local} = {value}; dw = 1"
         return f"{local} = v0[{name!r}] = {value}"
 
     def publish(self, indent, ip) -> None:

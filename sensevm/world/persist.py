@@ -1522,7 +1522,13 @@ def _origins(origins) -> list:
 
 
 def _unorigins(raw) -> frozenset:
-    return frozenset(tuple(o) for o in raw)
+    """Saved origins. Any at all mean the process that saved them was live, and this one is
+    from now (provenance.go_live): what carries them (an Error's message, an iterator, a pc
+    label) can make labelled values without being one."""
+    origins = frozenset(tuple(o) for o in raw)
+    if origins:
+        PV.go_live()
+    return origins
 
 
 def _shaped(container, saved: dict) -> dict:
