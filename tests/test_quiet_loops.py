@@ -64,6 +64,15 @@ def _fresh(tmp_path, source, mode="alone") -> dict:
     return got
 
 
+def _asserts_in_a_fresh_process(script: str) -> None:
+    """Run ``script`` (Python, with provenance imported as PV) in a process of its own; its
+    asserts must hold."""
+    done = subprocess.run([sys.executable, "-c",
+                           "from sensevm.guard import provenance as PV\n" + script],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
 def _quiet_versions(code: dict) -> int:
     return sum(text.count(QUIET) for text in (code["source"], code["direct"]))
 
@@ -301,27 +310,19 @@ def test_a_python_module_under_the_second_look_is_live_before_a_loop_reads_it(tm
 def test_restored_origins_make_the_process_live():
     """A saved state's origins (an Error's, an iterator's, a pc label's) mean the process
     that saved them was live: the one restoring them is from then on."""
-    script = ("from sensevm.guard import provenance as PV\n"
-              "from sensevm.world import persist\n"
-              "assert persist._unorigins([]) == frozenset() and not PV.live\n"
-              "assert persist._unorigins([['untrusted', 'web']])\n"
-              "assert PV.live and PV.LABELLED\n")
-    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
-                          text=True)
-    assert done.returncode == 0, done.stderr
+    _asserts_in_a_fresh_process("from sensevm.world import persist\n"
+                                "assert persist._unorigins([]) == frozenset() and not PV.live\n"
+                                "assert persist._unorigins([['untrusted', 'web']])\n"
+                                "assert PV.live and PV.LABELLED\n")
 
 
 def test_making_a_python_object_under_the_second_look_goes_live():
     """In a process of its own (this one went live long ago)."""
-    script = ("from sensevm.guard import provenance as PV\n"
-              "from sensevm.world.interop import PyObject\n"
-              "PyObject({}, 'dict')\n"
-              "assert not PV.live and not PV.LABELLED\n"
-              "PyObject({}, 'dict', look=object())\n"
-              "assert PV.live and PV.LABELLED\n")
-    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
-                          text=True)
-    assert done.returncode == 0, done.stderr
+    _asserts_in_a_fresh_process("from sensevm.world.interop import PyObject\n"
+                                "PyObject({}, 'dict')\n"
+                                "assert not PV.live and not PV.LABELLED\n"
+                                "PyObject({}, 'dict', look=object())\n"
+                                "assert PV.live and PV.LABELLED\n")
 
 
 @settings(max_examples=30, deadline=None)

@@ -1498,27 +1498,23 @@ class _Gen:
             # too, and the guards this budget declined: counting turns for it wins.
             items = None
         if useful or bound or items:
-            self.emit(indent, "if True:", i + 1)
-            if quiet:
-                self.quiet_entry(indent + 1, i + 1)
-            if inner:
-                self.loop_head(i, items, indent + 1)
-            self.back_edges = []
-            self.spec, self.confirm, self.saved = True, set(useful), 0
-            self.bound_confirm = set(bound)
-            self.quiet_version, self.noisy = quiet, False
-            self.spec_block(i, indent + 1 + inner, items)
-            if quiet and self.noisy:
-                # (It made what the first making did not: made again as it would be.)
-                self.rollback(start)
+            def make(quiet):
                 self.emit(indent, "if True:", i + 1)
+                if quiet:
+                    self.quiet_entry(indent + 1, i + 1)
                 if inner:
                     self.loop_head(i, items, indent + 1)
                 self.back_edges = []
                 self.spec, self.confirm, self.saved = True, set(useful), 0
                 self.bound_confirm = set(bound)
-                quiet = self.quiet_version = False
+                self.quiet_version, self.noisy = quiet, False
                 self.spec_block(i, indent + 1 + inner, items)
+            make(quiet)
+            if quiet and self.noisy:
+                # (It made what the first making did not: made again as it would be.)
+                self.rollback(start)
+                quiet = False
+                make(quiet)
             self.quiet = self.quiet_version = False
             guards = self.guards
             bound_guards = [g for g in self.bound_guards if g not in guards]
