@@ -6,7 +6,6 @@ import os
 import time
 from _thread import allocate_lock
 from collections import deque, namedtuple
-from itertools import islice
 
 from sensevm.base.record import record
 
@@ -54,50 +53,58 @@ class AuditRecord(namedtuple("AuditRecord", "subject name kind event detail line
 
 
 _tuple_new = tuple.__new__
+_HOST_ONLY = AuditRecord._fields.index("host_only")     # (its place in a record's fields)
 
 
 class AuditLog:
     """The log of one run; every record stays host-side even if no program reads it.
 
-    Records are kept as rows: plain tuples of AuditRecord's fields (the VM appends one per
-    lifecycle event), or AuditRecords. A plain tuple of strings, numbers and None is one the
-    garbage collector stops tracking once it has seen it, so a long run's log costs the
-    collector nothing; a tuple subclass such as AuditRecord is tracked, and walked by every
-    full collection, for as long as the run lasts. ``records`` gives them back as AuditRecords.
+    Without a sink every record is kept, as its nine fields (AuditRecord's, in order) laid end
+    to end in one flat list, ``fields``: record k is ``fields[9k:9k + 9]``. ``append`` takes a
+    record as a tuple of its fields (the VM makes one per lifecycle event) and extends the list
+    by them; the tuple itself is dropped. A record kept as a tuple (even a plain one, which the
+    garbage collector stops tracking once it has seen it) is seen by a young-generation
+    collection first, and a loop of lifecycles keeps nothing else alive: those collections
+    were most of the collector's work in such a run, and a flat list of strings, numbers and
+    None gives it nothing to look at. ``records`` gives them back as AuditRecords.
 
-    Without a sink every row is kept in ``rows``. With a sink (an ``AuditFile``) each record
-    goes to the file and ``rows`` keeps only the last ``TAIL`` of them, so memory stays
-    bounded however long the run; ``lines()`` then reads this run's records back.
+    With a sink (an ``AuditFile``) each record goes to the file and ``tail`` keeps only the
+    last ``TAIL`` of them (as tuples), so memory stays bounded however long the run;
+    ``lines()`` then reads this run's records back.
     """
 
     TAIL = 64
+    WIDTH = len(AuditRecord._fields)
 
     def __init__(self, sink: "AuditFile | None" = None):
         self.sink = sink
-        self.rows = [] if sink is None else deque(maxlen=self.TAIL)
         if sink is None:
-            # Nothing to write: appending a record is appending it to the list (the VM calls
-            # this once per lifecycle event).
-            self.append = self.rows.append
+            self.fields: list = []
+            # Nothing to write: appending a record is extending the list by its fields (the
+            # VM calls this once per lifecycle event; list.extend is one step under the GIL,
+            # so another thread's record never lands inside this one's).
+            self.append = self.fields.extend
+        else:
+            self.tail: deque = deque(maxlen=self.TAIL)
         # Lines of an earlier run this one continues (a resumed agent): audit_log() shows
         # them first. Their records are in that run's durable log, if it had one.
         self.prefix: list[str] = []
-        # What lines() has described so far (no sink): the texts of rows[:_seen], and the
-        # texts made, by line, event and subject and by the fields describe() reads.
+        # What lines() has described so far (no sink): the texts of the records in
+        # fields[:_seen], and the texts made, by line, event and subject and by the fields
+        # describe() reads.
         self._texts: list[str] = []
         self._seen = 0
         self._made: tuple[dict, dict] = ({}, {})
         self._describing = allocate_lock()
         # Records whose detail quotes labelled values (a failed commit's error showing a page's
-        # text): their lines keep the values' origins. By the row's identity without a sink
-        # (every row is kept), by its seq with one.
+        # text): their lines keep the values' origins. By the record's number without a sink
+        # (in the order they were appended), by its seq with one.
         self._quoted: dict = {}
 
     def append(self, row: tuple) -> None:
         """Add a record: an AuditRecord, or a plain tuple of its fields in order."""
-        if self.sink is not None:
-            self.sink.write(_tuple_new(AuditRecord, row))
-        self.rows.append(row)
+        self.sink.write(_tuple_new(AuditRecord, row))
+        self.tail.append(row)
 
     def append_quoting(self, row: tuple, origins) -> None:
         """``append(row)``, for a record whose detail quotes values of ``origins``: the line
@@ -108,19 +115,29 @@ class AuditLog:
         with self._describing:
             if self.sink is not None:
                 self._quoted[self.sink.write(_tuple_new(AuditRecord, row))] = origins
-                self.rows.append(row)
-            else:
-                self._quoted[id(row)] = origins
-                self.rows.append(row)
+                self.tail.append(row)
+                return
+            fields, width = self.fields, self.WIDTH
+            fields.extend(row)
+            # Other threads append without the lock: this record is the last one with these
+            # very fields (each record's time is a float of its own), almost always the last.
+            at = len(fields) - width
+            while at > 0 and any(fields[at + k] is not row[k] for k in range(width)):
+                at -= width
+            self._quoted[at // width] = origins
 
     @property
     def records(self) -> list[AuditRecord]:
         """The kept records (all of them, or the sink's last TAIL), oldest first."""
-        rows = list(self.rows)      # a snapshot: async tool bodies record from other threads
-        return [_tuple_new(AuditRecord, row) for row in rows]
+        if self.sink is not None:
+            rows = list(self.tail)  # a snapshot: async tool bodies record from other threads
+            return [_tuple_new(AuditRecord, row) for row in rows]
+        fields, width = self.fields[:], self.WIDTH
+        return [_tuple_new(AuditRecord, fields[at:at + width])
+                for at in range(0, len(fields), width)]
 
     def __len__(self) -> int:
-        return len(self.rows)
+        return len(self.tail) if self.sink is not None else len(self.fields) // self.WIDTH
 
     def lines(self) -> list[str]:
         if self.sink is not None:
@@ -131,45 +148,78 @@ class AuditLog:
             from sensevm.guard.provenance import label
             return self.prefix + [label(text, quoted[seq]) if seq in quoted else text
                                   for seq, text in shown]
-        # Rows are only ever appended: the texts of those already seen are kept (a dry run's
-        # summary after a program that called audit_log() describes only what came since).
+        # Records are only ever appended: the texts of those already seen are kept (a dry
+        # run's summary after a program that called audit_log() describes only what came since).
         with self._describing:      # async tool bodies may call audit_log() too
-            rows = self.rows
-            end = len(rows)         # ... and be appending meanwhile
+            end = len(self.fields)  # ... and be appending meanwhile (whole records)
             if self._seen < end:
-                self._describe(islice(rows, self._seen, end))
+                self._describe(self._seen, end)
                 self._seen = end
             return self.prefix + self._texts
 
-    def _describe(self, rows) -> None:
-        """Add the texts audit_log() shows for ``rows`` to ``_texts``.
+    def _describe(self, start: int, end: int) -> None:
+        """Add the texts audit_log() shows for the records in ``fields[start:end]`` to ``_texts``.
 
         As the durable file gives them back (a surrogate pair read back as one character), so
         audit_log() is the same with and without --audit-log. A loop records the same event at
         the same line over and over: each distinct text is made once. Most records have no
         detail and no lineage; their texts are found by line, event and subject in nested dicts
-        (no key tuple to make and hash), the rest's by the fields describe() reads."""
-        append = self._texts.append
+        (no key tuple to make and hash), the rest's by the fields describe() reads. The fields
+        are read in one pass."""
+        fields, width = self.fields, self.WIDTH
+        texts = self._texts
+        first = len(texts)
+        append = texts.append
         plain, other = self._made
+        # Nine at a time from one iterator (zip reuses its tuple, which the loop unpacks): one
+        # pass over the list, in order (a column at a time, a slice with the record's width as
+        # its step, would read the whole list once a column). Over a copy of a bounded piece
+        # at a time, since other threads may be extending the list meanwhile.
+        piece = width * 4096
+        for at in range(start, end, piece):
+            row = iter(fields[at:min(at + piece, end)])
+            for subject, _, _, event, detail, line, lineage, _, host_only in zip(*(row,) * width):
+                if host_only:
+                    continue
+                if detail is None and not lineage:
+                    try:
+                        text = plain[line][event][subject]
+                    except KeyError:        # (the first of its kind: made once)
+                        text = plain.setdefault(line, {}).setdefault(event, {})[subject] = \
+                            _shown_text(subject, event, detail, line, lineage)
+                else:
+                    key = (subject, event, detail, line, lineage)
+                    text = other.get(key)
+                    if text is None:
+                        text = other[key] = _shown_text(subject, event, detail, line, lineage)
+                append(text)
         quoted = self._quoted
-        for r in rows:
-            if r[8]:                            # host_only
-                continue
-            if r[4] is None and not r[6]:
-                try:
-                    text = plain[r[5]][r[3]][r[0]]
-                except KeyError:        # (the first of its kind: made once)
-                    text = plain.setdefault(r[5], {}).setdefault(r[3], {})[r[0]] = \
-                        _shown_text(r)
-            else:
-                key = (r[0], r[3], r[4], r[5], r[6])
-                text = other.get(key)
-                if text is None:
-                    text = other[key] = _shown_text(r)
-            if quoted and id(r) in quoted:      # (whatever its detail: as the sink labels)
-                from sensevm.guard.provenance import label
-                text = label(text, quoted[id(r)])
-            append(text)
+        if quoted:      # (whatever its detail: as the sink labels)
+            self._label_quoted(fields[start + _HOST_ONLY:end:width], start // width, first)
+
+    def _label_quoted(self, hosts: list, low: int, first: int) -> None:
+        """Label the texts just made (from ``_texts[first]`` on, for records ``low`` on, whose
+        host_only fields are ``hosts``) of the records that quote labelled values."""
+        from sensevm.guard.provenance import label
+        quoted = self._quoted
+        numbers = []
+        # Numbered in the order appended (under the lock lines() holds), so those described
+        # now are the last ones.
+        for number in reversed(quoted):
+            if number < low:
+                break
+            numbers.append(number)
+        if not numbers:
+            return
+        texts, place, at = self._texts, {}, first
+        for k, host_only in enumerate(hosts):
+            if not host_only:
+                place[k] = at
+                at += 1
+        for number in numbers:
+            at = place.get(number - low)
+            if at is not None:
+                texts[at] = label(texts[at], quoted[number])
 
     def close(self) -> None:
         if self.sink is not None:
@@ -244,9 +294,11 @@ def encode_entry(entry: dict) -> bytes:
     return text.encode("utf-8")
 
 
-def _shown_text(row) -> str:
-    """The line audit_log() shows for ``row``, as the durable file gives it back."""
-    return _storable(_tuple_new(AuditRecord, row).describe())
+def _shown_text(subject, event, detail, line, lineage) -> str:
+    """The line audit_log() shows for a record of these fields, as the durable file gives it
+    back."""
+    return _storable(AuditRecord(subject, "", "", event, detail, line, lineage, 0.0,
+                                 False).describe())
 
 
 def _storable(text):
