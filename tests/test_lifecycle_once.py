@@ -215,3 +215,38 @@ def test_no_interleaving_of_lifecycle_calls_from_threads_runs_a_body_twice(
         ran, undone = f"BODY {k}" in printed, f"UNDO {k}" in printed
         assert end == ("rolled_back" if undone else "committed" if ran else end)
         assert end not in ("committing", "rolling_back")
+
+
+MADE = '''irreversible action send(to: String, body: String) requires email.send:
+    return len(body)
+policy:
+    allow email.send
+a = send("a@example.com", "hi")
+b = send("b@example.com", "hello")
+b.verify()
+n = b.commit()
+'''
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_what_prepare_and_commit_make_has_every_field_their_classes_set(tmp_path, tier):
+    """prepare and commit make a PreparedAction and the body's Scope without calling __init__
+    (a frame less in every lifecycle): each field must still be set, as __init__ sets it."""
+    import io
+    from test_tiers import _verified
+    from sensevm.runtime.values import PreparedAction, Scope
+    from sensevm.runtime.vm import VM
+    path = tmp_path / "made.sns"
+    path.write_text(MADE)
+    vm = VM(_verified(str(path)), stdout=io.StringIO(), tier=tier, stdin=io.StringIO(""))
+    module = Scope(vm.builtins, tag="module")
+    vm.run_unit(vm.prepared, module)
+    a, b = module.vars["a"], module.vars["b"]
+    fresh = PreparedAction(a.definition, a.args)
+    assert {slot: getattr(a, slot) for slot in PreparedAction.__slots__} == \
+        {slot: getattr(fresh, slot) for slot in PreparedAction.__slots__}
+    assert b.state == "committed" and module.vars["n"] == 5
+    body, model = b.body_scope, Scope(b.definition.scope)
+    assert {slot: getattr(body, slot) for slot in Scope.__slots__ if slot != "vars"} == \
+        {slot: getattr(model, slot) for slot in Scope.__slots__ if slot != "vars"}
+    assert body.vars == {"to": "b@example.com", "body": "hello"}

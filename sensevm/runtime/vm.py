@@ -15,6 +15,8 @@ import operator
 import sys
 from time import time as _now
 
+_new_object = object.__new__
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing would slow every start
     from typing import Any, Optional
@@ -1407,7 +1409,15 @@ class VM:
         for i, name, text, check, exact in definition.param_checks:
             if type(args[i]) is not exact and not check(args[i]):
                 raise V.param_error(name, definition.name, text, args[i])
-        action = PreparedAction(definition, args)
+        # PreparedAction(definition, args), written out: its __init__ would be a Python frame
+        # more for each of an agent's lifecycles.
+        action = _new_object(PreparedAction)
+        action.definition = definition
+        action.args = args
+        action.state = "prepared"
+        action.approved = False
+        action.flag = action.cleared = action.reason = action.looked = None
+        action.body_scope = action.session = None
         # record(action, "prepared", ...), written out as the records below are: one of these
         # per lifecycle event is most of what an agent's loop does.
         self.audit.append((definition.subject, definition.name, definition.kind, "prepared",
@@ -1564,7 +1574,11 @@ class VM:
                                () if f is None or f.clean else self.lineage(f),
                                _now(), True))
         prepared = definition.body
-        scope = Scope(definition.scope)
+        # Scope(definition.scope) with the arguments bound, written out (no __init__ frame, no
+        # empty dict made to be replaced).
+        scope = _new_object(Scope)
+        scope.parent = definition.scope
+        scope.policy = scope.tag = None
         args, params = action.args, definition.params
         # (dict(zip(...)) costs three times a display's two entries: most actions take one or two)
         n = len(args)
