@@ -607,3 +607,97 @@ def test_a_direct_form_whose_int_result_was_not_becomes_a_frame_after_the_call(t
     acc = next(c for c in vm.prepared if c.code.name == "acc")
     assert acc.typed is False and vm.deopts >= 1
     assert acc.t2.direct_source is not None and "untyped(PREP)" not in acc.t2.direct_source
+
+
+# -- a recursion's leading return (inlining.leading_return)
+
+FIB = """\
+def fib(n):
+    if n < 2:
+        return n
+    return fib(n - 1) + fib(n - 2)
+print(fib(N))
+"""
+
+
+def _calls(n: int) -> tuple:
+    """fib(n)'s calls: all of them, and those past its base case (n >= 2)."""
+    if n < 2:
+        return 1, 0
+    a, b = _calls(n - 1), _calls(n - 2)
+    return 1 + a[0] + b[0], 1 + a[1] + b[1]
+
+
+def _direct_source(vm, name) -> str:
+    return "".join(code.t2.direct_source or "" for code in vm.prepared
+                   if code.t2 and code.code.name == name)
+
+
+def test_a_recursions_calls_at_its_base_case_are_no_python_call(tmp_path):
+    """fib's Int direct form tests its leading ``if n < 2: return n`` at each call of itself
+    and takes n there: only the calls that go on past it are made, so fib(16) makes 1,595
+    Python calls of its direct forms, not 3,192, and prints what tier 1 prints."""
+    import sys
+    source = FIB.replace("N", "16")
+    one = _run_source(tmp_path, source, "1")
+    made = []
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code.co_name in ("direct", "direct_i"):
+            made.append(frame.f_code.co_name)
+    sys.setprofile(profile)
+    try:
+        two = _run_source(tmp_path, source, "2")
+    finally:
+        sys.setprofile(None)
+    assert two[:5] == one[:5] and one[0] == "987\n"
+    total, past = _calls(16)
+    assert (total, past) == (3193, 1596)
+    # (fib(16) itself, called from the module, runs as a frame: its two calls enter by
+    # ``direct``, every call after them by ``direct_i``)
+    assert made.count("direct") == 2 and len(made) == past - 1
+
+
+LEADING = """\
+def down(n):
+    if n < 1:
+        return n
+    return down(n - 1) + 1
+print(down(DEEP))
+"""
+
+
+@pytest.mark.parametrize("max_depth", [3, 4, 5, 6, 7, 30, 31, 32, 33, 48, 49, 50, 51, 52])
+def test_a_leading_return_is_taken_in_place_only_within_the_depth_limit(tmp_path, max_depth):
+    """The call at the bottom of the recursion is taken in place only where the call itself
+    would have been made directly: at the depth limit it is made, and fails (or is made with
+    a frame) exactly as on tier 1."""
+    from test_direct_forms import _run_with_depth
+    for deep in (2, 30, 47):
+        source = LEADING.replace("DEEP", str(deep))
+        seen = [_run_with_depth(tmp_path, source, tier, max_depth) for tier in ("1", "2", "auto")]
+        assert seen[0][:2] == seen[1][:2] == seen[2][:2], deep
+        assert (seen[0][1] is None) == (deep + 2 <= max_depth), deep
+        assert "if D < M and " in _direct_source(seen[1][2], "down")
+
+
+_SIDES = ["a", "b", "0", "2", "-3"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(left=st.sampled_from(_SIDES), right=st.sampled_from(_SIDES),
+       compare=st.sampled_from(["<", "<=", ">", ">=", "==", "!="]),
+       result=st.sampled_from(_SIDES + ["7", "-1"]), block=st.booleans(),
+       args=st.sampled_from(["9, 2", "6, -4", "0, 0", "-2, 5", "5, 2.5", "2.5, 1", "7, true"]))
+def test_random_leading_returns_match_tier_one(tmp_path_factory, left, right, compare, result,
+                                               block, args):
+    """A function of two parameters that starts ``if A <cmp> B: return R`` (a block-local
+    binding in the if's block, or none), called with Ints and with other values: every tier
+    prints the same, or fails alike at the same place."""
+    tmp_path = tmp_path_factory.mktemp("leading")
+    inside = "        local t = 1\n" if block else ""
+    source = (f"def f(a, b):\n    if {left} {compare} {right}:\n{inside}        return {result}\n"
+              f"    if a <= 0:\n        return b\n"
+              f"    return f(a - 1, b + 0) + f(a - 2, b + 1)\n"
+              f"print(f({args}))\n")
+    _all_tiers(tmp_path, source)

@@ -245,3 +245,49 @@ def plan(hint, callee: str, args: list, const, temp):
         return None
     p.unbind_single_scopes()
     return p
+
+
+def leading_return(prepared, args: list):
+    """A function's leading early return, for its calls of itself with Int arguments: when its
+    code starts ``if A <cmp> B: return R`` (A, B and R each a parameter or an Int constant),
+    the condition and the result as parts of a statement, over ``args`` (the call's arguments,
+    each (Python expression of an Int, the ip of its one operation that can fail, or None));
+    None for any other start.
+
+    The caller tests the condition itself, and when it holds and the call would be within the
+    depth bound, takes the result with no call: the call's activation would have tested the
+    same condition on the same Ints (nothing has run in it before) and returned the same
+    value, and nothing can observe an activation that is never made (see the module's
+    docstring). Calls that go on past the test are made as before. A recursion's calls at its
+    base case, about half of all its calls in a two-way recursion such as fib's, are no
+    Python call."""
+    code = prepared.code
+    if (code.kind is not CodeKind.FUNCTION or len(code.params) != len(args)
+            or prepared.param_checks or prepared.return_check is not None):
+        return None
+    env = dict(zip(code.params, args))
+
+    def operand(instr):
+        op, a, _ = instr
+        if op == Op.LOAD_NAME and a in env:
+            expr, fails = env[a]
+            return [("(", None), (expr, fails), (")", None)] if fails is not None else \
+                [(expr, None)]
+        if op == Op.LOAD_CONST and type(a) is int:
+            return [(f"({a})" if a < 0 else repr(a), None)]
+        return None
+
+    instrs = prepared.instrs
+    if len(instrs) < 6:
+        return None
+    left, right = operand(instrs[0]), operand(instrs[1])
+    compare = _COMPARISONS.get(instrs[2][0])
+    if left is None or right is None or compare is None or instrs[3][0] != Op.POP_JUMP_IF_FALSE:
+        return None
+    at = 5 if instrs[4][0] == Op.PUSH_SCOPE else 4     # (the if's block: nothing bound in it)
+    if at + 1 >= len(instrs) or instrs[at + 1][0] != Op.RETURN:
+        return None
+    result = operand(instrs[at])
+    if result is None:
+        return None
+    return left + [(f" {compare} ", None)] + right, result

@@ -2789,7 +2789,18 @@ class _Gen:
                     and all(self.types.get(j) == "i" for j in range(base + 1, depth)))
             self.int_sites += ints
             e(indent, f"if {callee} is cl:", ip)
-            called("direct_i" if ints and self.int_calls else "direct", indent + 1)
+            leading = (inlining.leading_return(self.prepared, args)
+                       if ints and self.int_calls and not self.counting else None)
+            if leading is not None:
+                # Its leading early return, taken here when its test holds and the call
+                # would be within the bound (D + 1 <= M): see inlining.leading_return.
+                test, result = leading
+                self.emit_parts(indent + 1, [("if D < M and ", None)] + test + [(":", None)], ip)
+                self.emit_parts(indent + 2, [(f"{callee} = ", None)] + result, ip)
+                e(indent + 1, "else:", ip)
+                called("direct_i", indent + 2)
+            else:
+                called("direct_i" if ints and self.int_calls else "direct", indent + 1)
             e(indent, "else:", ip)
             indent += 1
             if ints and self.int_results:
