@@ -678,7 +678,7 @@ def test_a_leading_return_is_taken_in_place_only_within_the_depth_limit(tmp_path
         seen = [_run_with_depth(tmp_path, source, tier, max_depth) for tier in ("1", "2", "auto")]
         assert seen[0][:2] == seen[1][:2] == seen[2][:2], deep
         assert (seen[0][1] is None) == (deep + 2 <= max_depth), deep
-        assert "if D < M and " in _direct_source(seen[1][2], "down")
+        assert " and D < M:" in _direct_source(seen[1][2], "down")
 
 
 _SIDES = ["a", "b", "0", "2", "-3"]

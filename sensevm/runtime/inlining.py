@@ -247,12 +247,15 @@ def plan(hint, callee: str, args: list, const, temp):
     return p
 
 
-def leading_return(prepared, args: list):
+def leading_return(prepared, args: list, temp):
     """A function's leading early return, for its calls of itself with Int arguments: when its
     code starts ``if A <cmp> B: return R`` (A, B and R each a parameter or an Int constant),
     the condition and the result as parts of a statement, over ``args`` (the call's arguments,
-    each (Python expression of an Int, the ip of its one operation that can fail, or None));
-    None for any other start.
+    each (Python expression of an Int, the ip of its one operation that can fail, or None)),
+    and the arguments the condition binds to temporaries (``temp()`` names one), by index: an
+    argument computed in place (``n - 1``) is computed once, in the condition, which the caller
+    writes first so that it always runs, and read from its temporary after. None for any other
+    start.
 
     The caller tests the condition itself, and when it holds and the call would be within the
     depth bound, takes the result with no call: the call's activation would have tested the
@@ -265,14 +268,22 @@ def leading_return(prepared, args: list):
     if (code.kind is not CodeKind.FUNCTION or len(code.params) != len(args)
             or prepared.param_checks or prepared.return_check is not None):
         return None
-    env = dict(zip(code.params, args))
+    index = {name: k for k, name in enumerate(code.params)}
+    bound: dict = {}
 
-    def operand(instr):
+    def operand(instr, in_test: bool):
         op, a, _ = instr
-        if op == Op.LOAD_NAME and a in env:
-            expr, fails = env[a]
-            return [("(", None), (expr, fails), (")", None)] if fails is not None else \
-                [(expr, None)]
+        if op == Op.LOAD_NAME and a in index:
+            k = index[a]
+            if k in bound:
+                return [(bound[k], None)]
+            expr, fails = args[k]
+            if expr.isidentifier():
+                return [(expr, None)]
+            if not in_test:
+                raise AssertionError("a result's argument the condition did not bind")
+            bound[k] = name = temp()
+            return [(f"({name} := ", None), (expr, fails), (")", None)]
         if op == Op.LOAD_CONST and type(a) is int:
             return [(f"({a})" if a < 0 else repr(a), None)]
         return None
@@ -280,14 +291,18 @@ def leading_return(prepared, args: list):
     instrs = prepared.instrs
     if len(instrs) < 6:
         return None
-    left, right = operand(instrs[0]), operand(instrs[1])
+    left, right = operand(instrs[0], True), operand(instrs[1], True)
     compare = _COMPARISONS.get(instrs[2][0])
     if left is None or right is None or compare is None or instrs[3][0] != Op.POP_JUMP_IF_FALSE:
         return None
     at = 5 if instrs[4][0] == Op.PUSH_SCOPE else 4     # (the if's block: nothing bound in it)
     if at + 1 >= len(instrs) or instrs[at + 1][0] != Op.RETURN:
         return None
-    result = operand(instrs[at])
+    op, a, _ = instrs[at]
+    if op == Op.LOAD_NAME and a in index and index[a] not in bound \
+            and not args[index[a]][0].isidentifier():
+        return None     # (a result computed from an argument the condition does not read)
+    result = operand(instrs[at], False)
     if result is None:
         return None
-    return left + [(f" {compare} ", None)] + right, result
+    return left + [(f" {compare} ", None)] + right, result, bound

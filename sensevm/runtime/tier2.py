@@ -2789,16 +2789,23 @@ class _Gen:
                     and all(self.types.get(j) == "i" for j in range(base + 1, depth)))
             self.int_sites += ints
             e(indent, f"if {callee} is cl:", ip)
-            leading = (inlining.leading_return(self.prepared, args)
+            leading = (inlining.leading_return(self.prepared, args, self.inline_temp)
                        if ints and self.int_calls and not self.counting else None)
             if leading is not None:
                 # Its leading early return, taken here when its test holds and the call
-                # would be within the bound (D + 1 <= M): see inlining.leading_return.
-                test, result = leading
-                self.emit_parts(indent + 1, [("if D < M and ", None)] + test + [(":", None)], ip)
+                # would be within the bound (D + 1 <= M): see inlining.leading_return. The
+                # test first, so that the arguments it binds are bound for the call too.
+                test, result, bound = leading
+                self.emit_parts(indent + 1, [("if ", None)] + test + [(" and D < M:", None)], ip)
                 self.emit_parts(indent + 2, [(f"{callee} = ", None)] + result, ip)
                 e(indent + 1, "else:", ip)
+                # (the call, and only it, reads what the test bound; the code for another
+                # callee below computes its arguments itself)
+                kept = args[:], whole[:]
+                for k, name in bound.items():
+                    args[k] = whole[base + 1 + k] = (name, None)
                 called("direct_i", indent + 2)
+                args[:], whole[:] = kept
             else:
                 called("direct_i" if ints and self.int_calls else "direct", indent + 1)
             e(indent, "else:", ip)
