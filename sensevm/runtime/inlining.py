@@ -22,6 +22,10 @@ of memory in ``+ - *``: each such line raises the error the direct forms would h
 everything that can fail, and only in a body that calls nothing (so no inlined callee reads a
 variable before a store it should have seen); each updates a binding the guards found, so the
 store cannot fail or allocate.
+
+Beside plans, ``leading_return``: the early return a recursive function starts with (``if n <
+2: return n``), tested at each of its calls of itself in its Int direct form and taken there,
+so that the calls at the bottom of a recursion (about half of them) are no Python call.
 """
 
 from __future__ import annotations
