@@ -434,3 +434,24 @@ print(len(small(10)), len(big(5000)))
     assert again["stopped"]["message"].startswith("tool big(5000) completed in the attempt "
                                                   "that died, but its outcome (")
     assert effects.FIRED == []              # small replayed, big not run a second time
+
+
+def test_the_journal_keeps_each_audit_record_once_however_it_was_appended():
+    """The journal taps the audit log: a record appended through append_quoting with no
+    origins (an MCP tool's, always) is one record in the journal, as in the log, not two."""
+    import io
+    from types import SimpleNamespace
+    from sensevm.guard import provenance as P
+    from sensevm.guard.audit import AuditLog, AuditRecord
+    from sensevm.runtime.journal import Journal
+    vm = SimpleNamespace(audit=AuditLog(), journal=None)
+    journal = Journal({}, lambda entry: None, io.StringIO())
+    journal.attach(vm)
+    rows = [AuditRecord.make("tool 'x'", "x", "tool", "called", None, k, ()) for k in range(4)]
+    vm.audit.append_quoting(rows[0], None)
+    vm.audit.append_quoting(rows[1], P.only(P.untrusted("web")))
+    vm.audit.append(rows[2])
+    vm.audit.append_quoting(rows[3], P.EMPTY)
+    assert vm.journal is journal and journal.rows == rows and vm.audit.records == rows
+    assert [P.origins_of(line) for line in vm.audit.lines()] == \
+        [P.EMPTY, P.only(P.untrusted("web")), P.EMPTY, P.EMPTY]

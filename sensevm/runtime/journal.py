@@ -210,6 +210,9 @@ class Journal:
             append(row)
 
         def tapped_quoting(row, origins):
+            if not origins:     # (the log's own append_quoting would append through tapped)
+                tapped(row)
+                return
             rows.append(row)
             quoting(row, origins)
         audit.append = tapped
