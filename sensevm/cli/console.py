@@ -726,15 +726,15 @@ class Console:
         entry = {"question": self.agent_json(index)["question"], "answer": text}
         given.append(entry)         # used, whatever happens next: it is never given twice
         value = text if vm.look is None else vm.look.user_text(text)   # the user's own words
-        records, prepared = len(vm.audit.records), len(vm.prepared_actions)
+        records, prepared = len(vm.audit), len(vm.prepared_actions)
         error = None
         with self._capturing() as tee:
             try:
                 vm.worker().resume_paused(agent, value)
             except SenseError as err:
                 error = err
-        new_records = [self.record_json(n, vm.audit.records[n])
-                       for n in range(records, len(vm.audit.records))]
+        after = vm.audit.records        # (made once: each read builds the whole list)
+        new_records = [self.record_json(n, after[n]) for n in range(records, len(after))]
         new_actions = [self.action_json(i) for i in range(prepared, len(vm.prepared_actions))]
         entry.update(output="".join(tee.parts), status=agent.status,
                      records=[r["seq"] for r in new_records],
