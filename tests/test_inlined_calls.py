@@ -733,3 +733,25 @@ def test_random_leading_returns_match_tier_one(tmp_path_factory, left, right, co
               f"    return f(a - 1, b + 0) + f(a - 2, b + 1)\n"
               f"print(f({args}))\n")
     _all_tiers(tmp_path, source)
+
+
+ORDERED = """\
+def f(a, b):
+    if b > a:
+        return a
+    return f(a - 1, b * 2) + 1
+print(f(9, 1))
+"""
+
+
+def test_a_leading_returns_arguments_are_computed_in_order_before_its_test(tmp_path):
+    """The call's arguments are computed as the call would compute them, every one and in
+    order, each on a line of its own (its operation's position, should it run out of
+    memory), before the test reads any: b * 2 is computed even where only a's test decides,
+    and a - 1 before it though the test reads b first (found by review)."""
+    one, vms = _all_tiers(tmp_path, ORDERED)
+    assert one[0] == "9\n"
+    source = _direct_source(vms["2"], "f")
+    site = re.search(r"\n( +)(_c\d+) = \(\n +l\d - 1\)\n\1(_c\d+) = \(\n +l\d \* 2\)\n"
+                     r"\1if \3 > \2 and D < M:\n +s0 = \2\n", source)
+    assert site, source

@@ -477,9 +477,9 @@ def test_a_recursive_function_calls_its_int_entry_and_adds_what_it_returns_as_in
     entry, general = fib.direct_source.split("\ndef direct(")
     assert entry.startswith("def direct_i(") and "l0.__class__" not in entry
     assert re.search(r"\n +return (s\d) \+ s\d\n", entry)
-    # (n - 1 is computed once, on a line of its own (the subtraction's position), in the test
-    # of fib's leading return, which the call then reads: see inlining.leading_return)
-    bound = re.search(r"if \((_c\d+) :=\n +l0 - 1\) < 2 and D < M:\n +s0 = \1\n", general)
+    # (n - 1 is computed once, on a line of its own (the subtraction's position), before the
+    # test of fib's leading return, which reads it as the call does: inlining.leading_return)
+    bound = re.search(r"(_c\d+) = \(\n +l0 - 1\)\n +if \1 < 2 and D < M:\n +s0 = \1\n", general)
     assert bound and f"direct_i(vm, s0, pv, D + 1, M, {bound.group(1)})" in general
     assert "l0.__class__ is int" in general
     # what another callee gives is tested at the two calls of the Int versions only: the

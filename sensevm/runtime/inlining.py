@@ -251,14 +251,12 @@ def plan(hint, callee: str, args: list, const, temp):
     return p
 
 
-def leading_return(prepared, args: list, temp):
+def leading_return(prepared, names: list):
     """A function's leading early return, for its calls of itself with Int arguments: when its
     code starts ``if A <cmp> B: return R`` (A, B and R each a parameter or an Int constant),
-    the condition and the result as parts of a statement, over ``args`` (the call's arguments,
-    each (Python expression of an Int, the ip of its one operation that can fail, or None)),
-    and the arguments the condition binds to temporaries (``temp()`` names one), by index: an
-    argument computed in place (``n - 1``) is computed once, in the condition, which the caller
-    writes first so that it always runs, and read from its temporary after. None for any other
+    the condition and the result as Python expressions over ``names`` (the call's arguments,
+    each a Python local holding an Int: the caller binds an argument computed in place to
+    one first, every argument in order, as the call would compute them); None for any other
     start.
 
     The caller tests the condition itself, and when it holds and the call would be within the
@@ -269,44 +267,30 @@ def leading_return(prepared, args: list, temp):
     base case, about half of all its calls in a two-way recursion such as fib's, are no
     Python call."""
     code = prepared.code
-    if (code.kind is not CodeKind.FUNCTION or len(code.params) != len(args)
+    if (code.kind is not CodeKind.FUNCTION or len(code.params) != len(names)
             or prepared.param_checks or prepared.return_check is not None):
         return None
-    index = {name: k for k, name in enumerate(code.params)}
-    bound: dict = {}
+    env = dict(zip(code.params, names))
 
-    def operand(instr, in_test: bool):
+    def operand(instr):
         op, a, _ = instr
-        if op == Op.LOAD_NAME and a in index:
-            k = index[a]
-            if k in bound:
-                return [(bound[k], None)]
-            expr, fails = args[k]
-            if expr.isidentifier():
-                return [(expr, None)]
-            if not in_test:
-                raise AssertionError("a result's argument the condition did not bind")
-            bound[k] = name = temp()
-            return [(f"({name} := ", None), (expr, fails), (")", None)]
+        if op == Op.LOAD_NAME and a in env:
+            return env[a]
         if op == Op.LOAD_CONST and type(a) is int:
-            return [(f"({a})" if a < 0 else repr(a), None)]
+            return f"({a})" if a < 0 else repr(a)
         return None
 
     instrs = prepared.instrs
     if len(instrs) < 6:
         return None
-    left, right = operand(instrs[0], True), operand(instrs[1], True)
+    left, right = operand(instrs[0]), operand(instrs[1])
     compare = _COMPARISONS.get(instrs[2][0])
     if left is None or right is None or compare is None or instrs[3][0] != Op.POP_JUMP_IF_FALSE:
         return None
     at = 5 if instrs[4][0] == Op.PUSH_SCOPE else 4     # (the if's block: nothing bound in it)
     if at + 1 >= len(instrs) or instrs[at + 1][0] != Op.RETURN:
         return None
-    op, a, _ = instrs[at]
-    if op == Op.LOAD_NAME and a in index and index[a] not in bound \
-            and not args[index[a]][0].isidentifier():
-        return None     # (a result computed from an argument the condition does not read)
-    result = operand(instrs[at], False)
+    result = operand(instrs[at])
     if result is None:
         return None
-    return left + [(f" {compare} ", None)] + right, result, bound
+    return f"{left} {compare} {right}", result

@@ -2789,20 +2789,26 @@ class _Gen:
                     and all(self.types.get(j) == "i" for j in range(base + 1, depth)))
             self.int_sites += ints
             e(indent, f"if {callee} is cl:", ip)
-            leading = (inlining.leading_return(self.prepared, args, self.inline_temp)
+            # Its leading early return, taken here when its test holds and the call would be
+            # within the bound (D + 1 <= M): see inlining.leading_return. The arguments the
+            # call would compute are computed first, in order, each into a temporary (a line
+            # of its own: its operation's position), which the test and the call then read.
+            names = [a if a.isidentifier() else self.inline_temp() for a, _ in args]
+            leading = (inlining.leading_return(self.prepared, names)
                        if ints and self.int_calls and not self.counting else None)
             if leading is not None:
-                # Its leading early return, taken here when its test holds and the call
-                # would be within the bound (D + 1 <= M): see inlining.leading_return. The
-                # test first, so that the arguments it binds are bound for the call too.
-                test, result, bound = leading
-                self.emit_parts(indent + 1, [("if ", None)] + test + [(" and D < M:", None)], ip)
-                self.emit_parts(indent + 2, [(f"{callee} = ", None)] + result, ip)
+                test, result = leading
+                for name, (expr, fails) in zip(names, args):
+                    if name != expr:
+                        self.emit_parts(indent + 1, [(f"{name} = (", None), (expr, fails),
+                                                     (")", None)], ip)
+                self.emit(indent + 1, f"if {test} and D < M:", ip)
+                self.emit(indent + 2, f"{callee} = {result}", ip)
                 e(indent + 1, "else:", ip)
-                # (the call, and only it, reads what the test bound; the code for another
-                # callee below computes its arguments itself)
+                # (the call, and only it, reads the temporaries; the code for another callee
+                # below computes its arguments itself)
                 kept = args[:], whole[:]
-                for k, name in bound.items():
+                for k, name in enumerate(names):
                     args[k] = whole[base + 1 + k] = (name, None)
                 called("direct_i", indent + 2)
                 args[:], whole[:] = kept
