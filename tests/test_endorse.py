@@ -438,3 +438,35 @@ def test_no_text_breaks_the_rules(text):
         endorsed_by(role, text, [(USER, text), (USER, text[::-1])])
     for kind, key, start, end in analysis.parts:
         assert 0 <= start < end <= len(text) and key[0]
+
+
+_ADDRESSY = st.sampled_from(["a@x.example", "user0@example.com", "https://x.example/a",
+                             "https://x.example/a_(b)", "'a@x.example'", "*a@x.example*",
+                             "`b@y.example`", '"q r"@x.example', "a@[10.0.0.1]", "@", "a@",
+                             "x.example", "+1 555 010 0000", "$1,200.50", "GB29NWBK60161331926819"])
+_PUNCTUATION = st.sampled_from([".", ",", ";", ":", "!", "?", ")", "]", "}", "*", "'", "`", " ",
+                                "(", "", "..", ".)"])
+
+
+@given(st.lists(_ADDRESSY | _PUNCTUATION | PIECES, max_size=8).map("".join))
+def test_a_text_read_as_prose_is_its_reading_as_an_argument_where_prose_strips_nothing(text):
+    """analyse(text, True) takes the argument reading analyse(text, False) already made when
+    _prose_strips_nothing says prose would strip nothing from any part: then the two readings
+    must be equal, parts, spans, keys and amounts."""
+    from sensevm.guard.endorse import _analyse, _prose_strips_nothing
+    plain, prose = _analyse(text, False), _analyse(text, True)
+    if _prose_strips_nothing(text, plain):
+        assert (prose.parts, prose.keys, prose.amounts) == (plain.parts, plain.keys, plain.amounts)
+
+
+def test_an_address_read_as_an_argument_is_not_read_again_as_prose():
+    """A tool's address, checked as an argument and then indexed as evidence, is analysed once;
+    one that ends a sentence is read as prose on its own."""
+    from sensevm.guard import endorse as E
+    once = "mail-once-1@example.com"
+    assert E.analyse(once, False) is E.analyse(once)
+    ended = "mail-once-2@example.com."
+    plain, prose = E.analyse(ended, False), E.analyse(ended)
+    assert plain is not prose
+    assert [key for _, key, _, _ in prose.parts] == [("email", "mail-once-2@example.com")]
+    assert [key for _, key, _, _ in plain.parts] != [("email", "mail-once-2@example.com")]

@@ -135,6 +135,8 @@ _LOCAL_STOP = frozenset(" \t\r\n\f\v<>()[]{},;:\"\\")
 _DOMAIN_STOP = frozenset(" \t\r\n\f\v<>()[]{},;:\"'`\\")
 _QUOTED_AT = re.compile(r'"((?:[^"\\\r\n]|\\.)*)"@')
 _PROSE_TAIL = ".!?*"           # sentence punctuation (or emphasis) after an address in prose
+_LOCAL_PROSE_HEAD = "'`*"       # ... and the quotes or emphasis before one
+_URL_PROSE_TAIL = ".,;:!?)]}"   # ... and what may follow a link in prose
 
 
 def _local(text: str) -> str | None:
@@ -189,7 +191,7 @@ def _emails(text: str, prose: bool, taken: list) -> list:
         while start > 0 and text[start - 1] not in _LOCAL_STOP:
             start -= 1
         if prose:       # 'alice@example.com' or *alice@example.com* in a sentence
-            while start < at and text[start] in "'`*":
+            while start < at and text[start] in _LOCAL_PROSE_HEAD:
                 start += 1
         end = _domain_end(text, at + 1, prose)
         local, domain = text[start:at], text[at + 1:end]
@@ -288,7 +290,7 @@ def _urls(text: str, prose: bool, taken: list) -> list:
     parts = []
     for m in _URL.finditer(text):
         start, end = m.start(), m.end()
-        while prose and end > start and text[end - 1] in ".,;:!?)]}":
+        while prose and end > start and text[end - 1] in _URL_PROSE_TAIL:
             close = text[end - 1]
             if close in ")]}":          # (see https://x.example/a_(b)) keeps its own ')'
                 opener = "([{"[")]}".index(close)]
@@ -692,7 +694,12 @@ def analyse(text: str, prose: bool = True) -> Analysis:
     key = (text, prose)
     found = _CACHE.get(key)
     if found is None:
-        found = _analyse(text, prose)
+        # An argument read as such is often read as prose next (a tool's address, evidence
+        # and argument at once): the same analysis, when reading it as prose would strip
+        # nothing from any part.
+        plain = _CACHE.get((text, False)) if prose else None
+        found = plain if plain is not None and _prose_strips_nothing(text, plain) else \
+            _analyse(text, prose)
         if len(text) <= _CACHE_CHARS // 8:
             with _CACHE_LOCK:       # async tools and agents check from threads of their own
                 while _CACHE and (len(_CACHE) >= _CACHE_ENTRIES
@@ -704,6 +711,26 @@ def analyse(text: str, prose: bool = True) -> Analysis:
                     _CACHE[key] = found
                     _cached_chars += len(text)
     return found
+
+
+def _prose_strips_nothing(text: str, plain: Analysis) -> bool:
+    """Would reading ``text`` as prose find exactly ``plain`` (its reading as an argument)?
+
+    Prose differs from an argument in three places only, each stripping characters from a
+    part found in the same place: a link's trailing punctuation (_urls), the quotes or
+    emphasis before an address's local part and the sentence punctuation after its domain
+    (_emails, _domain_end). When no part of ``plain`` starts or ends with what those would
+    strip, each of them strips nothing, so every step of the two readings is the same and so
+    is what they find (the masked rest the numbers are read from included)."""
+    for kind, _, start, end in plain.parts:
+        if kind in ("url", "malformed url"):
+            if text[end - 1] in _URL_PROSE_TAIL:
+                return False
+        elif kind in ("email", "malformed email"):
+            if text[start] in _LOCAL_PROSE_HEAD or text[end - 1] in _PROSE_TAIL:
+                return False
+    return True
+
 
 
 def _analyse(text: str, prose: bool) -> Analysis:
