@@ -732,7 +732,6 @@ def _prose_strips_nothing(text: str, plain: Analysis) -> bool:
     return True
 
 
-
 def _analyse(text: str, prose: bool) -> Analysis:
     taken: list = []
     parts = _urls(text, prose, taken)

@@ -2793,9 +2793,10 @@ class _Gen:
             # within the bound (D + 1 <= M): see inlining.leading_return. The arguments the
             # call would compute are computed first, in order, each into a temporary (a line
             # of its own: its operation's position), which the test and the call then read.
-            names = [a if a.isidentifier() else self.inline_temp() for a, _ in args]
-            leading = (inlining.leading_return(self.prepared, names)
-                       if ints and self.int_calls and not self.counting else None)
+            leading = None
+            if ints and self.int_calls and not self.counting:
+                names = [a if a.isidentifier() else self.inline_temp() for a, _ in args]
+                leading = inlining.leading_return(self.prepared, names)
             if leading is not None:
                 test, result = leading
                 for name, (expr, fails) in zip(names, args):
