@@ -976,3 +976,20 @@ def test_lifecycle_calls_on_what_is_not_an_action_are_member_calls_on_both_tiers
     two = _run_source(tmp_path, LIFECYCLE_NAMES_ON_A_MODULE, "2")
     assert one[1] is None and one[0] == f"{sum((i + 1) * 2 + 10 + i * 3 for i in range(30))} 90\n"
     assert two[:5] == one[:5]
+
+
+def test_running_out_of_memory_in_tier_ones_int_fast_path_is_placed_at_the_operation(
+        tmp_path, monkeypatch):
+    """Tier 1 does Int arithmetic in its dispatch loop without writing the frame's ip back;
+    running out of memory there is placed at the operation itself, not at the last
+    instruction a handler ran (the call on line 3; found by review)."""
+    from sensevm.runtime import vm as vm_module
+
+    def out_of_memory(left, right):
+        raise MemoryError()
+    from sensevm.bytecode.opcodes import Op
+    monkeypatch.setitem(vm_module._INT_OPS, int(Op.MUL), out_of_memory)
+    out, error, *_ = _run_source(tmp_path, "def f(x, y):\n    z = [x]\n    w = len(z)\n"
+                                           "    return x * y\nprint(f(3, 4))\n", "1")
+    assert out == "" and error[:2] == ("SenseRuntimeError", "out of memory")
+    assert (error[2].line, error[2].col) == (4, 14)

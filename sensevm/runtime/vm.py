@@ -363,7 +363,11 @@ class VM:
                         left = stack[-2]
                         if type(left) is int and type(right) is int and (right or op != _MOD):
                             del stack[-1]
-                            stack[-1] = _INT_OPS[op](left, right)
+                            try:
+                                stack[-1] = _INT_OPS[op](left, right)
+                            except MemoryError:     # (placed at this instruction)
+                                frame.ip = ip
+                                raise
                             continue
                     elif op == _PUSH_SCOPE:
                         frame.scope = Scope(frame.scope)
