@@ -195,13 +195,14 @@ class AuditLog:
                 append(text)
         quoted = self._quoted
         if quoted:      # (whatever its detail: as the sink labels)
-            self._label_quoted(fields[start + _HOST_ONLY:end:width], start // width, first)
+            self._label_quoted(start, end, first)
 
-    def _label_quoted(self, hosts: list, low: int, first: int) -> None:
-        """Label the texts just made (from ``_texts[first]`` on, for records ``low`` on, whose
-        host_only fields are ``hosts``) of the records that quote labelled values."""
+    def _label_quoted(self, start: int, end: int, first: int) -> None:
+        """Label the texts just made (from ``_texts[first]`` on, for the records in
+        ``fields[start:end]``) of the records that quote labelled values."""
         from sensevm.guard.provenance import label
-        quoted = self._quoted
+        quoted, width = self._quoted, self.WIDTH
+        low = start // width
         numbers = []
         # Numbered in the order appended (under the lock lines() holds), so those described
         # now are the last ones.
@@ -212,7 +213,7 @@ class AuditLog:
         if not numbers:
             return
         texts, place, at = self._texts, {}, first
-        for k, host_only in enumerate(hosts):
+        for k, host_only in enumerate(self.fields[start + _HOST_ONLY:end:width]):
             if not host_only:
                 place[k] = at
                 at += 1

@@ -2769,7 +2769,7 @@ class _Gen:
         if kw == "elif":
             e(indent, "else:", ip)
             indent += 1
-        def called(fn, indent):
+        def called(fn, indent, args=args, whole=whole):
             e(indent, "try:", ip)
             given = ", pv" if fn == "direct_i" else ""      # (its own scope's: see above)
             self.emit_parts(indent + 1, [(f"{callee} = {fn}(vm, {callee}{given}, D + 1, M", None)]
@@ -2808,11 +2808,8 @@ class _Gen:
                 e(indent + 1, "else:", ip)
                 # (the call, and only it, reads the temporaries; the code for another callee
                 # below computes its arguments itself)
-                kept = args[:], whole[:]
-                for k, name in enumerate(names):
-                    args[k] = whole[base + 1 + k] = (name, None)
-                called("direct_i", indent + 2)
-                args[:], whole[:] = kept
+                read = [(name, None) for name in names]
+                called("direct_i", indent + 2, read, whole[:base + 1] + read)
             else:
                 called("direct_i" if ints and self.int_calls else "direct", indent + 1)
             e(indent, "else:", ip)
