@@ -470,3 +470,58 @@ def test_an_address_read_as_an_argument_is_not_read_again_as_prose():
     assert plain is not prose
     assert [key for _, key, _, _ in prose.parts] == [("email", "mail-once-2@example.com")]
     assert [key for _, key, _, _ in plain.parts] != [("email", "mail-once-2@example.com")]
+
+
+_ATEXT_PIECES = st.sampled_from(["a", "Z", "9", "user", "0", ".", "..", "-", "@", "'", "`", "*",
+                                 "!", "#", "$", "%", "&", "+", "/", "=", "?", "^", "_", "{", "|",
+                                 "}", "~", "xn--", "é", " ", ":", '"', "[", "a" * 62, "7" * 64])
+_HOST = st.lists(st.sampled_from(["x", "example", "com", "1", "-", "a-b", "9" * 3, "é", "a" * 63,
+                                  "a" * 64, ".", ""]), min_size=1, max_size=6).map(".".join)
+
+
+@given(st.lists(_ATEXT_PIECES, min_size=1, max_size=6).map("".join), _HOST,
+       st.sampled_from(["", ".", "*", "!", "'", "`", " "]), st.booleans())
+def test_one_plain_address_is_read_as_the_scan_reads_it(local, host, tail, prose):
+    """_analyse reads a text that is one plain address (_one_address) without the general scan:
+    whatever it takes must be what the scan (_analyse_text) finds, parts, spans, keys and
+    amounts, as an argument and as prose."""
+    from sensevm.guard.endorse import _analyse_text, _one_address
+    text = f"{local}@{host}{tail}"
+    fast = _one_address(text, prose)
+    if fast is not None:
+        scan = _analyse_text(text, prose)
+        assert (fast.parts, fast.keys, fast.amounts) == (scan.parts, scan.keys, scan.amounts)
+
+
+@given(st.lists(_ADDRESSY | _PUNCTUATION | PIECES | _ATEXT_PIECES, max_size=8).map("".join),
+       st.booleans())
+def test_any_text_is_read_as_the_scan_reads_it(text, prose):
+    from sensevm.guard.endorse import _analyse, _analyse_text
+    got, scan = _analyse(text, prose), _analyse_text(text, prose)
+    assert (got.parts, got.keys, got.amounts) == (scan.parts, scan.keys, scan.amounts)
+
+
+def test_plain_addresses_skip_the_scan_and_the_rest_do_not():
+    from sensevm.guard.endorse import _one_address
+    for text in ("user5@example.com", "A.B+tag@Mail.Example.ORG", "x@localhost",
+                 "o'brien@x.example", "a@" + ".".join(["b" * 63] * 3)):
+        assert _one_address(text, True) is not None, text
+        assert _one_address(text, False).parts[0][1] == ("email", text.lower()), text
+    for text in ("a@1.2.3.4", "a..b@x.example", "a@x-.example", "a@x.example.", " a@x.example",
+                 "a@b@x.example", '"q r"@x.example', "a@[10.0.0.1]", "a@" + "b" * 64,
+                 "a@" + ".".join(["b" * 63] * 4), "a@bücher.example"):
+        assert _one_address(text, False) is None, text
+    assert _one_address("'a@x.example", False) is not None
+    assert _one_address("'a@x.example", True) is None     # prose strips the quote
+
+
+def test_a_plain_address_costs_no_scan(monkeypatch):
+    """The argument of a fresh send is one address: its analysis never enters the scan."""
+    from sensevm.guard import endorse as E
+    scanned = []
+    real = E._analyse_text
+    monkeypatch.setattr(E, "_analyse_text", lambda t, p: scanned.append(t) or real(t, p))
+    E.analyse("scan-free-1@example.com", False)
+    E.analyse("scan-free-1@example.com")
+    E.analyse("see scan-free-2@example.com")
+    assert scanned == ["see scan-free-2@example.com"]

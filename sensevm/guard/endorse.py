@@ -732,7 +732,39 @@ def _prose_strips_nothing(text: str, plain: Analysis) -> bool:
     return True
 
 
+# A text that is one plain address and nothing else, as tools hand them over: a dot-atom local
+# part of ASCII atext and a host of ASCII labels (letters, digits, '-' inside), each at most 63.
+_ATOM = r"[A-Za-z0-9!#$%&'*+/=?^_`|~-]+"        # (atext but '{' and '}', which stop a local part)
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_ONE_ADDRESS = re.compile(f"({_ATOM}(?:\\.{_ATOM})*)@({_LABEL}(?:\\.{_LABEL})*)")
+
+
+def _one_address(text: str, prose: bool) -> Analysis | None:
+    """The analysis of ``text`` when it is one plain address, read without the general scan;
+    else None.
+
+    What _analyse_text finds then, step by step: no link (no ':'), no quoted local part (no
+    '"'); the one '@', its local part running back to the start (atext holds nothing that stops
+    it) and its domain to the end; a well-formed dot-atom and host (the pattern's own rules),
+    so its key; and nothing left to read numbers from. Except: a host of over 253 characters
+    or with an all-digit last label, and in prose a first character prose strips (a quote or
+    emphasis); those are left to the scan."""
+    m = _ONE_ADDRESS.fullmatch(text)
+    if m is None or prose and text[0] in _LOCAL_PROSE_HEAD:
+        return None
+    domain = m.group(2)
+    if len(domain) > 253 or domain.rpartition(".")[2].isdigit():
+        return None
+    key = ("email", m.group(1).lower() + "@" + domain.lower())
+    return Analysis([("email", key, 0, len(text))], [])
+
+
 def _analyse(text: str, prose: bool) -> Analysis:
+    found = _one_address(text, prose)
+    return found if found is not None else _analyse_text(text, prose)
+
+
+def _analyse_text(text: str, prose: bool) -> Analysis:
     taken: list = []
     parts = _urls(text, prose, taken)
     parts += _emails(text, prose, taken)
