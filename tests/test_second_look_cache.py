@@ -341,3 +341,65 @@ def test_code_loaded_between_two_checks_is_seen_by_the_second():
     look.add_unit([code])
     assert look.evaluate(kept).findings and not look.evaluate(kept).flagged
     assert not look.evaluate(prepared()).flagged
+
+
+# ----------------------------------------------------------------------------- the detail's text
+
+_ROLES = st.sampled_from(["recipient", "amount", "link", "code", "content", "credential"])
+_MAYBE_TEXT = st.none() | _TEXT
+
+
+@st.composite
+def _findings(draw):
+    from sensevm.guard.secondlook import Finding
+    param = draw(_TEXT)
+    endorsed = draw(st.none() | st.tuples(_ORIGINS, _TEXT | st.integers()))
+    return Finding(param, draw(_ROLES), draw(_SCALARS | st.lists(_TEXT, max_size=2)),
+                   frozenset(draw(st.sets(_ORIGINS, max_size=3))), endorsed,
+                   draw(st.sampled_from(["clean", "endorsed", "flagged"])), draw(_MAYBE_TEXT),
+                   draw(st.none() | st.just(param) | _TEXT), draw(_MAYBE_TEXT))
+
+
+@settings(max_examples=300, deadline=None)
+@given(name=_TEXT, findings=st.lists(_findings(), max_size=3),
+       stages=st.lists(st.sampled_from(["verify", "commit", "call"]) | _TEXT, min_size=1,
+                       max_size=3))
+def test_the_detail_is_the_json_of_the_evaluation_byte_for_byte(name, findings, stages):
+    """Evaluation.detail writes by hand what json.dumps(as_json(stage), ensure_ascii=False,
+    sort_keys=True) gives (issue 27: no JSON encoder on the hot path): every key, its order,
+    escaping, an absent path, evidence or compared value, a credential masked, no origin."""
+    from sensevm.guard.secondlook import Evaluation
+    evaluation = Evaluation(name, ["x"], findings)
+    for stage in stages:
+        assert evaluation.detail(stage) == json.dumps(evaluation.as_json(stage),
+                                                      ensure_ascii=False, sort_keys=True)
+
+
+def test_new_verdicts_are_written_without_a_json_encoder(go, monkeypatch):
+    """(issue 27) A check of new arguments, passing or flagged, writes its record's detail and
+    its digest without json's encoder: it is the hot path of an agent that sends."""
+    import json.encoder
+    from sensevm.runtime.vm import VM
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the JSON encoder ran")
+
+    def run_refusing(vm, *args, **kwargs):
+        with monkeypatch.context() as patched:
+            patched.setattr(json.encoder.JSONEncoder, "encode", refuse)
+            patched.setattr(json.encoder.JSONEncoder, "iterencode", refuse)
+            return run(vm, *args, **kwargs)
+
+    run = VM.run
+    monkeypatch.setattr(VM, "run", run_refusing)
+    src = EXTRA + ('for i in range(3):\n'
+                   '    m = send_mail(relay(ask_human("to?")), "x")\n    m.verify()\n'
+                   '    m.commit()\n'
+                   '    f = send_mail(relay("u" + str(i) + "@corp.example"), "x")\n'
+                   '    f.verify()\n    f.approve()\n    f.commit()\n')
+    out = go(src, stdin="a@corp.example\nb@corp.example\nc@corp.example\n")
+    monkeypatch.undo()
+    assert out.error is None, out.error
+    assert [(look["stage"], look["decision"]) for look in out.looks] == \
+        [("verify", "pass"), ("commit", "pass"), ("verify", "ask"), ("commit", "ask")] * 3
+    assert len({look["digest"] for look in out.looks}) == 6

@@ -107,20 +107,24 @@ class Evaluation:
 
     def detail(self, stage: str) -> str:
         """``json.dumps(self.as_json(stage), ensure_ascii=False, sort_keys=True)``, the audit
-        record's detail; "stage" sorts last, so the rest of the text is made once per verdict."""
+        record's detail; "stage" sorts last, so the rest of the text is made once per verdict.
+
+        Written out here, key by key in sorted order with json's own string escaping, rather
+        than built as dicts and encoded: it is made for every new verdict (a check of new
+        arguments), where building and encoding the dicts cost more than the rest of the check
+        (tests/test_second_look_cache.py holds the two equal)."""
         text = self.details.get(stage)
         if text is not None:
             return text
         body = self._body
         if body is None:
-            import json
-            doc = self.as_json(stage)
-            del doc["stage"]
-            body = self._body = json.dumps(doc, ensure_ascii=False, sort_keys=True)[:-1]
+            body = self._body = (
+                '{"decision": ' + ('"ask"' if self.flagged else '"pass"') + ', "digest": '
+                + _json_string(self.digest) + ', "findings": ['
+                + ", ".join([_finding_json(f) for f in self.findings]) + "]")
         tail = _STAGE_TAIL.get(stage)
         if tail is None:
-            import json
-            tail = ', "stage": ' + json.dumps(stage, ensure_ascii=False) + "}"
+            tail = ', "stage": ' + _json_string(stage) + "}"
         text = self.details[stage] = body + tail
         return text
 
@@ -153,6 +157,52 @@ class Evaluation:
         return {"stage": stage, "digest": self.digest,
                 "decision": "ask" if self.flagged else "pass",
                 "findings": [f.as_json() for f in self.findings]}
+
+
+def _finding_json(f: Finding) -> str:
+    """``json.dumps(f.as_json(), ensure_ascii=False, sort_keys=True)``, written out."""
+    credential = f.role == "credential"
+    endorsed = f.endorsed
+    text = "{"
+    if f.matched is not None and not credential:
+        text += '"compared_as": ' + _json_value(f.matched) + ", "
+    if endorsed:
+        text += '"endorsed_by": ' + _json_string(P.origin_text(endorsed[0]))
+        if not credential:
+            text += ', "evidence": ' + _json_string(_preview(endorsed[1]))
+    else:
+        text += '"endorsed_by": null'
+    origins = f.origins
+    if len(origins) == 1:
+        for origin in origins:
+            names = _json_string(P.origin_text(origin))
+    else:
+        names = ", ".join([_json_string(name)
+                           for name in sorted([P.origin_text(o) for o in origins])]) \
+            or '"literal"'
+    text += (', "kind": ' + _json_value(f.kind) + ', "origins": [' + names + '], "param": '
+             + _json_value(f.param))
+    if f.path is not None and f.path != f.param:
+        text += ', "path": ' + _json_value(f.path)
+    return (text + ', "preview": ' + _json_string(f.shown()) + ', "role": '
+            + _json_value(f.role) + ', "verdict": ' + _json_value(f.verdict) + "}")
+
+
+def _json_string(text: str) -> str:
+    """json.dumps(text, ensure_ascii=False): the same function the encoder escapes with."""
+    global _json_string
+    from json.encoder import encode_basestring
+    _json_string = encode_basestring
+    return encode_basestring(text)
+
+
+def _json_value(value) -> str:
+    if type(value) is str:
+        return _json_string(value)
+    if value is None:
+        return "null"
+    import json
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
 _STAGE_TAIL = {stage: f', "stage": "{stage}"}}' for stage in ("verify", "commit", "call")}
@@ -752,27 +802,22 @@ def _digest(name, args) -> str:
     [[key, value], ...]]``. The text is written here directly, string by string with
     json's own escaping (the same bytes ``json.dumps`` gives: tests/test_second_look_cache.py
     holds that definition), since it is made for every outgoing call a label reaches."""
-    global _quote
-    if _quote is None:
-        from json.encoder import encode_basestring as _quote
     import hashlib
-    text = "[" + _quote(name) + ",[" + ",".join([_canon(a) for a in args]) + "]]"
+    text = "[" + _json_string(name) + ",[" + ",".join([_canon(a) for a in args]) + "]]"
     return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-_quote = None
 
 
 def _origin_list(origins) -> str:
     if not origins:
         return "[]"
-    return "[" + ",".join([_quote(t) for t in sorted(P.origin_text(o) for o in origins)]) + "]"
+    return "[" + ",".join([_json_string(t)
+                           for t in sorted(P.origin_text(o) for o in origins)]) + "]"
 
 
 def _canon(v) -> str:
     t = type(v)
     if t is str:
-        return '["str",' + _quote(v) + ',[]]'
+        return '["str",' + _json_string(v) + ',[]]'
     if t is list:
         return '["list",[' + ",".join([_canon(x) for x in v]) + "]]"
     if t is dict:
@@ -786,7 +831,7 @@ def _canon(v) -> str:
     p = P.plain(v)
     tp = type(p)
     if tp is str:
-        return '["str",' + _quote(p) + "," + origins + "]"
+        return '["str",' + _json_string(p) + "," + origins + "]"
     if tp is bool:
         return '["bool",' + ("true" if p else "false") + "," + origins + "]"
     if tp is int:
@@ -794,8 +839,8 @@ def _canon(v) -> str:
     if p is None:
         return '["NoneType",null,' + origins + "]"
     if tp is float:
-        return '["float",' + _quote(repr(p)) + "," + origins + "]"
-    return '["other",' + _quote(str(p)) + "," + origins + "]"
+        return '["float",' + _json_string(repr(p)) + "," + origins + "]"
+    return '["other",' + _json_string(str(p)) + "," + origins + "]"
 
 
 # ----------------------------------------------------------------------------- outgoing tools
