@@ -463,7 +463,7 @@ def test_an_address_read_as_an_argument_is_not_read_again_as_prose():
     """A tool's address, checked as an argument and then indexed as evidence, is analysed once;
     one that ends a sentence is read as prose on its own."""
     from sensevm.guard import endorse as E
-    once = "mail-once-1@example.com"
+    once = "Mail Once <mail-once-1@example.com>"
     assert E.analyse(once, False) is E.analyse(once)
     ended = "mail-once-2@example.com."
     plain, prose = E.analyse(ended, False), E.analyse(ended)
@@ -525,3 +525,16 @@ def test_a_plain_address_costs_no_scan(monkeypatch):
     E.analyse("scan-free-1@example.com")
     E.analyse("see scan-free-2@example.com")
     assert scanned == ["see scan-free-2@example.com"]
+    # ... nor is it cached: a new address at every call would push out readings that cost.
+    assert ("scan-free-1@example.com", False) not in E._CACHE
+    assert ("see scan-free-2@example.com", True) in E._CACHE
+
+
+def test_a_plain_address_is_analysed_as_analysis_does():
+    """The reading _one_address makes without Analysis.__init__ has every field it sets."""
+    from sensevm.guard import endorse as E
+    fast = E._one_address("Fields@Example.COM", False)
+    made = E.Analysis(fast.parts, [])
+    for field in E.Analysis.__slots__:
+        assert getattr(fast, field) == getattr(made, field), field
+    assert fast.keys == {("email", "fields@example.com")}

@@ -113,3 +113,30 @@ def test_deep_origins_of_arrays_of_plain_values_and_of_labelled_ones():
     assert PV.deep_origins(["a", ["b", [s]]]) == page
     assert PV.deep_origins(["a", {"k": s}]) == page
     assert PV.deep_origins([1, PV.LInt(3, page)]) == page
+
+
+_SPAN_ORIGINS = st.frozensets(st.sampled_from([PV.USER, PV.LITERAL, PV.trusted("crm"),
+                                               PV.trusted("a"), PV.untrusted("web"),
+                                               PV.model("m")]), max_size=3)
+
+
+@st.composite
+def _scalars(draw):
+    text = draw(st.text(min_size=1, max_size=12))
+    cuts = sorted(draw(st.sets(st.integers(1, len(text)), max_size=3)) | {len(text)})
+    spans, start = [], 0
+    for cut in cuts:
+        if cut > start:
+            spans.append((start, cut, draw(_SPAN_ORIGINS)))
+            start = cut
+    if all(not origins for _, _, origins in spans):
+        spans[0] = (spans[0][0], spans[0][1], frozenset({PV.untrusted("web")}))
+    return draw(st.sampled_from([PV.make_str(text, spans), text, 3, None, 2.5,
+                                 PV.label(7, frozenset({PV.trusted("crm")}))]))
+
+
+@given(_scalars())
+def test_a_scalars_clean_spans_are_those_the_walk_finds_inside_an_array(value):
+    """clean_spans reads a scalar (a labelled String above all) without the walk it makes
+    through an Array: the same spans, origins and order."""
+    assert PV.clean_spans(value) == PV.clean_spans([value])

@@ -403,3 +403,23 @@ def test_new_verdicts_are_written_without_a_json_encoder(go, monkeypatch):
     assert [(look["stage"], look["decision"]) for look in out.looks] == \
         [("verify", "pass"), ("commit", "pass"), ("verify", "ask"), ("commit", "ask")] * 3
     assert len({look["digest"] for look in out.looks}) == 6
+
+
+def test_an_origin_sets_names_are_written_once_for_all_its_checks(go, monkeypatch):
+    """(issue 27) The names of a set of origins, sorted and quoted for the digest and the
+    record, are made once however many new verdicts show the set."""
+    from sensevm.guard import secondlook
+    written = []
+    real = P.origin_text
+    monkeypatch.setattr(P, "origin_text", lambda o: written.append(o) or real(o))
+    monkeypatch.setattr(secondlook, "_ORIGIN_NAMES", {})
+    src = EXTRA + ('for i in range(40):\n'
+                   '    m = send_mail(relay(ask_human("to?")), "x")\n    m.verify()\n'
+                   '    m.commit()\n')
+    out = go(src, stdin="".join(f"u{i}@corp.example\n" for i in range(40)))
+    assert out.error is None, out.error
+    assert len({look["digest"] for look in out.looks}) == 40
+    origin_sets = {frozenset(f["origins"]) for look in out.looks for f in look["findings"]}
+    assert origin_sets == {frozenset(["untrusted:relay", "user"])}
+    # The set's names, once (the user is named again as what vouched, at each record).
+    assert written.count(P.untrusted("relay")) == 1

@@ -694,6 +694,11 @@ def analyse(text: str, prose: bool = True) -> Analysis:
     key = (text, prose)
     found = _CACHE.get(key)
     if found is None:
+        # One plain address is read faster than it is cached, and is not: a tool hands a new
+        # one to every call, and each would push an expensive reading (a page's) out.
+        found = _one_address(text, prose)
+        if found is not None:
+            return found
         # An argument read as such is often read as prose next (a tool's address, evidence
         # and argument at once): the same analysis, when reading it as prose would strip
         # nothing from any part.
@@ -756,7 +761,15 @@ def _one_address(text: str, prose: bool) -> Analysis | None:
     if len(domain) > 253 or domain.rpartition(".")[2].isdigit():
         return None
     key = ("email", m.group(1).lower() + "@" + domain.lower())
-    return Analysis([("email", key, 0, len(text))], [])
+    found = _new_analysis(Analysis)         # (Analysis(parts, []), its fields written out)
+    found.parts = [("email", key, 0, len(text))]
+    found.keys = frozenset((key,))
+    found.amounts = []
+    found._pieces = None
+    return found
+
+
+_new_analysis = object.__new__
 
 
 def _analyse(text: str, prose: bool) -> Analysis:

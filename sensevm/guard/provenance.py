@@ -801,6 +801,18 @@ class Chars:
 def clean_spans(v) -> list:
     """The pieces of a value's text whose origins are all trusted to vouch (user, literal,
     uninfluenced trusted), as (origin, text) pairs."""
+    t = type(v)
+    if t is LStr:               # (the common case first: a scalar, no walk)
+        out = []
+        text = None
+        for start, end, origins in v.spans:
+            if not is_influenced(origins):
+                if text is None:
+                    text = str.__str__(v)
+                out.append((_best(origins), text[start:end]))
+        return out
+    if t is not list and t is not dict:
+        return [(LITERAL, v)] if t is str else []
     out = []
     stack = [v]
     seen = set()
@@ -830,6 +842,9 @@ def _best(origins) -> tuple:
     """The origin that vouches for a clean span, by precedence: user, literal, trusted."""
     if not origins:
         return LITERAL
+    if len(origins) == 1:
+        for origin in origins:
+            return origin
     ranked = sorted(origins, key=lambda o: ({"user": 0, "literal": 1, "trusted": 2}
                                             .get(o[0], 3), o))
     return ranked[0]

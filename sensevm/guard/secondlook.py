@@ -172,15 +172,8 @@ def _finding_json(f: Finding) -> str:
             text += ', "evidence": ' + _json_string(_preview(endorsed[1]))
     else:
         text += '"endorsed_by": null'
-    origins = f.origins
-    if len(origins) == 1:
-        for origin in origins:
-            names = _json_string(P.origin_text(origin))
-    else:
-        names = ", ".join([_json_string(name)
-                           for name in sorted([P.origin_text(o) for o in origins])]) \
-            or '"literal"'
-    text += (', "kind": ' + _json_value(f.kind) + ', "origins": [' + names + '], "param": '
+    text += (', "kind": ' + _json_value(f.kind) + ', "origins": '
+             + (_origin_names(f.origins)[1] if f.origins else '["literal"]') + ', "param": '
              + _json_value(f.param))
     if f.path is not None and f.path != f.param:
         text += ', "path": ' + _json_value(f.path)
@@ -802,16 +795,34 @@ def _digest(name, args) -> str:
     [[key, value], ...]]``. The text is written here directly, string by string with
     json's own escaping (the same bytes ``json.dumps`` gives: tests/test_second_look_cache.py
     holds that definition), since it is made for every outgoing call a label reaches."""
-    import hashlib
+    global _sha256
+    if _sha256 is None:
+        from hashlib import sha256 as _sha256
     text = "[" + _json_string(name) + ",[" + ",".join([_canon(a) for a in args]) + "]]"
-    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return "sha256:" + _sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+_sha256 = None
 
 
 def _origin_list(origins) -> str:
-    if not origins:
-        return "[]"
-    return "[" + ",".join([_json_string(t)
-                           for t in sorted(P.origin_text(o) for o in origins)]) + "]"
+    return _origin_names(origins)[0] if origins else "[]"
+
+
+# A set of origins's names as JSON lists, sorted: (without spaces, as the digest writes them;
+# with, as a record's detail does). By the set: a run makes a few of them, shared by its values.
+_ORIGIN_NAMES: dict = {}
+_ORIGIN_NAMES_KEPT = 4096
+
+
+def _origin_names(origins) -> tuple[str, str]:
+    names = _ORIGIN_NAMES.get(origins)
+    if names is None:
+        quoted = [_json_string(t) for t in sorted([P.origin_text(o) for o in origins])]
+        names = ("[" + ",".join(quoted) + "]", "[" + ", ".join(quoted) + "]")
+        if len(_ORIGIN_NAMES) < _ORIGIN_NAMES_KEPT:
+            _ORIGIN_NAMES[origins] = names
+    return names
 
 
 def _canon(v) -> str:
