@@ -530,6 +530,22 @@ def test_a_plain_address_costs_no_scan(monkeypatch):
     assert ("see scan-free-2@example.com", True) in E._CACHE
 
 
+def test_a_plain_address_read_as_an_argument_is_not_read_again_as_prose(monkeypatch):
+    """The last plain address read is kept for its reading as prose (the same), unless prose
+    strips its first character."""
+    from sensevm.guard import endorse as E
+    read = []
+    real = E._ONE_ADDRESS
+    monkeypatch.setattr(E, "_ONE_ADDRESS", type("P", (), {
+        "fullmatch": staticmethod(lambda t: read.append(t) or real.fullmatch(t))}))
+    plain = E.analyse("kept-once@example.com", False)
+    assert E.analyse("kept-once@example.com") is plain and read == ["kept-once@example.com"]
+    quoted = E.analyse("'kept-twice@example.com", False)
+    assert quoted.parts[0][2] == 0
+    assert E.analyse("'kept-twice@example.com").parts[0][2] == 1       # (the scan's)
+    assert E.analyse("other@example.com", False) is not plain
+
+
 def test_a_plain_address_is_analysed_as_analysis_does():
     """The reading _one_address makes without Analysis.__init__ has every field it sets."""
     from sensevm.guard import endorse as E

@@ -753,7 +753,14 @@ def _one_address(text: str, prose: bool) -> Analysis | None:
     it) and its domain to the end; a well-formed dot-atom and host (the pattern's own rules),
     so its key; and nothing left to read numbers from. Except: a host of over 253 characters
     or with an all-digit last label, and in prose a first character prose strips (a quote or
-    emphasis); those are left to the scan."""
+    emphasis); those are left to the scan.
+
+    The last one read is kept: a tool's address is read as an argument and then, as the
+    evidence it also is, as prose, which reads it the same (its first character aside)."""
+    global _last_address
+    last = _last_address
+    if last[0] == text:
+        return None if prose and text[0] in _LOCAL_PROSE_HEAD else last[1]
     m = _ONE_ADDRESS.fullmatch(text)
     if m is None or prose and text[0] in _LOCAL_PROSE_HEAD:
         return None
@@ -766,10 +773,12 @@ def _one_address(text: str, prose: bool) -> Analysis | None:
     found.keys = frozenset((key,))
     found.amounts = []
     found._pieces = None
+    _last_address = (text, found)
     return found
 
 
 _new_analysis = object.__new__
+_last_address = ("", None)
 
 
 def _analyse(text: str, prose: bool) -> Analysis:
