@@ -313,6 +313,31 @@ def test_the_digest_is_the_json_definitions_byte_for_byte(name, args):
     assert _digest(name, args) == _digest_by_json(name, args)
 
 
+def test_verdicts_made_before_evidence_grew_are_dropped_at_once():
+    """(issue 27) A verdict is kept for the evidence it was made with: once evidence grows it
+    can never be used again, and the cache holds none of them (nor their texts alive)."""
+    from types import SimpleNamespace as NS
+    from sensevm.guard.secondlook import SecondLook
+    look = SecondLook()
+
+    class Definition:
+        name, params = "send", ("to", "body")
+        decl = NS(name="send", capability="email.send", roles=())
+
+    definition = Definition()
+    page = P.only(P.untrusted("page"))
+    for i in range(50):
+        to = P.LStr(f"a{i}@corp.example", ((0, len(f"a{i}@corp.example"), page),))
+        again = [look.evaluate(NS(definition=definition, args=[to, "x"], looked=None))
+                 for _ in range(2)]
+        assert again[0] is again[1] and again[0].flagged
+        look.add_evidence(P.USER, f"note {i}")
+        assert len(look._verdicts) == 1
+    fresh = look.evaluate(NS(definition=definition, args=[to, "x"], looked=None))
+    assert fresh is not again[0] and fresh.flagged     # (made again, with the evidence now)
+    assert len(look._verdicts) == 1
+
+
 def test_code_loaded_between_two_checks_is_seen_by_the_second():
     # (issue 27) A verdict holds while no evidence and no code was added (SecondLook.grown):
     # a unit loaded after a flag whose literal is the flagged address vouches for it at the

@@ -241,9 +241,11 @@ class SecondLook:
         self.grown = 0
         self._seen: set = set()
         self._literals = None
-        # Verdicts by what decides them (_cached).
+        # Verdicts by what decides them (_cached), all made when ``grown`` was
+        # ``_verdicts_grown``: any other is dead (grown never goes back), so they go at once.
         self._verdicts: dict = {}
         self._verdict_chars = 0
+        self._verdicts_grown = 0
         self._reset_index()
 
     def _reset_index(self) -> None:
@@ -444,14 +446,15 @@ class SecondLook:
         code, then reused -- at commit after verify, and by later calls alike. The key is made
         afresh from the arguments' current contents at every check, so an Array or Map changed
         in between is a different key."""
+        # Evidence and units are only ever appended to: how many were says which there are,
+        # and a verdict depends on nothing else besides the definition and the arguments.
+        grown = self.grown
         if found is not None:
-            # Evidence and units are only ever appended to: how many were says which there
-            # are, and a verdict depends on nothing else besides the definition and the
-            # arguments.
-            key = (definition, self.grown, found)
-            hit = self._verdicts.get(key)
-            if hit is not None:
-                return hit[0]
+            key = (definition, found)
+            if self._verdicts_grown == grown:
+                hit = self._verdicts.get(key)
+                if hit is not None:
+                    return hit[0]
         decl = definition.decl
         ev = self._evaluate(definition.name, definition.params, args, decl, decl.capability)
         if found is None or not ev.findings:
@@ -461,6 +464,12 @@ class SecondLook:
         chars = _key_chars(found)
         with _VERDICT_LOCK:     # agents and async tools check from threads of their own
             verdicts = self._verdicts
+            if self._verdicts_grown != grown:
+                if grown < self._verdicts_grown:
+                    return ev           # (another thread's check saw more evidence)
+                verdicts.clear()
+                self._verdict_chars = 0
+                self._verdicts_grown = grown
             while verdicts and (len(verdicts) >= _VERDICT_ENTRIES
                                 or self._verdict_chars + chars > _VERDICT_CHARS):
                 old = next(iter(verdicts))
