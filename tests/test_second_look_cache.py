@@ -400,6 +400,18 @@ def test_the_detail_is_the_json_of_the_evaluation_byte_for_byte(name, findings, 
                                                       ensure_ascii=False, sort_keys=True)
 
 
+def test_a_value_vouched_for_by_its_own_text_is_written_as_json_writes_it():
+    from sensevm.guard.secondlook import Evaluation, Finding
+    for role in ("recipient", "credential"):
+        for value, evidence in (("a@x.example", "a@x.example"), ('q"\\' * 30, 'q"\\' * 30),
+                                ("a@x.example", "A@x.example"), ("7", 7)):
+            finding = Finding("to", role, value, P.only(P.untrusted("web")),
+                              (P.trusted("crm"), evidence), "endorsed", "email", "to", value)
+            evaluation = Evaluation("send", ["x"], [finding])
+            assert evaluation.detail("verify") == json.dumps(
+                evaluation.as_json("verify"), ensure_ascii=False, sort_keys=True)
+
+
 def test_new_verdicts_are_written_without_a_json_encoder(go, monkeypatch):
     """(issue 27) A check of new arguments, passing or flagged, writes its record's detail and
     its digest without json's encoder: it is the hot path of an agent that sends."""

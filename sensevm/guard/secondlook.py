@@ -163,13 +163,17 @@ def _finding_json(f: Finding) -> str:
     """``json.dumps(f.as_json(), ensure_ascii=False, sort_keys=True)``, written out."""
     credential = f.role == "credential"
     endorsed = f.endorsed
+    shown = _json_string(f.shown())
     text = "{"
     if f.matched is not None and not credential:
         text += '"compared_as": ' + _json_value(f.matched) + ", "
     if endorsed:
         text += '"endorsed_by": ' + _json_string(P.origin_text(endorsed[0]))
         if not credential:
-            text += ', "evidence": ' + _json_string(_preview(endorsed[1]))
+            # (Most often the very text of the value: a tool's address, vouched for by the
+            # trusted record that gave it.)
+            text += ', "evidence": ' + (shown if endorsed[1] == f.value and type(f.value) is str
+                                        else _json_string(_preview(endorsed[1])))
     else:
         text += '"endorsed_by": null'
     text += (', "kind": ' + _json_value(f.kind) + ', "origins": '
@@ -177,8 +181,8 @@ def _finding_json(f: Finding) -> str:
              + _json_value(f.param))
     if f.path is not None and f.path != f.param:
         text += ', "path": ' + _json_value(f.path)
-    return (text + ', "preview": ' + _json_string(f.shown()) + ', "role": '
-            + _json_value(f.role) + ', "verdict": ' + _json_value(f.verdict) + "}")
+    return (text + ', "preview": ' + shown + ', "role": ' + _json_value(f.role)
+            + ', "verdict": ' + _json_value(f.verdict) + "}")
 
 
 def _json_string(text: str) -> str:
@@ -844,8 +848,13 @@ def _canon(v) -> str:
         return '["map",[' + ",".join(["[" + _canon(k) + "," + _canon(x) + "]"
                                        for k, x in v.items()]) + "]]"
     if t is P.LStr:
+        spans = v._spans or v.spans
+        if len(spans) == 1:         # (a tool's result: one span, labelled; written out)
+            a, b, o = spans[0]
+            return ('["str",' + _json_string(str.__str__(v)) + ",[[" + int.__repr__(a) + ","
+                    + int.__repr__(b) + "," + (_origin_names(o)[0] if o else "[]") + "]]]")
         origins = "[" + ",".join(["[" + int.__repr__(a) + "," + int.__repr__(b) + ","
-                                  + _origin_list(o) + "]" for a, b, o in v.spans]) + "]"
+                                  + _origin_list(o) + "]" for a, b, o in spans]) + "]"
     else:
         origins = _origin_list(P.origins_of(v))
     p = P.plain(v)
