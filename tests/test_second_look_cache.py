@@ -460,3 +460,18 @@ def test_an_origin_sets_names_are_written_once_for_all_its_checks(go, monkeypatc
     assert origin_sets == {frozenset(["untrusted:relay", "user"])}
     # The set's names, once (the user is named again as what vouched, at each record).
     assert written.count(P.untrusted("relay")) == 1
+
+
+def test_a_trusted_strings_evidence_is_taken_without_looking_for_numbers_in_it(go, monkeypatch):
+    """A trusted tool's String result is evidence by its clean spans; nothing is inside it to
+    walk for numbers (secondlook._flat is for Arrays and Maps), and its address still vouches."""
+    from sensevm.guard import secondlook
+    walked = []
+    real = secondlook._flat
+    monkeypatch.setattr(secondlook, "_flat", lambda v: walked.append(type(v)) or real(v))
+    src = ('to = lookup_contact("Arjun")\nm = send_mail(relay(to), "notes")\n'
+           'print(attempt(m))\n')
+    out = go(EXTRA + src)
+    assert out.lines[-1] == "committed", out.lines
+    assert out.looks[0]["findings"][0]["endorsed_by"] == "trusted:lookup_contact"
+    assert walked == []

@@ -310,6 +310,8 @@ class SecondLook:
         for v in values:
             for origin, text in P.clean_spans(v):
                 self.add_evidence(origin, text)
+            if type(v) is _LStr or type(v) is str:
+                continue            # (no number inside)
             for x in _flat(v):
                 if (type(x) in P.INT_TYPES or type(x) is P.LFloat) \
                         and not P.is_influenced(x.origins):
