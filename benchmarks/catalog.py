@@ -82,6 +82,12 @@ BENCHMARKS: list[Bench] = [
           source="provenance_pass.sns", full=60_000, quick=500, needs="tools"),
     Bench("provenance_flag", "a tool's result as email.send's recipient, flagged, approved",
           source="provenance_flag.sns", full=60_000, quick=500, needs="tools"),
+    # A new verdict at every verify: the address is new each turn, vouched for by the trusted
+    # record read just before (the reference has no trusted tools, and no second look).
+    Bench("provenance_fresh", "a new address each turn, from a tool to email.send, vouched "
+                              "for by a trusted record",
+          source="provenance_fresh.sns", full=30_000, quick=500, needs="tools",
+          extension="trusted tools"),
     # The cost of provenance (the second look): the same two programs with it switched off in
     # our VM (the reference runs them as always); the table's notes give on/off.
     Bench("lifecycle_look_off", "the lifecycle loop, ours with --second-look=off",
@@ -89,6 +95,9 @@ BENCHMARKS: list[Bench] = [
     Bench("tool_calls_look_off", "the tool-call loop, ours with --second-look=off",
           source="tool_calls.sns", full=60_000, quick=1_000, needs="tools",
           look_off="tool_calls"),
+    Bench("provenance_fresh_look_off", "provenance_fresh, ours with --second-look=off",
+          source="provenance_fresh.sns", full=30_000, quick=500, needs="tools",
+          extension="trusted tools", look_off="provenance_fresh"),
     # Issue 5's memory target: a million lifecycles (two per iteration) with every audit record
     # appended and fsync'd to a hash-chained file, in bounded memory. Ours only (the reference
     # has no durable log); one round, as each takes minutes (an fsync per record).

@@ -367,6 +367,7 @@ def row_for(bench: Bench, s: Settings, outcomes: dict[str, Outcome], info: dict)
     }
     if bench.look_off:
         row["look_off"] = bench.look_off
+        row["steps"] = bench.size(s.quick)       # (turns of its loop: the cost a turn)
     if bench.durable:
         row["durable"] = True
     if "lines" in info:
@@ -511,7 +512,8 @@ def render_table(report: dict) -> str:
             t_off = row["impls"]["ours"].get("median_s")
             if t_on and t_off:
                 text = (f"{row['look_off']}: provenance cost (ours with the second look on / off)"
-                        f" = {t_on / t_off:.3f}")
+                        f" = {t_on / t_off:.3f}, (on - off) / n = "
+                        f"{(t_on - t_off) / row['steps'] * 1e6:.1f} us a turn")
                 # The two rows run minutes apart; the reference runs the same program in both,
                 # interleaved with ours, so its times say how much the machine itself drifted.
                 r_on = on["impls"]["reference"].get("median_s")

@@ -238,9 +238,35 @@ def test_the_headline_ratios_are_of_compute_and_the_whole_process_is_beside():
 
 def test_the_provenance_and_callback_rows():
     names = {b.name: b for b in BENCHMARKS}
-    for name in ("provenance_literal", "provenance_pass", "provenance_flag"):
+    for name in ("provenance_literal", "provenance_pass", "provenance_flag", "provenance_fresh"):
         assert names[name].twin is None                 # n/a: no CPython twin
+    # The reference has no trusted tools: the row of new verdicts is ours, on and off.
+    assert names["provenance_fresh"].extension == "trusted tools"
+    assert names["provenance_fresh_look_off"].look_off == "provenance_fresh"
+    assert names["provenance_fresh_look_off"].full == names["provenance_fresh"].full
     assert names["callbacks"].twin == "callbacks.py" and names["callbacks"].extension
+
+
+def test_the_cost_of_the_second_look_a_turn_is_noted():
+    """A row run with the second look off notes on / off against the row with it on, and
+    what one turn of the loop costs more with it: (on - off) / n."""
+    report = {"machine": harness.machine_info(sys.executable),
+              "settings": {"rounds": 1, "quick": False,
+                           "startup_s": {"ours": 0.03, "cpython": 0.01, "reference": 0.1}},
+              "reference": {"available": False, "version": "", "path": "", "reason": "none"},
+              "benchmarks": []}
+    s = harness.Settings(python=sys.executable, ref=None, ref_reason="", quick=False, rounds=1,
+                         timeout=1, workdir="/nonexistent", runner=None,
+                         startup={"ours": 0.03, "cpython": 0.01, "reference": 0.1})
+    for name, seconds in (("provenance_fresh", 0.93), ("provenance_fresh_look_off", 0.33)):
+        bench, = harness._names((name,))
+        outcomes = {"ours": _outcome(result=["result: 1"], seconds=seconds),
+                    "cpython": harness.Outcome(harness.Plan("cpython"), status="n/a"),
+                    "reference": harness.Outcome(harness.Plan("reference"), status="n/a")}
+        report["benchmarks"].append(harness.row_for(bench, s, outcomes, {}))
+    table = harness.render_table(report)
+    assert ("provenance_fresh: provenance cost (ours with the second look on / off) = 2.818, "
+            "(on - off) / n = 20.0 us a turn") in table          # 0.6 s over 30,000 turns
 
 
 def test_callgrind_sizes_make_a_loop_again_in_both_runs_or_in_neither():
@@ -251,7 +277,7 @@ def test_callgrind_sizes_make_a_loop_again_in_both_runs_or_in_neither():
     from benchmarks import callgrind
     from sensevm.runtime.tier2 import HOT_TURNS
     agents = {"lifecycle", "provenance_pass", "provenance_flag", "provenance_literal",
-              "tool_calls"}
+              "provenance_fresh", "tool_calls"}
     assert set(callgrind.STEPS) <= {b.name for b in BENCHMARKS}
     for name, steps in callgrind.STEPS.items():
         if name in agents:
