@@ -554,3 +554,18 @@ def test_a_plain_address_is_analysed_as_analysis_does():
     for field in E.Analysis.__slots__:
         assert getattr(fast, field) == getattr(made, field), field
     assert fast.keys == {("email", "fields@example.com")}
+
+
+def test_an_empty_text_read_first_is_read(tmp_path):
+    """The kept last address must equal no text before one is read: an empty text read first
+    as prose (a tool's empty result sent as a body) once raised in a fresh process."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    code = ("from sensevm.guard.endorse import analyse\n"
+            "print(analyse('').parts, analyse('', False).parts, analyse('a@b.example').keys)\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True,
+                         text=True, timeout=60, env={"PYTHONPATH": str(root), "PATH": ""})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "[] [] frozenset({('email', 'a@b.example')})\n"

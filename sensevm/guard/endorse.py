@@ -778,7 +778,7 @@ def _one_address(text: str, prose: bool) -> Analysis | None:
 
 
 _new_analysis = object.__new__
-_last_address = ("", None)
+_last_address = (None, None)        # (None: equal to no text, the empty one included)
 
 
 def _analyse(text: str, prose: bool) -> Analysis:
