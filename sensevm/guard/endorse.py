@@ -704,7 +704,7 @@ def analyse(text: str, prose: bool = True) -> Analysis:
         # nothing from any part.
         plain = _CACHE.get((text, False)) if prose else None
         found = plain if plain is not None and _prose_strips_nothing(text, plain) else \
-            _analyse(text, prose)
+            _analyse_text(text, prose)
         if len(text) <= _CACHE_CHARS // 8:
             with _CACHE_LOCK:       # async tools and agents check from threads of their own
                 while _CACHE and (len(_CACHE) >= _CACHE_ENTRIES
@@ -779,11 +779,6 @@ def _one_address(text: str, prose: bool) -> Analysis | None:
 
 _new_analysis = object.__new__
 _last_address = (None, None)        # (None: equal to no text, the empty one included)
-
-
-def _analyse(text: str, prose: bool) -> Analysis:
-    found = _one_address(text, prose)
-    return found if found is not None else _analyse_text(text, prose)
 
 
 def _analyse_text(text: str, prose: bool) -> Analysis:
