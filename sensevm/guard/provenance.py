@@ -804,12 +804,7 @@ def clean_spans(v) -> list:
     t = type(v)
     if t is LStr:               # (the common case first: a scalar, no walk)
         out = []
-        text = None
-        for start, end, origins in v.spans:
-            if not is_influenced(origins):
-                if text is None:
-                    text = str.__str__(v)
-                out.append((_best(origins), text[start:end]))
+        _add_clean_spans(v, out)
         return out
     if t is not list and t is not dict:
         return [(LITERAL, v)] if t is str else []
@@ -831,11 +826,18 @@ def clean_spans(v) -> list:
         elif t is str:
             out.append((LITERAL, x))
         elif t is LStr:
-            text = str.__str__(x)
-            for start, end, origins in x.spans:
-                if not is_influenced(origins):
-                    out.append((_best(origins), text[start:end]))
+            _add_clean_spans(x, out)
     return out
+
+
+def _add_clean_spans(s: LStr, out: list) -> None:
+    """Append the clean spans of a labelled String to ``out`` (its text made only if any)."""
+    text = None
+    for start, end, origins in s.spans:
+        if not is_influenced(origins):
+            if text is None:
+                text = str.__str__(s)
+            out.append((_best(origins), text[start:end]))
 
 
 def _best(origins) -> tuple:

@@ -854,7 +854,7 @@ def _canon(v) -> str:
         if len(spans) == 1:         # (a tool's result: one span, labelled; written out)
             a, b, o = spans[0]
             return ('["str",' + _json_string(str.__str__(v)) + ",[[" + int.__repr__(a) + ","
-                    + int.__repr__(b) + "," + (_origin_names(o)[0] if o else "[]") + "]]]")
+                    + int.__repr__(b) + "," + _origin_list(o) + "]]]")
         origins = "[" + ",".join(["[" + int.__repr__(a) + "," + int.__repr__(b) + ","
                                   + _origin_list(o) + "]" for a, b, o in spans]) + "]"
     else:
