@@ -475,3 +475,55 @@ def test_a_trusted_strings_evidence_is_taken_without_looking_for_numbers_in_it(g
     assert out.lines[-1] == "committed", out.lines
     assert out.looks[0]["findings"][0]["endorsed_by"] == "trusted:lookup_contact"
     assert walked == []
+
+
+def test_a_findings_shape_is_written_once_for_all_its_checks(go, monkeypatch):
+    """(issue 27) What the findings of one parameter share -- its role, kind, origins, what
+    vouched and the verdict -- is written into the record once, however many new verdicts
+    show it: here the user, named once with the origins and once as what vouched (not at
+    every record)."""
+    from sensevm.guard import secondlook
+    written = []
+    real = P.origin_text
+    monkeypatch.setattr(P, "origin_text", lambda o: written.append(o) or real(o))
+    monkeypatch.setattr(secondlook, "_ORIGIN_NAMES", {})
+    monkeypatch.setattr(secondlook, "_SHAPES", {}, raising=False)
+    src = EXTRA + ('for i in range(40):\n'
+                   '    m = send_mail(relay(ask_human("to?")), "x")\n    m.verify()\n'
+                   '    m.commit()\n')
+    out = go(src, stdin="".join(f"u{i}@corp.example\n" for i in range(40)))
+    assert out.error is None, out.error
+    assert len({look["digest"] for look in out.looks}) == 40
+    assert {f["endorsed_by"] for look in out.looks for f in look["findings"]} == {"user"}
+    assert written.count(P.USER) <= 2
+
+
+@st.composite
+def _findings_of_few_shapes(draw):
+    """Findings drawn from a few parameters, roles, kinds, origins and verdicts, so that many
+    share a shape (the cached part of their text) and differ in value, comparison and
+    evidence."""
+    from sensevm.guard.secondlook import Finding
+    param = draw(st.sampled_from(["to", "url"]))
+    origins = draw(st.sampled_from([P.only(P.untrusted("web")), frozenset(),
+                                    frozenset([P.untrusted("web"), P.USER])]))
+    endorsed = draw(st.none() | st.tuples(st.sampled_from([P.USER, P.trusted("crm")]),
+                                          _TEXT | st.integers()))
+    value = draw(_TEXT | st.integers() | st.lists(_TEXT, max_size=2))
+    if endorsed is not None and draw(st.booleans()):
+        endorsed = (endorsed[0], value)         # (vouched for by its own text)
+    return Finding(param, draw(st.sampled_from(["recipient", "credential", "link"])), value,
+                   origins, endorsed, draw(st.sampled_from(["endorsed", "flagged"])),
+                   draw(st.sampled_from([None, "email"])),
+                   draw(st.sampled_from([None, param, param + "[0]"])),
+                   draw(st.none() | _TEXT))
+
+
+@settings(max_examples=400, deadline=None)
+@given(findings=st.lists(_findings_of_few_shapes(), min_size=1, max_size=3))
+def test_findings_sharing_a_shape_are_each_written_as_json_writes_them(findings):
+    from sensevm.guard.secondlook import Evaluation
+    evaluation = Evaluation("send", ["x"], findings)
+    assert evaluation.detail("verify") == json.dumps(evaluation.as_json("verify"),
+                                                     ensure_ascii=False, sort_keys=True)
+

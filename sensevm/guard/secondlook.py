@@ -83,16 +83,21 @@ class Evaluation:
     call) and for every call with the same arguments and origins, so the cache and an action
     keep the object itself; the stage is given where it shows (``detail``, ``as_json``)."""
 
-    __slots__ = ("name", "args", "findings", "flagged", "_digest", "_body", "details",
+    __slots__ = ("name", "args", "findings", "flagged", "_digest", "_findings_json", "details",
                  "_reason")
 
     def __init__(self, name, args, findings):
         self.name = name
         self.args = args
         self.findings = findings
-        self.flagged = [f for f in findings if f.verdict == "flagged"] if findings else _NONE
+        if not findings:
+            self.flagged = _NONE
+        elif len(findings) == 1:        # (the common case, without a comprehension's frame)
+            self.flagged = findings if findings[0].verdict == "flagged" else _NONE
+        else:
+            self.flagged = [f for f in findings if f.verdict == "flagged"]
         self._digest = None
-        self._body = None           # detail()'s JSON without its stage (the same at each stage)
+        self._findings_json = None  # detail()'s findings' JSON (the same at each stage)
         self.details = {}           # detail()'s text by stage: one string each, however many
         #                             records show it (a loop's audit rows share it)
         self._reason = None
@@ -116,16 +121,18 @@ class Evaluation:
         text = self.details.get(stage)
         if text is not None:
             return text
-        body = self._body
-        if body is None:
-            body = self._body = (
-                '{"decision": ' + ('"ask"' if self.flagged else '"pass"') + ', "digest": '
-                + _json_string(self.digest) + ', "findings": ['
-                + ", ".join([_finding_json(f) for f in self.findings]) + "]")
+        findings = self._findings_json
+        if findings is None:
+            findings = self.findings
+            findings = self._findings_json = (_finding_json(findings[0]) if len(findings) == 1
+                                     else ", ".join(map(_finding_json, findings)))
         tail = _STAGE_TAIL.get(stage)
         if tail is None:
             tail = ', "stage": ' + _json_string(stage) + "}"
-        text = self.details[stage] = body + tail
+        # (The digest is sha256: and hex digits, with nothing to escape.)
+        text = self.details[stage] = (
+            f'{{"decision": "{"ask" if self.flagged else "pass"}", "digest": "{self.digest}", '
+            f'"findings": [{findings}]{tail}')
         return text
 
     def reason(self) -> str:
@@ -160,29 +167,63 @@ class Evaluation:
 
 
 def _finding_json(f: Finding) -> str:
-    """``json.dumps(f.as_json(), ensure_ascii=False, sort_keys=True)``, written out."""
-    credential = f.role == "credential"
+    """``json.dumps(f.as_json(), ensure_ascii=False, sort_keys=True)``, written out. What the
+    findings of one shape share (parameter, role, kind, origins, what vouched, verdict) is
+    written once (_finding_shape); a finding adds its value, what it was compared as and the
+    evidence."""
     endorsed = f.endorsed
-    shown = _json_string(f.shown())
-    text = "{"
-    if f.matched is not None and not credential:
-        text += '"compared_as": ' + _json_value(f.matched) + ", "
-    if endorsed:
-        text += '"endorsed_by": ' + _json_string(P.origin_text(endorsed[0]))
-        if not credential:
-            # (Most often the very text of the value: a tool's address, vouched for by the
-            # trusted record that gave it.)
-            text += ', "evidence": ' + (shown if endorsed[1] == f.value and type(f.value) is str
-                                        else _json_string(_preview(endorsed[1])))
+    path = f.path
+    if path is None or path == f.param:
+        key = (f.param, f.role, f.kind, f.verdict, f.origins,
+               endorsed[0] if endorsed else None)
+        shape = _SHAPES.get(key)
+        if shape is None:
+            shape = _finding_shape(f)
+            if len(_SHAPES) < _SHAPES_KEPT:
+                _SHAPES[key] = shape
     else:
-        text += '"endorsed_by": null'
-    text += (', "kind": ' + _json_value(f.kind) + ', "origins": '
-             + (_origin_names(f.origins)[1] if f.origins else '["literal"]') + ', "param": '
-             + _json_value(f.param))
+        shape = _finding_shape(f)       # (a value inside a container: its path is its own)
+    credential, head, middle, tail = shape
+    value = f.value
+    if credential:
+        shown = _json_string(_masked(value))
+        return f"{{{head}{middle}{shown}{tail}"
+    # (f.shown(): for the common case, a short String, written out.)
+    shown = _json_string(repr(value) if type(value) is str and len(value) <= PREVIEW
+                         else _preview(value))
+    matched = f.matched
+    if matched is not None:
+        matched = _json_string(matched) if type(matched) is str else _json_value(matched)
+        head = f'"compared_as": {matched}, {head}'
+    if endorsed:
+        # (Most often the very text of the value: a tool's address, vouched for by the trusted
+        # record that gave it.)
+        evidence = shown if endorsed[1] == value and type(value) is str \
+            else _json_string(_preview(endorsed[1]))
+        return f'{{{head}, "evidence": {evidence}{middle}{shown}{tail}'
+    return f"{{{head}{middle}{shown}{tail}"
+
+
+def _finding_shape(f: Finding) -> tuple:
+    """(credential?, the text from "endorsed_by" to before "evidence", from after it to
+    "preview", and after that) of ``f``'s JSON."""
+    endorsed = f.endorsed
+    middle = (', "kind": ' + _json_value(f.kind) + ', "origins": '
+              + (_origin_names(f.origins)[1] if f.origins else '["literal"]') + ', "param": '
+              + _json_value(f.param))
     if f.path is not None and f.path != f.param:
-        text += ', "path": ' + _json_value(f.path)
-    return (text + ', "preview": ' + shown + ', "role": ' + _json_value(f.role)
-            + ', "verdict": ' + _json_value(f.verdict) + "}")
+        middle += ', "path": ' + _json_value(f.path)
+    return (f.role == "credential",
+            '"endorsed_by": ' + (_json_string(P.origin_text(endorsed[0])) if endorsed
+                                 else "null"),
+            middle + ', "preview": ',
+            ', "role": ' + _json_value(f.role) + ', "verdict": ' + _json_value(f.verdict) + "}")
+
+
+# Finding shapes' text by what decides it: a run has a few (a declaration's parameters, each
+# with the origins its values come from), shared by all its findings.
+_SHAPES: dict = {}
+_SHAPES_KEPT = 4096
 
 
 def _json_string(text: str) -> str:
