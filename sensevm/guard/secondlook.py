@@ -854,7 +854,7 @@ def _digest(name, args) -> str:
     global _sha256
     if _sha256 is None:
         from hashlib import sha256 as _sha256
-    text = "[" + _json_string(name) + ",[" + ",".join([_canon(a) for a in args]) + "]]"
+    text = f'[{_json_string(name)},[{",".join(map(_canon, args))}]]'
     return "sha256:" + _sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
@@ -882,37 +882,36 @@ def _origin_names(origins) -> tuple[str, str]:
 
 
 def _canon(v) -> str:
+    # (f-strings: one piece of text made at once, where + makes one per step.)
     t = type(v)
-    if t is str:
-        return '["str",' + _json_string(v) + ',[]]'
-    if t is list:
-        return '["list",[' + ",".join([_canon(x) for x in v]) + "]]"
-    if t is dict:
-        return '["map",[' + ",".join(["[" + _canon(k) + "," + _canon(x) + "]"
-                                       for k, x in v.items()]) + "]]"
-    if t is P.LStr:
+    if t is _LStr:
         spans = v._spans or v.spans
         if len(spans) == 1:         # (a tool's result: one span, labelled; written out)
             a, b, o = spans[0]
-            return ('["str",' + _json_string(str.__str__(v)) + ",[[" + int.__repr__(a) + ","
-                    + int.__repr__(b) + "," + _origin_list(o) + "]]]")
-        origins = "[" + ",".join(["[" + int.__repr__(a) + "," + int.__repr__(b) + ","
-                                  + _origin_list(o) + "]" for a, b, o in spans]) + "]"
-    else:
-        origins = _origin_list(P.origins_of(v))
+            return f'["str",{_json_string(v)},[[{a},{b},{_origin_list(o)}]]]'
+        spans = ",".join([f"[{a},{b},{_origin_list(o)}]" for a, b, o in spans])
+        return f'["str",{_json_string(v)},[{spans}]]'
+    if t is str:
+        return f'["str",{_json_string(v)},[]]'
+    if t is list:
+        return f'["list",[{",".join(map(_canon, v))}]]'
+    if t is dict:
+        return '["map",[' + ",".join([f"[{_canon(k)},{_canon(x)}]"
+                                       for k, x in v.items()]) + "]]"
+    origins = _origin_list(P.origins_of(v))
     p = P.plain(v)
     tp = type(p)
     if tp is str:
-        return '["str",' + _json_string(p) + "," + origins + "]"
+        return f'["str",{_json_string(p)},{origins}]'
     if tp is bool:
-        return '["bool",' + ("true" if p else "false") + "," + origins + "]"
+        return f'["bool",{"true" if p else "false"},{origins}]'
     if tp is int:
-        return '["int",' + int.__repr__(p) + "," + origins + "]"
+        return f'["int",{p},{origins}]'
     if p is None:
-        return '["NoneType",null,' + origins + "]"
+        return f'["NoneType",null,{origins}]'
     if tp is float:
-        return '["float",' + _json_string(repr(p)) + "," + origins + "]"
-    return '["other",' + _json_string(str(p)) + "," + origins + "]"
+        return f'["float",{_json_string(repr(p))},{origins}]'
+    return f'["other",{_json_string(str(p))},{origins}]'
 
 
 # ----------------------------------------------------------------------------- outgoing tools
