@@ -176,8 +176,8 @@ def test_commit_reuses_the_verdict_of_verify_for_arguments_that_cannot_change(go
     from sensevm.guard import secondlook as SL
     calls = []
     real = SL.SecondLook._cached
-    monkeypatch.setattr(SL.SecondLook, "_cached", lambda self, d, args, found:
-                        calls.append(d.name) or real(self, d, args, found))
+    monkeypatch.setattr(SL.SecondLook, "_cached", lambda self, d, args, *key:
+                        calls.append(d.name) or real(self, d, args, *key))
     src = EXTRA + ('page = fetch_page("u")\nfor i in range(3):\n'
                    '    m = send_mail(page, "x")\n    m.verify()\n    m.approve()\n'
                    '    m.commit()\nto = [page]\nsend_all.approve()\n'
@@ -527,3 +527,46 @@ def test_findings_sharing_a_shape_are_each_written_as_json_writes_them(findings)
     assert evaluation.detail("verify") == json.dumps(evaluation.as_json("verify"),
                                                      ensure_ascii=False, sort_keys=True)
 
+
+@settings(max_examples=200, deadline=None)
+@given(calls=st.lists(st.lists(_TEXT | _labelled_text(), min_size=2, max_size=2), max_size=6))
+def test_the_characters_a_check_counts_are_those_its_key_keeps(calls):
+    """(issue 27) A check of Strings counts its key's characters as it makes the key; the
+    cache's bound must see what _key_chars finds in the keys it holds."""
+    from types import SimpleNamespace as NS
+    from sensevm.guard.secondlook import SecondLook
+    look = SecondLook()
+
+    class Definition:
+        name, params = "send", ("to", "body")
+        decl = NS(name="send", capability="email.send", roles=())
+
+    for args in calls:
+        look.evaluate(NS(definition=Definition, args=args, looked=None))
+        assert look._verdict_chars == sum(_key_chars(key[1]) for key in look._verdicts)
+
+
+def test_a_string_of_one_influenced_span_is_not_walked_for_clean_text(monkeypatch):
+    """(issue 27) A tool's result, one span with an untrusted origin, has no clean text to
+    vouch for itself: its check does not look for any. A String with a clean span still
+    vouches for an address in it."""
+    from types import SimpleNamespace as NS
+    from sensevm.guard.secondlook import SecondLook
+    walked = []
+    real = P.clean_spans
+    monkeypatch.setattr(P, "clean_spans", lambda v: walked.append(str(v)) or real(v))
+    look = SecondLook()
+
+    class Definition:
+        name, params = "send", ("to", "body")
+        decl = NS(name="send", capability="email.send", roles=())
+
+    page = P.only(P.untrusted("page"))
+    to = P.LStr("a@corp.example", ((0, 14, page),))
+    assert look.evaluate(NS(definition=Definition, args=[to, "x"], looked=None)).flagged
+    assert walked == []
+    mixed = P.make_str("a@corp.example x", [(0, 15, P.EMPTY), (15, 16, page)])
+    evaluation = look.evaluate(NS(definition=Definition, args=[mixed, "x"], looked=None))
+    assert walked == ["a@corp.example x"]
+    assert evaluation.findings and not evaluation.flagged
+    assert evaluation.findings[0].endorsed == (P.LITERAL, "a@corp.example ")

@@ -767,7 +767,9 @@ def _one_address(text: str, prose: bool) -> Analysis | None:
     domain = m.group(2)
     if len(domain) > 253 or domain.rpartition(".")[2].isdigit():
         return None
-    key = ("email", m.group(1).lower() + "@" + domain.lower())
+    # (The local part and the host lower-cased, with '@' between: the whole text is them, and
+    # ASCII, so its lower-casing is.)
+    key = ("email", text.lower())
     found = _new_analysis(Analysis)         # (Analysis(parts, []), its fields written out)
     found.parts = [("email", key, 0, len(text))]
     found.keys = frozenset((key,))
@@ -815,9 +817,14 @@ def value_parts(role: str, value) -> list:
     if role in ("recipient", "link"):
         found = analyse(text, False).parts
         wanted = RECIPIENT_KINDS if role == "recipient" else ("url", "url?")
-        parts = [(k, key, text[s:e]) for k, key, s, e in found if key[0] in wanted]
-        if parts:
-            return parts
+        if len(found) == 1:         # (one address, as a tool hands it: no comprehension)
+            k, key, s, e = found[0]
+            if key[0] in wanted:
+                return [(k, key, text if s == 0 and e == len(text) else text[s:e])]
+        else:
+            parts = [(k, key, text[s:e]) for k, key, s, e in found if key[0] in wanted]
+            if parts:
+                return parts
     return [("text", None, text)]
 
 

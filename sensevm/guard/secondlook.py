@@ -394,7 +394,7 @@ class SecondLook:
 
     def _index(self) -> None:
         """Bring the index up to the evidence and literals seen so far."""
-        E = _endorse()
+        E = _E or _endorse()
         if not self._literals_indexed:
             if self._indexed:
                 self._reset_index()
@@ -444,18 +444,21 @@ class SecondLook:
         # One pass: is anything labelled, is anything a container, and the verdict's key
         # (_key's, made here for Strings and labelled Strings; None: made by _key).
         found = []
+        chars = 0                   # (_key_chars of found, counted as it is made)
         plain = scalars = True
         for a in args:
             t = type(a)
             if t is str:
                 if found is not None:
                     found.append(a)
+                    chars += len(a)
             elif t is _LStr:
                 plain = False
                 if found is not None:
                     # (The String itself for its text: equal, with the hash it keeps, to
                     # the plain copy _key makes; LStr compares and hashes as str does.)
                     found.append((_LStr, a, a._spans or a.spans))
+                    chars += len(a)
             else:
                 found = None
                 if t not in _PLAIN_TYPES:
@@ -469,8 +472,10 @@ class SecondLook:
             # then does not ask).
             action.looked = False
             return _NOTHING
-        ev = self._cached(action.definition, args,
-                          tuple(found) if found is not None else _key(args))
+        if found is not None:
+            ev = self._cached(action.definition, args, tuple(found), chars)
+        else:
+            ev = self._cached(action.definition, args, _key(args))
         if scalars and ev.findings:
             if ev._digest is None:
                 ev.digest           # (bound now, from the arguments as they are)
@@ -486,9 +491,10 @@ class SecondLook:
             return _NOTHING
         return self._cached(tool, args, _key(args))
 
-    def _cached(self, definition, args, found) -> Evaluation:
+    def _cached(self, definition, args, found, chars=None) -> Evaluation:
         """The evaluation of ``definition`` (an action's or a tool's) with ``args``, whose key
-        is ``found`` (_key's, or None: not cacheable): computed once for the same definition,
+        is ``found`` (_key's, or None: not cacheable; ``chars``, its _key_chars when the caller
+        counted them): computed once for the same definition,
         the same arguments with the same origins (every span's) and the same evidence and
         code, then reused -- at commit after verify, and by later calls alike. The key is made
         afresh from the arguments' current contents at every check, so an Array or Map changed
@@ -505,10 +511,13 @@ class SecondLook:
         decl = definition.decl
         ev = self._evaluate(definition.name, definition.params, args, decl, decl.capability)
         if found is None or not ev.findings:
+            if ev.findings:
+                ev.args = list(args)    # (its own copy, for a digest made later)
             return ev
         ev.digest               # bound now, from the arguments as they are now
         ev.args = None          # (the cache keeps no mutable argument alive)
-        chars = _key_chars(found)
+        if chars is None:
+            chars = _key_chars(found)
         with _VERDICT_LOCK:     # agents and async tools check from threads of their own
             verdicts = self._verdicts
             if self._verdicts_grown != grown:
@@ -527,7 +536,8 @@ class SecondLook:
         return ev
 
     def _evaluate(self, name, params, args, decl, capability) -> Evaluation:
-        E = _endorse()
+        """The evaluation, holding ``args`` itself (the caller copies it if it keeps it)."""
+        E = _E or _endorse()
         named = _NAMED.get(id(decl))
         if named is None or named[0] is not decl or named[1] != params:
             # What each parameter's declaration or name says its role is: the same for every
@@ -538,7 +548,7 @@ class SecondLook:
         findings = []
         for param, role_named, value in zip(params, named[2], args):
             t = type(value)
-            if t in P.LABELLED:         # (a labelled scalar: its own leaf, no walk)
+            if t in _LABELLED:          # (a labelled scalar: its own leaf, no walk)
                 role = role_named or E.value_role(capability, P.plain(value))
                 findings.extend(self._check(param, role, value, param, E))
                 continue
@@ -547,13 +557,18 @@ class SecondLook:
             for leaf, hint, path in _leaves(value, param, E):
                 role = role_named or hint or E.value_role(capability, P.plain(leaf))
                 findings.extend(self._check(param, role, leaf, path, E))
-        return Evaluation(name, list(args), findings)
+        return Evaluation(name, args, findings)
 
     def _check(self, param, role, leaf, path, E) -> list:
-        origins = P.origins_of(leaf)
-        if not origins:
-            return []
-        value = P.plain(leaf)
+        if type(leaf) is _LStr:     # (P.origins_of and P.plain, written out for the common case)
+            spans = leaf._spans or leaf.spans
+            origins = spans[0][2] if len(spans) == 1 else P.origins_of(leaf)
+            value = str.__str__(leaf)
+        else:
+            origins = P.origins_of(leaf)
+            if not origins:
+                return []
+            value = P.plain(leaf)
         influenced = P.is_influenced(origins)
         if role == "content":
             # Recipients and links inside any text an outgoing call sends are checked too,
@@ -582,19 +597,23 @@ class SecondLook:
             endorsed = self._endorsement(leaf, role, part, E)
             out.append(Finding(param, role, shown, origins, endorsed,
                                "endorsed" if endorsed else "flagged", kind, path,
-                               _compared(part)))
+                               None if key is None else key[1] if key[0] != "amount"
+                               else _compared(part)))
         return out
 
     def _endorsement(self, leaf, role, part, E):
         """The clean text that holds a value equal to ``part``, by precedence (user, literal,
         trusted; the value's own clean spans first among equals), or None."""
         best = None
-        for span in P.clean_spans(leaf):
-            if role == "amount" and span[0][0] not in ("user", "literal"):
-                continue
-            if E.matches(role, part, span[1]):
-                if best is None or _RANK.get(span[0][0], 3) < _RANK.get(best[0][0], 3):
-                    best = span
+        spans = (leaf._spans or leaf.spans) if type(leaf) is _LStr else None
+        if spans is None or len(spans) > 1 or not P.is_influenced(spans[0][2]):
+            # (Not a String of one influenced span: that has no clean text of its own.)
+            for span in P.clean_spans(leaf):
+                if role == "amount" and span[0][0] not in ("user", "literal"):
+                    continue
+                if E.matches(role, part, span[1]):
+                    if best is None or _RANK.get(span[0][0], 3) < _RANK.get(best[0][0], 3):
+                        best = span
         self._index()
         kind, key, shown = part
         if kind == "amount":
