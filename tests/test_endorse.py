@@ -570,3 +570,15 @@ def test_an_empty_text_read_first_is_read(tmp_path):
                          text=True, timeout=60, env={"PYTHONPATH": str(root), "PATH": ""})
     assert out.returncode == 0, out.stderr
     assert out.stdout == "[] [] frozenset({('email', 'a@b.example')})\n"
+
+
+@given(st.lists(_ADDRESSY | _PUNCTUATION | PIECES | _ATEXT_PIECES, max_size=8).map("".join),
+       st.sampled_from(["recipient", "link"]))
+def test_a_values_parts_are_every_part_of_its_kind(text, role):
+    """value_parts takes the one part of a one-part text without a comprehension: what it
+    gives is still every part of the role's kinds, as its text, or the text itself."""
+    from sensevm.guard.endorse import RECIPIENT_KINDS, analyse, value_parts
+    wanted = RECIPIENT_KINDS if role == "recipient" else ("url", "url?")
+    every = [(kind, key, text[start:end]) for kind, key, start, end in analyse(text, False).parts
+             if key[0] in wanted]
+    assert value_parts(role, text) == (every or [("text", None, text)])
