@@ -741,7 +741,9 @@ def _prose_strips_nothing(text: str, plain: Analysis) -> bool:
 # part of ASCII atext and a host of ASCII labels (letters, digits, '-' inside), each at most 63.
 _ATOM = r"[A-Za-z0-9!#$%&'*+/=?^_`|~-]+"        # (atext but '{' and '}', which stop a local part)
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-_ONE_ADDRESS = re.compile(f"({_ATOM}(?:\\.{_ATOM})*)@({_LABEL}(?:\\.{_LABEL})*)")
+# (A host's labels; none of them the last and all digits, which is not a host name.)
+_HOST_LABEL = f"(?![0-9]+\\Z){_LABEL}"
+_ONE_ADDRESS = re.compile(f"{_ATOM}(?:\\.{_ATOM})*@({_HOST_LABEL}(?:\\.{_HOST_LABEL})*)")
 
 
 def _one_address(text: str, prose: bool) -> Analysis | None:
@@ -764,9 +766,8 @@ def _one_address(text: str, prose: bool) -> Analysis | None:
     m = _ONE_ADDRESS.fullmatch(text)
     if m is None or prose and text[0] in _LOCAL_PROSE_HEAD:
         return None
-    domain = m.group(2)
-    if len(domain) > 253 or domain.rpartition(".")[2].isdigit():
-        return None
+    if len(text) > 255 and len(text) - m.start(1) > 253:
+        return None                 # (a host of over 253 characters)
     # (The local part and the host lower-cased, with '@' between: the whole text is them, and
     # ASCII, so its lower-casing is.)
     key = ("email", text.lower())
