@@ -514,7 +514,7 @@ class SecondLook:
             if ev.findings:
                 ev.args = list(args)    # (its own copy, for a digest made later)
             return ev
-        ev.digest               # bound now, from the arguments as they are now
+        ev._digest = _digest(ev.name, args)     # bound now, from the arguments as they are now
         ev.args = None          # (the cache keeps no mutable argument alive)
         if chars is None:
             chars = _key_chars(found)
@@ -550,7 +550,10 @@ class SecondLook:
             t = type(value)
             if t in _LABELLED:          # (a labelled scalar: its own leaf, no walk)
                 role = role_named or E.value_role(capability, P.plain(value))
-                findings.extend(self._check(param, role, value, param, E))
+                if findings:
+                    findings.extend(self._check(param, role, value, param, E))
+                else:
+                    findings = self._check(param, role, value, param, E)    # (its own list)
                 continue
             if t in _PLAIN_TYPES:
                 continue                # (a clean scalar: nothing to find)
