@@ -691,6 +691,9 @@ def analyse(text: str, prose: bool = True) -> Analysis:
     """Every address, number, link and amount in ``text``. ``prose``: the text is sentences
     (an address at the end of one may be followed by a full stop); an argument is not."""
     global _cached_chars
+    last = _last_address
+    if last[0] == text and not (prose and text[0] in _LOCAL_PROSE_HEAD):
+        return last[1]              # (the plain address read last: _one_address)
     key = (text, prose)
     found = _CACHE.get(key)
     if found is None:
@@ -757,12 +760,10 @@ def _one_address(text: str, prose: bool) -> Analysis | None:
     or with an all-digit last label, and in prose a first character prose strips (a quote or
     emphasis); those are left to the scan.
 
-    The last one read is kept: a tool's address is read as an argument and then, as the
-    evidence it also is, as prose, which reads it the same (its first character aside)."""
+    The last one read is kept, and analyse looks at it first: a tool's address is read as an
+    argument and then, as the evidence it also is, as prose, which reads it the same (its
+    first character aside)."""
     global _last_address
-    last = _last_address
-    if last[0] == text:
-        return None if prose and text[0] in _LOCAL_PROSE_HEAD else last[1]
     m = _ONE_ADDRESS.fullmatch(text)
     if m is None or prose and text[0] in _LOCAL_PROSE_HEAD:
         return None

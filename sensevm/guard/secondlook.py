@@ -131,7 +131,8 @@ class Evaluation:
             tail = ', "stage": ' + _json_string(stage) + "}"
         # (The digest is sha256: and hex digits, with nothing to escape.)
         text = self.details[stage] = (
-            f'{{"decision": "{"ask" if self.flagged else "pass"}", "digest": "{self.digest}", '
+            f'{{"decision": "{"ask" if self.flagged else "pass"}", '
+            f'"digest": "{self._digest or self.digest}", '
             f'"findings": [{findings}]{tail}')
         return text
 
