@@ -885,7 +885,10 @@ _sha256 = None
 
 
 def _origin_list(origins) -> str:
-    return _origin_names(origins)[0] if origins else "[]"
+    if not origins:
+        return "[]"
+    names = _ORIGIN_NAMES.get(origins)         # (the common case, without _origin_names' call)
+    return (names or _origin_names(origins))[0]
 
 
 # A set of origins's names as JSON lists, sorted: (without spaces, as the digest writes them;
