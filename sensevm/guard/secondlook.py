@@ -123,9 +123,10 @@ class Evaluation:
             return text
         findings = self._findings_json
         if findings is None:
-            findings = self.findings
-            findings = self._findings_json = (_finding_json(findings[0]) if len(findings) == 1
-                                     else ", ".join(map(_finding_json, findings)))
+            found = self.findings
+            findings = self._findings_json = (
+                _finding_json(found[0]) if len(found) == 1
+                else ", ".join(map(_finding_json, found)))
         tail = _STAGE_TAIL.get(stage)
         if tail is None:
             tail = ', "stage": ' + _json_string(stage) + "}"
@@ -494,12 +495,12 @@ class SecondLook:
 
     def _cached(self, definition, args, found, chars=None) -> Evaluation:
         """The evaluation of ``definition`` (an action's or a tool's) with ``args``, whose key
-        is ``found`` (_key's, or None: not cacheable; ``chars``, its _key_chars when the caller
-        counted them): computed once for the same definition,
-        the same arguments with the same origins (every span's) and the same evidence and
-        code, then reused -- at commit after verify, and by later calls alike. The key is made
-        afresh from the arguments' current contents at every check, so an Array or Map changed
-        in between is a different key."""
+        is ``found`` (_key's, or None: not cacheable; ``chars`` is its _key_chars, when the
+        caller counted them): computed once for the same definition, the same arguments with
+        the same origins (every span's) and the same evidence and code, then reused -- at
+        commit after verify, and by later calls alike. The key is made afresh from the
+        arguments' current contents at every check, so an Array or Map changed in between is
+        a different key."""
         # Evidence and units are only ever appended to: how many were says which there are,
         # and a verdict depends on nothing else besides the definition and the arguments.
         grown = self.grown
