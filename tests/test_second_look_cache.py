@@ -570,3 +570,15 @@ def test_a_string_of_one_influenced_span_is_not_walked_for_clean_text(monkeypatc
     assert walked == ["a@corp.example x"]
     assert evaluation.findings and not evaluation.flagged
     assert evaluation.findings[0].endorsed == (P.LITERAL, "a@corp.example ")
+
+
+def test_a_span_offset_of_an_int_subclass_is_written_as_its_number():
+    """A span's offsets come from lengths, but a journal read back (runtime/journal.py) gives
+    whatever its JSON held: an offset that is a Bool is written into the digest as the number
+    it is, as before the digest's text was written with f-strings (not as ``True``)."""
+    from sensevm.guard.secondlook import _canon
+    page = P.only(P.untrusted("w"))
+    assert _canon(P.make_str("abcdef", [(True, 3, page), (3, 6, P.EMPTY)])) == \
+        '["str","abcdef",[[1,3,["untrusted:w"]],[3,6,[]]]]'
+    assert _canon(P.LStr("ab", ((False, True + True, page),))) == \
+        '["str","ab",[[0,2,["untrusted:w"]]]]'

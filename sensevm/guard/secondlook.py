@@ -915,8 +915,8 @@ def _canon(v) -> str:
         spans = v._spans or v.spans
         if len(spans) == 1:         # (a tool's result: one span, labelled; written out)
             a, b, o = spans[0]
-            return f'["str",{_json_string(v)},[[{a},{b},{_origin_list(o)}]]]'
-        spans = ",".join([f"[{a},{b},{_origin_list(o)}]" for a, b, o in spans])
+            return f'["str",{_json_string(v)},[[{a:d},{b:d},{_origin_list(o)}]]]'
+        spans = ",".join([f"[{a:d},{b:d},{_origin_list(o)}]" for a, b, o in spans])
         return f'["str",{_json_string(v)},[{spans}]]'
     if t is str:
         return f'["str",{_json_string(v)},[]]'
