@@ -284,3 +284,23 @@ def test_callgrind_sizes_make_a_loop_again_in_both_runs_or_in_neither():
             assert 2 * steps <= HOT_TURNS, name
         elif name != "fib":
             assert steps >= HOT_TURNS, name
+
+
+def test_check_time_counts_every_check_of_each_stage(tmp_path):
+    """benchmarks/check_time.py times the second look's check alone: one timed check per turn
+    at verify and one at commit, from a run of the program itself, less the timer's own cost;
+    and it prints a line per program and checkout."""
+    from benchmarks import check_time
+    built = check_time.build("provenance_fresh", 30, ROOT, sys.executable, str(tmp_path))
+    got = check_time.run_once(built, ROOT, sys.executable)
+    assert {stage: checks for stage, (checks, _) in got["stages"].items()} == \
+        {"verify": 30, "commit": 30}
+    assert all(seconds > 0 for _, seconds in got["stages"].values())
+    assert got["timer"] > 0
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.check_time", "--turns", "20",
+                           "--runs", "1", "provenance_pass"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120,
+                          env=dict(os.environ, PYTHONPATH=ROOT))
+    assert proc.returncode == 0, proc.stderr
+    line = proc.stdout.splitlines()[-1]
+    assert line.startswith("provenance_pass") and "verify" in line and "commit" in line
