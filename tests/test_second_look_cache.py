@@ -176,8 +176,8 @@ def test_commit_reuses_the_verdict_of_verify_for_arguments_that_cannot_change(go
     from sensevm.guard import secondlook as SL
     calls = []
     real = SL.SecondLook._cached
-    monkeypatch.setattr(SL.SecondLook, "_cached", lambda self, d, args, *key:
-                        calls.append(d.name) or real(self, d, args, *key))
+    monkeypatch.setattr(SL.SecondLook, "_cached", lambda self, d, args, found:
+                        calls.append(d.name) or real(self, d, args, found))
     src = EXTRA + ('page = fetch_page("u")\nfor i in range(3):\n'
                    '    m = send_mail(page, "x")\n    m.verify()\n    m.approve()\n'
                    '    m.commit()\nto = [page]\nsend_all.approve()\n'
@@ -531,8 +531,9 @@ def test_findings_sharing_a_shape_are_each_written_as_json_writes_them(findings)
 @settings(max_examples=200, deadline=None)
 @given(calls=st.lists(st.lists(_TEXT | _labelled_text(), min_size=2, max_size=2), max_size=6))
 def test_the_characters_a_check_counts_are_those_its_key_keeps(calls):
-    """(issue 27) A check of Strings counts its key's characters as it makes the key; the
-    cache's bound must see what _key_chars finds in the keys it holds."""
+    """(issue 27) The cache's bound counts, for the verdicts it holds, the characters their
+    keys keep alive, as _key_chars finds them: however checks of Strings, labelled or not,
+    come and go."""
     from types import SimpleNamespace as NS
     from sensevm.guard.secondlook import SecondLook
     look = SecondLook()

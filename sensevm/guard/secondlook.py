@@ -446,21 +446,18 @@ class SecondLook:
         # One pass: is anything labelled, is anything a container, and the verdict's key
         # (_key's, made here for Strings and labelled Strings; None: made by _key).
         found = []
-        chars = 0                   # (_key_chars of found, counted as it is made)
         plain = scalars = True
         for a in args:
             t = type(a)
             if t is str:
                 if found is not None:
                     found.append(a)
-                    chars += len(a)
             elif t is _LStr:
                 plain = False
                 if found is not None:
                     # (The String itself for its text: equal, with the hash it keeps, to
                     # the plain copy _key makes; LStr compares and hashes as str does.)
                     found.append((_LStr, a, a._spans or a.spans))
-                    chars += len(a)
             else:
                 found = None
                 if t not in _PLAIN_TYPES:
@@ -474,10 +471,8 @@ class SecondLook:
             # then does not ask).
             action.looked = False
             return _NOTHING
-        if found is not None:
-            ev = self._cached(action.definition, args, tuple(found), chars)
-        else:
-            ev = self._cached(action.definition, args, _key(args))
+        ev = self._cached(action.definition, args,
+                          tuple(found) if found is not None else _key(args))
         if scalars and ev.findings:
             if ev._digest is None:
                 ev.digest           # (bound now, from the arguments as they are)
@@ -493,14 +488,13 @@ class SecondLook:
             return _NOTHING
         return self._cached(tool, args, _key(args))
 
-    def _cached(self, definition, args, found, chars=None) -> Evaluation:
+    def _cached(self, definition, args, found) -> Evaluation:
         """The evaluation of ``definition`` (an action's or a tool's) with ``args``, whose key
-        is ``found`` (_key's, or None: not cacheable; ``chars`` is its _key_chars, when the
-        caller counted them): computed once for the same definition, the same arguments with
-        the same origins (every span's) and the same evidence and code, then reused -- at
-        commit after verify, and by later calls alike. The key is made afresh from the
-        arguments' current contents at every check, so an Array or Map changed in between is
-        a different key."""
+        is ``found`` (_key's, or None: not cacheable): computed once for the same definition,
+        the same arguments with the same origins (every span's) and the same evidence and
+        code, then reused -- at commit after verify, and by later calls alike. The key is made
+        afresh from the arguments' current contents at every check, so an Array or Map changed
+        in between is a different key."""
         # Evidence and units are only ever appended to: how many were says which there are,
         # and a verdict depends on nothing else besides the definition and the arguments.
         grown = self.grown
@@ -518,8 +512,7 @@ class SecondLook:
             return ev
         ev._digest = _digest(ev.name, args)     # bound now, from the arguments as they are now
         ev.args = None          # (the cache keeps no mutable argument alive)
-        if chars is None:
-            chars = _key_chars(found)
+        chars = _key_chars(found)      # (only now: a verdict found in the cache needs none)
         with _VERDICT_LOCK:     # agents and async tools check from threads of their own
             verdicts = self._verdicts
             if self._verdicts_grown != grown:
