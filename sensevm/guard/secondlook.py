@@ -807,21 +807,20 @@ def _key(args):
 
 def _key_chars(key) -> int:
     """The characters of the strings ``key`` keeps alive (what the cache's size bound counts),
-    made only when a verdict is stored."""
+    made only when a verdict is stored. (Recursive: a key is at most _KEY_DEPTH deep.)"""
     n = 0
-    stack = list(key)
-    while stack:
-        x = stack.pop()
+    for x in key:
         if type(x) is str:
             n += len(x)
         elif type(x) is tuple and x:
-            if x[0] is _LStr:
+            tag = x[0]
+            if tag is _LStr:
                 n += len(x[1])
-            elif x[0] is list:
-                stack.extend(x[1])
-            elif x[0] is dict:
+            elif tag is list:
+                n += _key_chars(x[1])
+            elif tag is dict:
                 for pair in x[1]:
-                    stack.extend(pair)
+                    n += _key_chars(pair)
     return n
 
 
