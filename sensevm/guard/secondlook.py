@@ -900,6 +900,11 @@ def _origin_names(origins) -> tuple[str, str]:
     return names
 
 
+# An Int's digits, whatever its class (a span's offset read back from a journal may be a Bool:
+# it is written as the number it is, 1, not True).
+_digits = int.__repr__
+
+
 def _canon(v) -> str:
     # (f-strings: one piece of text made at once, where + makes one per step.)
     t = type(v)
@@ -907,8 +912,8 @@ def _canon(v) -> str:
         spans = v._spans or v.spans
         if len(spans) == 1:         # (a tool's result: one span, labelled; written out)
             a, b, o = spans[0]
-            return f'["str",{_json_string(v)},[[{a:d},{b:d},{_origin_list(o)}]]]'
-        spans = ",".join([f"[{a:d},{b:d},{_origin_list(o)}]" for a, b, o in spans])
+            return f'["str",{_json_string(v)},[[{_digits(a)},{_digits(b)},{_origin_list(o)}]]]'
+        spans = ",".join([f"[{_digits(a)},{_digits(b)},{_origin_list(o)}]" for a, b, o in spans])
         return f'["str",{_json_string(v)},[{spans}]]'
     if t is str:
         return f'["str",{_json_string(v)},[]]'
