@@ -442,14 +442,18 @@ def test_new_verdicts_are_written_without_a_json_encoder(go, monkeypatch):
     assert len({look["digest"] for look in out.looks}) == 6
 
 
-def test_an_origin_sets_names_are_written_once_for_all_its_checks(go, monkeypatch):
+def test_an_origin_sets_names_and_a_findings_shape_are_written_once_for_all_its_checks(
+        go, monkeypatch):
     """(issue 27) The names of a set of origins, sorted and quoted for the digest and the
-    record, are made once however many new verdicts show the set."""
+    record, are made once however many new verdicts show the set; so is what the findings of
+    one parameter share -- role, kind, origins, what vouched, verdict: here the user is named
+    once with the origins and once as what vouched, not at every record."""
     from sensevm.guard import secondlook
     written = []
     real = P.origin_text
     monkeypatch.setattr(P, "origin_text", lambda o: written.append(o) or real(o))
     monkeypatch.setattr(secondlook, "_ORIGIN_NAMES", {})
+    monkeypatch.setattr(secondlook, "_SHAPES", {}, raising=False)
     src = EXTRA + ('for i in range(40):\n'
                    '    m = send_mail(relay(ask_human("to?")), "x")\n    m.verify()\n'
                    '    m.commit()\n')
@@ -458,8 +462,9 @@ def test_an_origin_sets_names_are_written_once_for_all_its_checks(go, monkeypatc
     assert len({look["digest"] for look in out.looks}) == 40
     origin_sets = {frozenset(f["origins"]) for look in out.looks for f in look["findings"]}
     assert origin_sets == {frozenset(["untrusted:relay", "user"])}
-    # The set's names, once (the user is named again as what vouched, at each record).
+    assert {f["endorsed_by"] for look in out.looks for f in look["findings"]} == {"user"}
     assert written.count(P.untrusted("relay")) == 1
+    assert written.count(P.USER) <= 2
 
 
 def test_a_trusted_strings_evidence_is_taken_without_looking_for_numbers_in_it(go, monkeypatch):
@@ -475,27 +480,6 @@ def test_a_trusted_strings_evidence_is_taken_without_looking_for_numbers_in_it(g
     assert out.lines[-1] == "committed", out.lines
     assert out.looks[0]["findings"][0]["endorsed_by"] == "trusted:lookup_contact"
     assert walked == []
-
-
-def test_a_findings_shape_is_written_once_for_all_its_checks(go, monkeypatch):
-    """(issue 27) What the findings of one parameter share -- its role, kind, origins, what
-    vouched and the verdict -- is written into the record once, however many new verdicts
-    show it: here the user, named once with the origins and once as what vouched (not at
-    every record)."""
-    from sensevm.guard import secondlook
-    written = []
-    real = P.origin_text
-    monkeypatch.setattr(P, "origin_text", lambda o: written.append(o) or real(o))
-    monkeypatch.setattr(secondlook, "_ORIGIN_NAMES", {})
-    monkeypatch.setattr(secondlook, "_SHAPES", {}, raising=False)
-    src = EXTRA + ('for i in range(40):\n'
-                   '    m = send_mail(relay(ask_human("to?")), "x")\n    m.verify()\n'
-                   '    m.commit()\n')
-    out = go(src, stdin="".join(f"u{i}@corp.example\n" for i in range(40)))
-    assert out.error is None, out.error
-    assert len({look["digest"] for look in out.looks}) == 40
-    assert {f["endorsed_by"] for look in out.looks for f in look["findings"]} == {"user"}
-    assert written.count(P.USER) <= 2
 
 
 @st.composite
