@@ -30,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 
-from benchmarks.catalog import PROGRAMS_DIR, sized
+from benchmarks.catalog import PROGRAMS_DIR, written
 
 HERE = os.path.dirname(PROGRAMS_DIR)
 ROOT = os.path.dirname(HERE)
@@ -57,14 +57,6 @@ def instructions(cmd: list, cwd: str, env: dict) -> int:
     if match is None:
         raise SystemExit(f"no instruction count in callgrind's output for {cmd}")
     return int(match.group(1))
-
-
-def written(name: str, ext: str, n: int, tmp: str) -> str:
-    """Program ``name``'s file (.sns, or its twin's .py) at size ``n``, written under ``tmp``."""
-    path = os.path.join(tmp, f"{name}_{n}.{ext}")
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write(sized(os.path.join(PROGRAMS_DIR, f"{name}.{ext}"), n))
-    return path
 
 
 def measure(name: str, root: str, scale: int, python: str) -> tuple:

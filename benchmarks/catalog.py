@@ -126,3 +126,11 @@ def sized(path: str, n: int) -> str:
     if count != 1:
         raise ValueError(f"{path}: expected exactly one 'N = <int>' line, found {count}")
     return new
+
+
+def written(name: str, ext: str, n: int, tmp: str) -> str:
+    """Program ``name``'s file (.sns, or its twin's .py) at size ``n``, written under ``tmp``."""
+    path = os.path.join(tmp, f"{name}_{n}.{ext}")
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(sized(os.path.join(PROGRAMS_DIR, f"{name}.{ext}"), n))
+    return path

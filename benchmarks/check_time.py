@@ -77,10 +77,8 @@ def _nothing(self, f, action, stage, line):
 
 def build(name: str, turns: int, root: str, python: str, tmp: str) -> str:
     """The program ``name`` at ``turns`` turns, built with ``root``'s compiler."""
-    from benchmarks.catalog import PROGRAMS_DIR, sized
-    source = os.path.join(tmp, f"{name}.sns")
-    with open(source, "w", encoding="utf-8") as fh:
-        fh.write(sized(os.path.join(PROGRAMS_DIR, f"{name}.sns"), turns))
+    from benchmarks.catalog import written
+    source = written(name, "sns", turns, tmp)
     built = os.path.join(tmp, f"{name}-{abs(hash(root))}.snb")
     subprocess.run([python, "-m", "sensec", "build", source, "-o", built], cwd=root,
                    env=dict(os.environ, PYTHONPATH=root), check=True,
