@@ -822,7 +822,7 @@ def value_parts(role: str, value) -> list:
         if len(found) == 1:         # (one address, as a tool hands it: no comprehension)
             k, key, s, e = found[0]
             if key[0] in wanted:
-                return [(k, key, text if s == 0 and e == len(text) else text[s:e])]
+                return [(k, key, text[s:e])]      # (the text itself, when it is all of it)
         else:
             parts = [(k, key, text[s:e]) for k, key, s, e in found if key[0] in wanted]
             if parts:

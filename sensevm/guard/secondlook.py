@@ -190,9 +190,7 @@ def _finding_json(f: Finding) -> str:
     if credential:
         shown = _json_string(_masked(value))
         return f"{{{head}{middle}{shown}{tail}"
-    # (f.shown(): for the common case, a short String, written out.)
-    shown = _json_string(repr(value) if type(value) is str and len(value) <= PREVIEW
-                         else _preview(value))
+    shown = _json_string(_preview(value))
     matched = f.matched
     if matched is not None:
         matched = _json_string(matched) if type(matched) is str else _json_value(matched)
@@ -256,6 +254,8 @@ _NOTHING = Evaluation("", (), [])
 
 
 def _preview(value) -> str:
+    if type(value) is str and len(value) <= PREVIEW:
+        return repr(value)          # (the common case: a short String, shown whole)
     text = str(P.plain(value)) if not isinstance(value, (list, dict)) else repr(value)
     return repr(text if len(text) <= PREVIEW else text[:PREVIEW] + "...")
 
