@@ -307,11 +307,14 @@ def s_replace(s, vm, args):
 
 
 def s_repeat(s, vm, args):
-    n = _int_arg("repeat", args[0])
-    size = len(s) * max(n, 0)
+    n = max(_int_arg("repeat", args[0]), 0)
+    if not s:
+        n = min(n, 1)       # (nothing repeated is itself: a count past Python's range is not
+        #                     given to s * n, which would raise OverflowError)
+    size = len(s) * n
     if size > V.MAX_STRING:
         raise string_limit(size, V.MAX_STRING)
-    text = s * n if type(s) is not LStr else _joined([s] * max(n, 0))
+    text = s * n if type(s) is not LStr else _joined([s] * n)
     return _labelled(text, args[0])         # how long it is depends on the count
 
 
