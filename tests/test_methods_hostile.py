@@ -44,9 +44,12 @@ def calls(draw):
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(st.lists(calls(), min_size=1, max_size=6))
 # (Found by this test: a count past Python's index range reached s * n for an empty String,
-# whose size, 0, passed the limit; so did any negative one.)
+# whose size, 0, passed the limit; so did any negative one. Its twin: a negative width past
+# that range reached str.rjust / ljust on the fast paths of pad_start and pad_end.)
 @example(['"".repeat(10000000000000000000000)', '"ab".repeat(-10000000000000000000000)',
           'page().replace(page(), "").repeat(10000000000000000000000)'])
+@example(['"ab".pad_end(-10000000000000000000000, "x")',
+          '"ab".pad_start(-10000000000000000000000, "x")', '"ab".pad_start(-1, "x")'])
 def test_any_call_is_a_value_or_a_sense_error(tmp_path, exprs):
     body = "".join(f'test "{i}":\n    print({e})\n' for i, e in enumerate(exprs))
     for tier in ("1", "2"):

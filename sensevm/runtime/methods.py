@@ -339,18 +339,18 @@ def _pad(method, s, args, before: bool):
     return _joined([padding, s] if before else [s, padding])
 
 
-# A plain String, an Int width within --max-string and a plain one-character fill: what
+# A plain String, an Int width from 0 to --max-string and a plain one-character fill: what
 # _pad pads with str.rjust / str.ljust after all its checks, done straight away.
 
 def s_pad_start(s, vm, args):
-    if (type(s) is str and len(args) == 2 and type(args[0]) is int and args[0] <= V.MAX_STRING
+    if (type(s) is str and len(args) == 2 and type(args[0]) is int and 0 <= args[0] <= V.MAX_STRING
             and type(args[1]) is str and len(args[1]) == 1):
         return s.rjust(args[0], args[1])
     return _pad("pad_start", s, args, True)
 
 
 def s_pad_end(s, vm, args):
-    if (type(s) is str and len(args) == 2 and type(args[0]) is int and args[0] <= V.MAX_STRING
+    if (type(s) is str and len(args) == 2 and type(args[0]) is int and 0 <= args[0] <= V.MAX_STRING
             and type(args[1]) is str and len(args[1]) == 1):
         return s.ljust(args[0], args[1])
     return _pad("pad_end", s, args, False)
@@ -717,9 +717,9 @@ INLINE_METHODS = {
         ("find", 1): ("{0}.__class__ is str", "{r}.find({0})"),
         ("replace", 2): ("{0}.__class__ is str and {1}.__class__ is str and {0} "
                          "and len({1}) <= len({0})", "{r}.replace({0}, {1})"),
-        ("pad_start", 2): ("{0}.__class__ is int and {0} <= V.MAX_STRING "
+        ("pad_start", 2): ("{0}.__class__ is int and 0 <= {0} <= V.MAX_STRING "
                            "and {1}.__class__ is str and len({1}) == 1", "{r}.rjust({0}, {1})"),
-        ("pad_end", 2): ("{0}.__class__ is int and {0} <= V.MAX_STRING "
+        ("pad_end", 2): ("{0}.__class__ is int and 0 <= {0} <= V.MAX_STRING "
                          "and {1}.__class__ is str and len({1}) == 1", "{r}.ljust({0}, {1})"),
     },
     list: {
