@@ -6,6 +6,7 @@ action reused by another. Each runs on both VM tiers (the ``go`` fixture)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
@@ -176,8 +177,8 @@ def test_commit_reuses_the_verdict_of_verify_for_arguments_that_cannot_change(go
     from sensevm.guard import secondlook as SL
     calls = []
     real = SL.SecondLook._cached
-    monkeypatch.setattr(SL.SecondLook, "_cached", lambda self, d, args, found:
-                        calls.append(d.name) or real(self, d, args, found))
+    monkeypatch.setattr(SL.SecondLook, "_cached", lambda self, d, args, found, *flat:
+                        calls.append(d.name) or real(self, d, args, found, *flat))
     src = EXTRA + ('page = fetch_page("u")\nfor i in range(3):\n'
                    '    m = send_mail(page, "x")\n    m.verify()\n    m.approve()\n'
                    '    m.commit()\nto = [page]\nsend_all.approve()\n'
@@ -567,3 +568,53 @@ def test_a_span_offset_of_an_int_subclass_is_written_as_its_number():
         '["str","abcdef",[[1,3,["untrusted:w"]],[3,6,[]]]]'
     assert _canon(P.LStr("ab", ((False, True + True, page),))) == \
         '["str","ab",[[0,2,["untrusted:w"]]]]'
+
+
+@settings(max_examples=300, deadline=None)
+@given(name=_TEXT, texts=st.lists(_TEXT, min_size=1, max_size=3),
+       origins=st.lists(st.frozensets(_ORIGINS, max_size=2), min_size=3, max_size=3),
+       bools=st.booleans())
+def test_the_digest_of_strings_of_one_span_is_the_json_definitions(name, texts, origins,
+                                                                  bools):
+    """(issue 27) _digest writes a String, and a labelled String of one span (a tool's
+    result), itself rather than by _canon; the text is still _canon's, and so the
+    definition's, byte for byte, whatever the text (a lone surrogate included) and the span's
+    origins (none included). Offsets that are Bools (a journal read back) are written as
+    numbers, as _canon writes them (the JSON definition would write ``false``)."""
+    from sensevm.guard.secondlook import _canon, _json_string
+    args = []
+    for text, held in zip(texts, origins):
+        end = bool(len(text) % 2) if bools else len(text)
+        args.append(text if not held else P.LStr(text, ((False if bools else 0, end, held),)))
+        args.append(text)
+    by_canon = f'[{_json_string(name)},[{",".join(map(_canon, args))}]]'
+    assert _digest(name, args) == "sha256:" + hashlib.sha256(
+        by_canon.encode("utf-8", "surrogatepass")).hexdigest()
+    if not bools:
+        assert _digest(name, args) == _digest_by_json(name, args)
+
+
+def test_a_check_of_strings_makes_its_digest_and_size_without_a_call_an_argument(
+        monkeypatch):
+    """(issue 27) A new verdict on Strings, labelled or not, writes their digest text and
+    counts the characters its cache key keeps without calling _canon or _key_chars for each
+    (the common check: a tool's address and a literal body). What it makes is unchanged."""
+    from types import SimpleNamespace as NS
+    from sensevm.guard import secondlook as SL
+
+    def refused(*args):
+        raise AssertionError("called")
+
+    monkeypatch.setattr(SL, "_canon", refused)
+    monkeypatch.setattr(SL, "_key_chars", refused)
+    look = SL.SecondLook()
+
+    class Definition:
+        name, params = "send", ("to", "body")
+        decl = NS(name="send", capability="email.send", roles=())
+
+    to = P.LStr("a@corp.example", ((0, 14, P.only(P.untrusted("page"))),))
+    evaluation = look.evaluate(NS(definition=Definition, args=[to, "hello"], looked=None))
+    assert evaluation.flagged
+    assert evaluation.digest == _digest_by_json("send", [to, "hello"])
+    assert look._verdict_chars == len("a@corp.example") + len("hello")

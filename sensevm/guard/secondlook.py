@@ -190,7 +190,9 @@ def _finding_json(f: Finding) -> str:
     if credential:
         shown = _json_string(_masked(value))
         return f"{{{head}{middle}{shown}{tail}"
-    shown = _json_string(_preview(value))
+    # (_preview's first case, a short String shown whole, written out)
+    shown = _json_string(repr(value) if type(value) is str and len(value) <= PREVIEW
+                         else _preview(value))
     matched = f.matched
     if matched is not None:
         matched = _json_string(matched) if type(matched) is str else _json_value(matched)
@@ -471,8 +473,10 @@ class SecondLook:
             # then does not ask).
             action.looked = False
             return _NOTHING
-        ev = self._cached(action.definition, args,
-                          tuple(found) if found is not None else _key(args))
+        if found is not None:
+            ev = self._cached(action.definition, args, tuple(found), True)
+        else:
+            ev = self._cached(action.definition, args, _key(args))
         if scalars and ev.findings:
             if ev._digest is None:
                 ev.digest           # (bound now, from the arguments as they are)
@@ -488,9 +492,10 @@ class SecondLook:
             return _NOTHING
         return self._cached(tool, args, _key(args))
 
-    def _cached(self, definition, args, found) -> Evaluation:
+    def _cached(self, definition, args, found, flat=False) -> Evaluation:
         """The evaluation of ``definition`` (an action's or a tool's) with ``args``, whose key
-        is ``found`` (_key's, or None: not cacheable): computed once for the same definition,
+        is ``found`` (_key's, or None: not cacheable; ``flat``: every argument is a String,
+        labelled or not, each keyed by itself): computed once for the same definition,
         the same arguments with the same origins (every span's) and the same evidence and
         code, then reused -- at commit after verify, and by later calls alike. The key is made
         afresh from the arguments' current contents at every check, so an Array or Map changed
@@ -512,7 +517,9 @@ class SecondLook:
             return ev
         ev._digest = _digest(ev.name, args)     # bound now, from the arguments as they are now
         ev.args = None          # (the cache keeps no mutable argument alive)
-        chars = _key_chars(found)      # (only now: a verdict found in the cache needs none)
+        # (Only now: a verdict found in the cache needs none. A flat key keeps the arguments'
+        # own texts, so its characters are theirs, counted without a Python call a String.)
+        chars = sum(map(len, args)) if flat else _key_chars(found)
         with _VERDICT_LOCK:     # agents and async tools check from threads of their own
             verdicts = self._verdicts
             if self._verdicts_grown != grown:
@@ -560,12 +567,16 @@ class SecondLook:
     def _check(self, param, role, leaf, path, E) -> list:
         if type(leaf) is _LStr:     # (P.origins_of and P.plain, written out for the common case)
             spans = leaf._spans or leaf.spans
-            origins = spans[0][2] if len(spans) == 1 else P.origins_of(leaf)
+            # (A String of one span is influenced or clean as a whole: checked only when it is
+            # influenced, it has no clean text of its own to vouch for itself.)
+            own = len(spans) != 1
+            origins = P.origins_of(leaf) if own else spans[0][2]
             value = str.__str__(leaf)
         else:
             origins = P.origins_of(leaf)
             if not origins:
                 return []
+            own = True
             value = P.plain(leaf)
         influenced = P.is_influenced(origins)
         if role == "content":
@@ -580,7 +591,7 @@ class SecondLook:
                     continue
                 part_role = "link" if key[0] in ("url", "url?") else "recipient"
                 part = (kind, key, value[start:end])
-                endorsed = self._endorsement(leaf, part_role, part, E)
+                endorsed = self._endorsement(leaf, part_role, part, E, own)
                 out.append(Finding(param, part_role, part[2], part_origins, endorsed,
                                    "endorsed" if endorsed else "flagged", kind, path,
                                    _compared(part)))
@@ -592,20 +603,19 @@ class SecondLook:
                 out.append(Finding(param, role, shown, origins, None, "clean", kind, path,
                                    _compared(part)))
                 continue
-            endorsed = self._endorsement(leaf, role, part, E)
+            endorsed = self._endorsement(leaf, role, part, E, own)
             out.append(Finding(param, role, shown, origins, endorsed,
                                "endorsed" if endorsed else "flagged", kind, path,
                                None if key is None else key[1] if key[0] != "amount"
                                else _compared(part)))
         return out
 
-    def _endorsement(self, leaf, role, part, E):
+    def _endorsement(self, leaf, role, part, E, own=True):
         """The clean text that holds a value equal to ``part``, by precedence (user, literal,
-        trusted; the value's own clean spans first among equals), or None."""
+        trusted; the value's own clean spans first among equals), or None. ``own``: ``leaf``
+        may hold clean text (False for an influenced String of one span, which holds none)."""
         best = None
-        spans = (leaf._spans or leaf.spans) if type(leaf) is _LStr else None
-        if spans is None or len(spans) > 1 or not P.is_influenced(spans[0][2]):
-            # (Not a String of one influenced span: that has no clean text of its own.)
+        if own:
             for span in P.clean_spans(leaf):
                 if role == "amount" and span[0][0] not in ("user", "literal"):
                     continue
@@ -870,8 +880,27 @@ def _digest(name, args) -> str:
     global _sha256
     if _sha256 is None:
         from hashlib import sha256 as _sha256
-    text = f'[{_json_string(name)},[{",".join(map(_canon, args))}]]'
-    return "sha256:" + _sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    # Each argument written here, by a loop rather than map(_canon, args): a function that
+    # map calls from C gets a frame of its own, one called from this loop does not, and the
+    # common arguments (a String, a tool's String of one span) are written without a call.
+    written = []
+    for v in args:
+        t = type(v)
+        if t is str:
+            written.append(f'["str",{_json_string(v)},[]]')
+        elif t is _LStr and v._spans is not None and len(v._spans) == 1:
+            a, b, o = v._spans[0]
+            names = _ORIGIN_NAMES.get(o) if o else None
+            written.append(f'["str",{_json_string(v)},[[{_digits(a)},{_digits(b)},'
+                           f'{(names or _origin_names(o))[0] if o else "[]"}]]]')
+        else:
+            written.append(_canon(v))
+    text = f'[{_json_string(name)},[{",".join(written)}]]'
+    try:
+        data = text.encode()        # (the same bytes, when there is no lone surrogate)
+    except UnicodeEncodeError:
+        data = text.encode("utf-8", "surrogatepass")
+    return "sha256:" + _sha256(data).hexdigest()
 
 
 _sha256 = None
