@@ -5,7 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
 from sensevm.guard.endorse import (amount_in, analyse, as_amount, email_in, endorsed_by,
                                    find_amounts, find_emails, find_phones, iban_valid, luhn_valid,
@@ -582,3 +582,133 @@ def test_a_values_parts_are_every_part_of_its_kind(text, role):
     every = [(kind, key, text[start:end]) for kind, key, start, end in analyse(text, False).parts
              if key[0] in wanted]
     assert value_parts(role, text) == (every or [("text", None, text)])
+
+
+# ----------------------------------------------------------------------------- reading prose fast
+
+def _numbers_reading_every_word(text, words):
+    """_numbers as first written: _number_at at every word not inside a number already, and an
+    amount looked for at every word not in a number (the oracle for the reading that looks
+    only at words holding a digit)."""
+    from sensevm.guard import endorse as E
+    parts, amounts, n = [], [], len(words)
+    used = [False] * n
+    i = 0
+    while i < n:
+        j, part = E._number_at(text, words, i)
+        if part is None:
+            i += 1
+            continue
+        parts.append(part)
+        for k in range(i, j + 1):
+            used[k] = True
+        s, e, cs, ce = words[i]
+        if j == i and text[cs:ce].isdigit():
+            amounts.append((Decimal(text[cs:ce]), E._currency_near(text, words, i), i))
+        i = j + 1
+    for i in range(n):
+        if used[i]:
+            continue
+        s, e, cs, ce = words[i]
+        m = E._AMOUNT_WORD.fullmatch(text, cs, ce)
+        if m is None or E._month(text, words, i - 1) or E._month(text, words, i + 1) \
+                or E._day(text, words, i - 1) and E._month(text, words, i - 2) \
+                or E._day(text, words, i + 1) and E._month(text, words, i + 2):
+            continue
+        value = E._decimal(m.group("num"))
+        if value is None:
+            continue
+        symbol = m.group("pre") or m.group("post")
+        amounts.append((value, E._SYMBOLS[symbol] if symbol
+                        else E._currency_near(text, words, i), i))
+    amounts.sort(key=lambda a: a[2])
+    return parts, [(v, c) for v, c, _ in amounts]
+
+
+_NUMBERISH = st.sampled_from([
+    "GB29 NWBK 6016 1331 9268 19", "GB29NWBK60161331926819", "GB29 NWBK", "DE89", "ABCD", "NWBK",
+    "+1 555 010 0000", "555 010 0000", "4111 1111 1111 1111", "(555) 010-0000", "1234567",
+    "12345678901", "$1,200", "1,200.50", "€5", "5€", "500 rupees", "USD 300", "1.2.3",
+    "April 1, 2022", "1 April 2022", "2022-04-01", "01/04/2022", "12", "7", "day", "May",
+    "١٢٣", "٣", "x9", "9x", "(42)", "'7'", " ", "  ", "\n", "\t", "\xa0", "\u2003", ",", ".",
+    ":", "and", "the", "page", "a@x.example", "https://x.example/9"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_NUMBERISH | PIECES, max_size=14).map(" ".join))
+def test_numbers_read_from_the_words_holding_digits_are_those_every_word_gives(text):
+    """(issue 27) _numbers looks only at the words holding a digit: the numbers, IBANs (their
+    groups of letters included), phone and card numbers and amounts it finds are exactly those
+    reading every word finds, in the same order."""
+    from sensevm.guard import endorse as E
+    words = E._words(text)
+    assert E._numbers(text, words) == _numbers_reading_every_word(text, words)
+
+
+@given(st.lists(_NUMBERISH | PIECES | _ADDRESSY, max_size=10).map("".join))
+def test_the_patterns_a_text_is_spared_need_what_it_lacks(text):
+    """(issue 27) A text is not searched for links without '://', for addresses without '@',
+    nor for numbers without a digit: each pattern needs it, so the search would find nothing."""
+    from sensevm.guard import endorse as E
+    if "://" not in text:
+        assert E._URL.search(text) is None
+    if "@" not in text:
+        assert E._QUOTED_AT.search(text) is None
+    if E._DIGITS.search(text) is None:
+        assert E._numbers(text, E._words(text)) == ([], [])
+        assert _numbers_reading_every_word(text, E._words(text)) == ([], [])
+
+
+def test_prose_is_read_without_a_step_a_word_it_need_not_take(monkeypatch):
+    """(issue 27) A sentence without a digit, '@' or '://' is read without its words, a
+    search for links or a search for addresses; one with a number reads the word holding it,
+    not the others."""
+    from sensevm.guard import endorse as E
+
+    class Refused:
+        def __getattr__(self, name):
+            raise AssertionError(f"{name} used")
+
+    monkeypatch.setattr(E, "_URL", Refused())
+    monkeypatch.setattr(E, "_QUOTED_AT", Refused())
+    real_words = E._words
+    monkeypatch.setattr(E, "_words", lambda text: (_ for _ in ()).throw(AssertionError(text)))
+    analysis = E._analyse_text("The numbers look fine and nothing needs a reply.", True)
+    assert (analysis.parts, analysis.amounts) == ([], [])
+    monkeypatch.setattr(E, "_words", real_words)
+    looked = []
+    real = E._number_at
+    monkeypatch.setattr(E, "_number_at", lambda t, w, i: looked.append(i) or real(t, w, i))
+    analysis = E._analyse_text("Summary for day 5: the numbers look fine, call +1 555 010 0000.",
+                               True)
+    assert looked == [3, 9]        # ("5:", and "+1" which starts the phone number)
+    assert [key for _, key, _, _ in analysis.parts] == [("phone", "+15550100000")]
+    assert analysis.amounts == [(Decimal(5), None)]
+
+
+def test_the_analysis_cache_lets_its_oldest_reading_go_first(monkeypatch):
+    """(issue 27) Full, the cache of readings drops the oldest one for a new one (kept in the
+    order they came, not found by walking the dict's emptied slots), and stays in bounds."""
+    from sensevm.guard import endorse as E
+    monkeypatch.setattr(E, "_CACHE", {})
+    monkeypatch.setattr(E, "_CACHE_ORDER", E.deque())
+    monkeypatch.setattr(E, "_cached_chars", 0)
+    monkeypatch.setattr(E, "_CACHE_ENTRIES", 4)
+    texts = [f"note {i} for the file" for i in range(10)]
+    for text in texts:
+        E.analyse(text)
+        E.analyse(text)             # (read again: found, not added twice)
+    assert list(E._CACHE) == [(t, True) for t in texts[-4:]] == list(E._CACHE_ORDER)
+    assert E._cached_chars == sum(len(t) for t in texts[-4:])
+    # Bound by characters: what is kept is the newest readings that fit.
+    monkeypatch.setattr(E, "_CACHE_ENTRIES", 100)
+    monkeypatch.setattr(E, "_CACHE_CHARS", 280)         # (a text of up to 35 is cached)
+    longer = [f"a longer note, number {i:02d} of 35 ch" for i in range(8)]
+    for text in longer:
+        E.analyse(text)
+    sequence = [(t, True) for t in texts + longer]
+    kept = list(E._CACHE)
+    assert kept == list(E._CACHE_ORDER) == sequence[len(sequence) - len(kept):]
+    assert E._cached_chars == sum(len(t) for t, _ in kept) <= 280
+    dropped_last = sequence[len(sequence) - len(kept) - 1][0]
+    assert E._cached_chars + len(dropped_last) > 280    # (it went because it did not fit)

@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import re
 from _thread import allocate_lock
+from bisect import bisect_right
+from collections import deque
 from decimal import Decimal, InvalidOperation
 from sensevm.guard.outbound import is_credential_name
 
@@ -170,6 +172,8 @@ def _email_key(local: str | None, quoted: bool, domain: str):
 def _emails(text: str, prose: bool, taken: list) -> list:
     """Every address (or malformed address) in ``text``; their spans are appended to ``taken``."""
     parts = []
+    if "@" not in text:
+        return parts        # (every address has one: a page of prose most often has none)
     # Quoted local parts first: the '@' inside "alice@example.com"@evil.example is not one.
     for m in _QUOTED_AT.finditer(text):
         start = m.start()
@@ -288,6 +292,8 @@ def url_key(url: str):
 
 def _urls(text: str, prose: bool, taken: list) -> list:
     parts = []
+    if "://" not in text:
+        return parts        # (_URL's one literal: faster looked for alone than by the pattern)
     for m in _URL.finditer(text):
         start, end = m.start(), m.end()
         while prose and end > start and text[end - 1] in _URL_PROSE_TAIL:
@@ -412,11 +418,15 @@ def _decimal(text: str) -> Decimal | None:
         return None
 
 
+_WORD = re.compile(r"\S+")
+_AFTER_ALL = (float("inf"),)     # (greater than any word's (start, ...): for bisect)
+
+
 def _words(text: str) -> list:
     """(start, end, core start, core end) of every whitespace-separated word: the core
     without the quotes, brackets and sentence punctuation prose puts around it."""
     out = []
-    for m in re.finditer(r"\S+", text):
+    for m in _WORD.finditer(text):
         s, e = m.span()
         cs, ce = s, e
         while cs < ce and text[cs] in _LEAD:
@@ -428,16 +438,24 @@ def _words(text: str) -> list:
 
 
 def _numbers(text: str, words: list) -> tuple[list, list]:
-    """IBANs, phone, card and account numbers, and amounts, in the words of ``text``."""
+    """IBANs, phone, card and account numbers, and amounts, in the words of ``text``.
+
+    Only a word holding a digit is looked at: every pattern a number or an amount starts with
+    (_IBAN, _IBAN_HEAD, _PHONEISH, _AMOUNT_WORD) needs one, so any other word starts nothing
+    (the words after a number's first, an IBAN's groups of letters among them, are still read
+    by _number_at). Prose has few such words; reading each word was most of a page's check."""
     parts = []
     amounts = []
-    n = len(words)
-    used = [False] * n
-    i = 0
-    while i < n:
+    holding = _holding_digits(text, words)
+    if not holding:
+        return parts, amounts
+    used = [False] * len(words)
+    after = 0                   # (the first word not inside a number found already)
+    for i in holding:
+        if i < after:
+            continue
         j, part = _number_at(text, words, i)
         if part is None:
-            i += 1
             continue
         parts.append(part)
         for k in range(i, j + 1):
@@ -446,8 +464,8 @@ def _numbers(text: str, words: list) -> tuple[list, list]:
         if j == i and text[cs:ce].isdigit():
             # Seven digits or more with nothing around them: an account number, or an amount.
             amounts.append((Decimal(text[cs:ce]), _currency_near(text, words, i), i))
-        i = j + 1
-    for i in range(n):
+        after = j + 1
+    for i in holding:
         if used[i]:
             continue
         s, e, cs, ce = words[i]
@@ -465,6 +483,20 @@ def _numbers(text: str, words: list) -> tuple[list, list]:
         amounts.append((value, currency, i))
     amounts.sort(key=lambda a: a[2])
     return parts, [(v, c) for v, c, _ in amounts]
+
+
+_DIGITS = re.compile(r"\d+")      # (\d as the patterns above read it: any decimal digit)
+
+
+def _holding_digits(text: str, words: list) -> list:
+    """The numbers, in order, of the words of ``text`` that hold a digit."""
+    holding: list = []
+    for m in _DIGITS.finditer(text):
+        # (The last word starting at or before the digit: a digit is never a space.)
+        k = bisect_right(words, (m.start(),) + _AFTER_ALL) - 1
+        if not holding or holding[-1] != k:
+            holding.append(k)
+    return holding
 
 
 def _number_at(text: str, words: list, i: int):
@@ -503,7 +535,7 @@ def _number_at(text: str, words: list, i: int):
         end, clean = nxt[1], nxt[2]
         j += 1
     group = text[start:end]
-    if j == i and not (len(group) >= 7 or any(c in group for c in "+()-.")):
+    if j == i and not (len(group) >= 7 or not _GROUP_MARKS.isdisjoint(group)):
         return i, None
     if j == i and _looks_like_version(group):
         return i, None
@@ -512,6 +544,7 @@ def _number_at(text: str, words: list, i: int):
 
 
 _LONG_RUN = re.compile(r"\d{7}")
+_GROUP_MARKS = frozenset("+()-.")
 
 
 def _short_groups(text: str, start: int, end: int) -> bool:
@@ -681,6 +714,10 @@ class Analysis:
 # Analyses by (text, prose): the same evidence and arguments are read at verify, at commit and
 # by every later check. Bounded by count and by the characters it keeps alive (pages are big).
 _CACHE: dict = {}
+# Its keys, oldest first: the next to go when it is full. (A dict's first key is found by
+# walking past every slot emptied before it, up to the next resize: evicting through
+# next(iter(_CACHE)) cost each new text read about 9,000 instructions once the cache is full.)
+_CACHE_ORDER: deque = deque()
 _CACHE_ENTRIES = 2048
 _CACHE_CHARS = 4_000_000
 _cached_chars = 0
@@ -710,13 +747,14 @@ def analyse(text: str, prose: bool = True) -> Analysis:
             _analyse_text(text, prose)
         if len(text) <= _CACHE_CHARS // 8:
             with _CACHE_LOCK:       # async tools and agents check from threads of their own
-                while _CACHE and (len(_CACHE) >= _CACHE_ENTRIES
-                                  or _cached_chars + len(text) > _CACHE_CHARS):
-                    old = next(iter(_CACHE))
-                    del _CACHE[old]
-                    _cached_chars -= len(old[0])
                 if key not in _CACHE:
+                    while _CACHE_ORDER and (len(_CACHE) >= _CACHE_ENTRIES
+                                            or _cached_chars + len(text) > _CACHE_CHARS):
+                        old = _CACHE_ORDER.popleft()
+                        del _CACHE[old]
+                        _cached_chars -= len(old[0])
                     _CACHE[key] = found
+                    _CACHE_ORDER.append(key)
                     _cached_chars += len(text)
     return found
 
@@ -796,7 +834,10 @@ def _analyse_text(text: str, prose: bool) -> Analysis:
         rest = "".join(masked)
     else:
         rest = text
-    more, amounts = _numbers(rest, _words(rest))
+    if _DIGITS.search(rest) is None:
+        more, amounts = [], []      # (no digit: no number, no amount, and no words to read)
+    else:
+        more, amounts = _numbers(rest, _words(rest))
     parts += more
     parts.sort(key=lambda p: p[2])
     return Analysis(parts, amounts)
