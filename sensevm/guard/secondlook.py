@@ -477,10 +477,17 @@ class SecondLook:
             ev = self._cached(action.definition, args, tuple(found), True)
         else:
             ev = self._cached(action.definition, args, _key(args))
-        if scalars and ev.findings:
-            if ev._digest is None:
-                ev.digest           # (bound now, from the arguments as they are)
-            action.looked = (ev, self.grown)
+        if scalars:
+            if ev.findings:
+                if ev._digest is None:
+                    ev.digest           # (bound now, from the arguments as they are)
+                action.looked = (ev, self.grown)
+            else:
+                # Labelled, but nothing to vouch for (a page's text with no address in it):
+                # what is found depends on the arguments alone (evidence and code only decide
+                # who vouches for what is), and these cannot change, so commit finds nothing
+                # either and does not ask.
+                action.looked = False
         return ev
 
     def evaluate_tool(self, tool, args) -> Evaluation:
