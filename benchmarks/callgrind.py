@@ -39,7 +39,8 @@ STEPS = {
     "fib": 20, "loops": 160_000, "arrays": 48_000, "strings": 100_000, "closures": 80_000,
     "maps": 20_000, "callbacks": 48_000, "string_methods": 40_000,
     "lifecycle": 2_000, "provenance_pass": 2_000, "provenance_flag": 2_000,
-    "provenance_literal": 2_000, "provenance_fresh": 2_000, "tool_calls": 4_000,
+    "provenance_literal": 2_000, "provenance_fresh": 2_000, "provenance_content": 2_000,
+    "tool_calls": 4_000,
 }
 # Rows whose S cannot be scaled: fib's work doubles with each step of n, so its 2S is n + 1.
 NEXT = {"fib": lambda n: n + 1}

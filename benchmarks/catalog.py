@@ -88,6 +88,12 @@ BENCHMARKS: list[Bench] = [
                               "for by a trusted record",
           source="provenance_fresh.sns", full=30_000, quick=500, needs="tools",
           extension="trusted tools"),
+    # An untrusted page's text, new each turn, as the body of a mail to the program's own
+    # address: the second look reads it for addresses, links and numbers, finds nothing to
+    # vouch for, and passes (the agent that mails you a summary).
+    Bench("provenance_content", "a page's new text each turn as email.send's body to a literal "
+                                "address: read, nothing to vouch for",
+          source="provenance_content.sns", full=30_000, quick=500, needs="tools"),
     # The cost of provenance (the second look): the same two programs with it switched off in
     # our VM (the reference runs them as always); the table's notes give on/off.
     Bench("lifecycle_look_off", "the lifecycle loop, ours with --second-look=off",
@@ -98,6 +104,9 @@ BENCHMARKS: list[Bench] = [
     Bench("provenance_fresh_look_off", "provenance_fresh, ours with --second-look=off",
           source="provenance_fresh.sns", full=30_000, quick=500, needs="tools",
           extension="trusted tools", look_off="provenance_fresh"),
+    Bench("provenance_content_look_off", "provenance_content, ours with --second-look=off",
+          source="provenance_content.sns", full=30_000, quick=500, needs="tools",
+          look_off="provenance_content"),
     # Issue 5's memory target: a million lifecycles (two per iteration) with every audit record
     # appended and fsync'd to a hash-chained file, in bounded memory. Ours only (the reference
     # has no durable log); one round, as each takes minutes (an fsync per record).

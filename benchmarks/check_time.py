@@ -1,12 +1,14 @@
 """The second look's check timed on its own: microseconds a check, at verify and at commit.
 
 ``python -m benchmarks.check_time [--turns N] [--runs R] [--root DIR ...] [NAME ...]`` runs each
-agent program (by default ``provenance_fresh``, whose every verify makes a new verdict, and
-``provenance_pass``, whose verdict is made once and reused) R times at N turns, each run in a
-fresh process, with a timer around ``VM.second_look_at``: the whole check of one stage (the
-evaluation, the digest, the audit record and its detail). It prints, for each stage, the
+agent program (by default ``provenance_fresh``, whose every verify makes a new verdict,
+``provenance_content``, whose every verify reads a new page's text and finds nothing to vouch
+for, and ``provenance_pass``, whose verdict is made once and reused) R times at N turns, each
+run in a fresh process, with a timer around ``VM.second_look_at``: the whole check of one stage
+(the evaluation, the digest, the audit record and its detail). It prints, for each stage, the
 median over the runs of the mean time a check took, and the fastest run, less the timer's own
-cost (the same wrapper around a function that does nothing, timed in the same process).
+cost (the same wrapper around a function that does nothing, timed in the same process). A
+stage with no check (commit does not look again at what verify found nothing in) shows "-".
 
 The harness's rows time whole processes, in which a turn is two tool calls, a lifecycle and
 the loop as well as the two checks; the issue's target for the check itself ("a passing
@@ -27,7 +29,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-PROGRAMS = ("provenance_fresh", "provenance_pass")
+PROGRAMS = ("provenance_fresh", "provenance_content", "provenance_pass")
 STAGES = ("verify", "commit")
 
 

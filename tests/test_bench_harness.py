@@ -238,12 +238,17 @@ def test_the_headline_ratios_are_of_compute_and_the_whole_process_is_beside():
 
 def test_the_provenance_and_callback_rows():
     names = {b.name: b for b in BENCHMARKS}
-    for name in ("provenance_literal", "provenance_pass", "provenance_flag", "provenance_fresh"):
+    for name in ("provenance_literal", "provenance_pass", "provenance_flag", "provenance_fresh",
+                 "provenance_content"):
         assert names[name].twin is None                 # n/a: no CPython twin
     # The reference has no trusted tools: the row of new verdicts is ours, on and off.
     assert names["provenance_fresh"].extension == "trusted tools"
     assert names["provenance_fresh_look_off"].look_off == "provenance_fresh"
     assert names["provenance_fresh_look_off"].full == names["provenance_fresh"].full
+    # A page's text read for what it holds: the reference runs it too.
+    assert names["provenance_content"].extension is None
+    assert names["provenance_content_look_off"].look_off == "provenance_content"
+    assert names["provenance_content_look_off"].full == names["provenance_content"].full
     assert names["callbacks"].twin == "callbacks.py" and names["callbacks"].extension
 
 
@@ -277,7 +282,7 @@ def test_callgrind_sizes_make_a_loop_again_in_both_runs_or_in_neither():
     from benchmarks import callgrind
     from sensevm.runtime.tier2 import HOT_TURNS
     agents = {"lifecycle", "provenance_pass", "provenance_flag", "provenance_literal",
-              "provenance_fresh", "tool_calls"}
+              "provenance_fresh", "provenance_content", "tool_calls"}
     assert set(callgrind.STEPS) <= {b.name for b in BENCHMARKS}
     for name, steps in callgrind.STEPS.items():
         if name in agents:
@@ -297,6 +302,11 @@ def test_check_time_counts_every_check_of_each_stage(tmp_path):
         {"verify": 30, "commit": 30}
     assert all(seconds > 0 for _, seconds in got["stages"].values())
     assert got["timer"] > 0
+    # A page's text with nothing in it to vouch for is read at verify, and commit does not
+    # look again (it would find nothing either).
+    built = check_time.build("provenance_content", 30, ROOT, sys.executable, str(tmp_path))
+    got = check_time.run_once(built, ROOT, sys.executable)
+    assert {stage: checks for stage, (checks, _) in got["stages"].items()} == {"verify": 30}
     proc = subprocess.run([sys.executable, "-m", "benchmarks.check_time", "--turns", "20",
                            "--runs", "1", "provenance_pass"], cwd=ROOT, capture_output=True,
                           text=True, timeout=120,
