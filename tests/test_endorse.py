@@ -5,7 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 from sensevm.guard.endorse import (amount_in, analyse, as_amount, email_in, endorsed_by,
                                    find_amounts, find_emails, find_phones, iban_valid, luhn_valid,
@@ -595,7 +595,7 @@ def _numbers_reading_every_word(text, words):
     used = [False] * n
     i = 0
     while i < n:
-        j, part = E._number_at(text, words, i)
+        j, part, _ = E._number_at(text, words, i)
         if part is None:
             i += 1
             continue
@@ -642,7 +642,31 @@ def test_numbers_read_from_the_words_holding_digits_are_those_every_word_gives(t
     reading every word finds, in the same order."""
     from sensevm.guard import endorse as E
     words = E._words(text)
-    assert E._numbers(text, words) == _numbers_reading_every_word(text, words)
+    assert E._numbers_among(text, words) == _numbers_reading_every_word(text, words)
+    assert E._numbers(text) == _numbers_reading_every_word(text, words)
+
+
+_FAR_APART = st.sampled_from(["word", "the", "May", "rupees", "USD", "$", "ABCD", "EFGH",
+                              "NWBK", "GB29", "6016", "+44", "20", "7946", "0958", "19", "12",
+                              "2022", "1,200", "x1", "(555)", "010-0000", "٣", "'9'", "*"])
+_GAPS = st.sampled_from([" ", " ", " ", "  ", "\n", "\xa0", "\u3000", " \t"])
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.tuples(_FAR_APART, _GAPS), max_size=30).map(
+    lambda pairs: "".join(word + gap for word, gap in pairs)), st.booleans())
+# A digit two words after another, whose own month is past the first one's window; an IBAN
+# whose groups of letters run on past its window (found by a random search of 200,000 texts).
+@example("5 word 7 May", False)
+@example("0000 USD $ the\n1.2.3 EFGH\u3000NWBK DE89 EFGH\nEFGH EFGH .", False)
+def test_numbers_read_in_windows_are_those_the_whole_text_gives(text, trim):
+    """(issue 27) _numbers reads the words around each digit, in windows, and the whole text
+    only when a number runs on to a window's last word: whatever the words between the
+    numbers, IBAN groups of letters and whitespace of any kind, what it finds is what reading
+    every word of the whole text finds, at the same offsets."""
+    from sensevm.guard import endorse as E
+    text = text.strip() if trim else text
+    assert E._numbers(text) == _numbers_reading_every_word(text, E._words(text))
 
 
 @given(st.lists(_NUMBERISH | PIECES | _ADDRESSY, max_size=10).map("".join))
@@ -655,7 +679,7 @@ def test_the_patterns_a_text_is_spared_need_what_it_lacks(text):
     if "@" not in text:
         assert E._QUOTED_AT.search(text) is None
     if E._DIGITS.search(text) is None:
-        assert E._numbers(text, E._words(text)) == ([], [])
+        assert E._numbers(text) == ([], [])
         assert _numbers_reading_every_word(text, E._words(text)) == ([], [])
 
 
@@ -675,14 +699,21 @@ def test_prose_is_read_without_a_step_a_word_it_need_not_take(monkeypatch):
     monkeypatch.setattr(E, "_words", lambda text: (_ for _ in ()).throw(AssertionError(text)))
     analysis = E._analyse_text("The numbers look fine and nothing needs a reply.", True)
     assert (analysis.parts, analysis.amounts) == ([], [])
-    monkeypatch.setattr(E, "_words", real_words)
+    read = []
+    monkeypatch.setattr(E, "_words", lambda text: read.append(text) or real_words(text))
     looked = []
     real = E._number_at
-    monkeypatch.setattr(E, "_number_at", lambda t, w, i: looked.append(i) or real(t, w, i))
-    analysis = E._analyse_text("Summary for day 5: the numbers look fine, call +1 555 010 0000.",
-                               True)
-    assert looked == [3, 9]        # ("5:", and "+1" which starts the phone number)
+    monkeypatch.setattr(E, "_number_at", lambda t, w, i: looked.append(t[w[i][0]:w[i][1]])
+                        or real(t, w, i))
+    text = ("Summary for day 5: the numbers look fine, as they were last week and the week "
+            "before; call +1 555 010 0000.")
+    analysis = E._analyse_text(text, True)
+    # Only the words around each digit are read: two windows, not the whole text.
+    assert read == ["for day 5: the numbers", "before; call +1 555 010 0000."]
+    assert looked == ["5:", "+1"]        # (and "+1" starts the phone number, to its end)
     assert [key for _, key, _, _ in analysis.parts] == [("phone", "+15550100000")]
+    assert analysis.parts == E._numbers_among(text, real_words(text))[0]   # (offsets too)
+    assert analysis.parts[0][2] == text.index("+1")
     assert analysis.amounts == [(Decimal(5), None)]
 
 
@@ -712,3 +743,32 @@ def test_the_analysis_cache_lets_its_oldest_reading_go_first(monkeypatch):
     assert E._cached_chars == sum(len(t) for t, _ in kept) <= 280
     dropped_last = sequence[len(sequence) - len(kept) - 1][0]
     assert E._cached_chars + len(dropped_last) > 280    # (it went because it did not fit)
+
+
+def test_amounts_are_read_when_first_asked_for(monkeypatch):
+    """(issue 27) A text's amounts are read when asked for, not with its addresses and
+    numbers: a page sent on, or a trusted record, is never asked for them."""
+    from sensevm.guard import endorse as E
+    read = []
+    real = E._decimal
+    monkeypatch.setattr(E, "_decimal", lambda text: read.append(text) or real(text))
+    analysis = E._analyse_text("pay $1,200 to +1 555 010 0000 by 4 May, see https://x.example/9",
+                               True)
+    assert [key for _, key, _, _ in analysis.parts] == [("phone", "+15550100000"),
+                                                       ("url", "https://x.example/9")]
+    assert read == []
+    assert analysis.amounts == [(Decimal(1200), "USD")]
+    assert read == ["1,200"]
+    assert analysis.amounts == [(Decimal(1200), "USD")] and read == ["1,200"]   # (kept)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_NUMBERISH | _ADDRESSY | PIECES, max_size=12).map(" ".join), st.booleans())
+def test_amounts_read_later_are_those_read_at_once(text, prose):
+    """(issue 27) The amounts an analysis reads when asked are those reading every word of
+    the text, its links and addresses masked, gives at once."""
+    from sensevm.guard import endorse as E
+    analysis = E._analyse_text(text, prose)
+    rest = E._masked(text, [(start, end) for kind, _, start, end in analysis.parts
+                            if kind in ("url", "malformed url", "email", "malformed email")])
+    assert analysis.amounts == _numbers_reading_every_word(rest, E._words(rest))[1]

@@ -437,13 +437,87 @@ def _words(text: str) -> list:
     return out
 
 
-def _numbers(text: str, words: list) -> tuple[list, list]:
-    """IBANs, phone, card and account numbers, and amounts, in the words of ``text``.
+def _numbers(text: str, amounts_too: bool = True) -> tuple[list, list]:
+    """IBANs, phone, card and account numbers, and amounts, in ``text``: those _numbers_among
+    finds in all its words, read from the words around its digits only.
+
+    A number or an amount starts at a word holding a digit (_numbers_among), and what decides
+    it is at most two words either side of that word (a month, a day, a currency) and the
+    words a number runs on into (_number_at). So the text is read in windows: each digit's
+    word with two words either side, windows that overlap made one. A window is a text of its
+    own to _numbers_among, unless a number runs on to its last word with more words after it
+    (it might run on further): then the whole text is read. Prose has few digits, and its
+    words were most of the cost of reading a page."""
+    first = _DIGITS.search(text)
+    if first is None:
+        return [], []
+    windows = []
+    at = first.start()
+    while at >= 0:
+        lo, hi, word_end = _window(text, at)
+        if windows and lo <= windows[-1][1]:
+            windows[-1] = (windows[-1][0], max(hi, windows[-1][1]))
+        else:
+            windows.append((lo, hi))
+        more = _DIGITS.search(text, word_end)       # (the next word holding a digit)
+        at = more.start() if more is not None else -1
+    parts: list = []
+    amounts: list = []
+    for lo, hi in windows:
+        window = text[lo:hi]
+        last = _WORD.search(text, hi) is None       # (no word after it: the text's own end)
+        found = _numbers_among(window, _words(window), last, amounts_too)
+        if found is None:
+            return _numbers_among(text, _words(text), True, amounts_too)
+        window_parts, window_amounts = found
+        parts += [(kind, key, start + lo, end + lo) for kind, key, start, end in window_parts]
+        amounts += window_amounts
+    return parts, amounts
+
+
+def _window(text: str, at: int) -> tuple[int, int, int]:
+    """The start of the second word before the word holding position ``at``, the end of the
+    second word after it (or the text's first word's start, its last word's end), and the
+    end of the word itself."""
+    n = len(text)
+    lo = at
+    while lo > 0 and not text[lo - 1].isspace():
+        lo -= 1
+    for _ in range(2):
+        k = lo
+        while k > 0 and text[k - 1].isspace():
+            k -= 1
+        if k == 0:
+            break
+        while k > 0 and not text[k - 1].isspace():
+            k -= 1
+        lo = k
+    hi = at
+    while hi < n and not text[hi].isspace():
+        hi += 1
+    word_end = hi
+    for _ in range(2):
+        k = hi
+        while k < n and text[k].isspace():
+            k += 1
+        if k == n:
+            break
+        while k < n and not text[k].isspace():
+            k += 1
+        hi = k
+    return lo, hi, word_end
+
+
+def _numbers_among(text: str, words: list, last: bool = True,
+                   amounts_too: bool = True) -> tuple[list, list] | None:
+    """IBANs, phone, card and account numbers, and (if ``amounts_too``) amounts, in the words
+    of ``text``. If not ``last`` (more words follow the text), None when a number runs on to
+    its last word.
 
     Only a word holding a digit is looked at: every pattern a number or an amount starts with
     (_IBAN, _IBAN_HEAD, _PHONEISH, _AMOUNT_WORD) needs one, so any other word starts nothing
     (the words after a number's first, an IBAN's groups of letters among them, are still read
-    by _number_at). Prose has few such words; reading each word was most of a page's check."""
+    by _number_at)."""
     parts = []
     amounts = []
     holding = _holding_digits(text, words)
@@ -454,17 +528,21 @@ def _numbers(text: str, words: list) -> tuple[list, list]:
     for i in holding:
         if i < after:
             continue
-        j, part = _number_at(text, words, i)
+        j, part, reach = _number_at(text, words, i)
+        if not last and reach >= len(words) - 1:
+            return None             # (it read the last word: a number might run on past it)
         if part is None:
             continue
         parts.append(part)
         for k in range(i, j + 1):
             used[k] = True
         s, e, cs, ce = words[i]
-        if j == i and text[cs:ce].isdigit():
+        if j == i and amounts_too and text[cs:ce].isdigit():
             # Seven digits or more with nothing around them: an account number, or an amount.
             amounts.append((Decimal(text[cs:ce]), _currency_near(text, words, i), i))
         after = j + 1
+    if not amounts_too:
+        return parts, amounts
     for i in holding:
         if used[i]:
             continue
@@ -500,13 +578,15 @@ def _holding_digits(text: str, words: list) -> list:
 
 
 def _number_at(text: str, words: list, i: int):
-    """(last word, part) of an IBAN or a phone, card or account number starting at word
-    ``i``, or (i, None)."""
+    """(last word, part, reach) of an IBAN or a phone, card or account number starting at
+    word ``i``, or (i, None, reach); reach: the last word it may have read (one after where a
+    number's words ran on to, which it looked at to see whether they went on)."""
     s, e, cs, ce = words[i]
     core = text[cs:ce]
     if _IBAN.fullmatch(core) and (core[:2].isupper() or iban_valid(core)):
-        return i, _iban_part(text, cs, ce)
+        return i, _iban_part(text, cs, ce), i
     n = len(words)
+    reach = i
     if _IBAN_HEAD.fullmatch(core) and ce == e:
         # The print form, in groups of four: GB29 NWBK 6016 1331 9268 19
         j = i
@@ -517,11 +597,12 @@ def _number_at(text: str, words: list, i: int):
             j += 1
             if nce != ne:
                 break
+        reach = j + 1
         if j > i and 15 <= len(text[cs:words[j][3]].replace(" ", "")) <= 34:
-            return j, _iban_part(text, cs, words[j][3])
+            return j, _iban_part(text, cs, words[j][3]), reach
     first = _digit_word(text, words[i])
     if first is None:
-        return i, None
+        return i, None, reach
     # Groups of a few digits joined by single spaces, as phone and card numbers are written
     # (+1 555 010 0000, 4111 1111 1111 1111, +91 98765 43210); a long run stands alone.
     start, end, clean = first
@@ -534,13 +615,14 @@ def _number_at(text: str, words: list, i: int):
             break
         end, clean = nxt[1], nxt[2]
         j += 1
+    reach = max(reach, j + 1)
     group = text[start:end]
     if j == i and not (len(group) >= 7 or not _GROUP_MARKS.isdisjoint(group)):
-        return i, None
+        return i, None, reach
     if j == i and _looks_like_version(group):
-        return i, None
+        return i, None, reach
     part = _digits_part(group, start, end, j - i + 1)
-    return (j, part) if part is not None else (i, None)
+    return (j, part, reach) if part is not None else (i, None, reach)
 
 
 _LONG_RUN = re.compile(r"\d{7}")
@@ -695,15 +777,30 @@ def _pieces(text: str) -> tuple[frozenset, frozenset]:
 
 class Analysis:
     """What one text holds: its parts (kinds and keys, with spans), their keys, its amounts
-    and its pieces of text."""
+    and its pieces of text.
 
-    __slots__ = ("parts", "keys", "amounts", "_pieces")
+    The amounts are read when first asked for (``amounts`` None: from ``text`` with the spans
+    ``taken`` by links and addresses masked): only the user's words, the program's and an
+    amount argument are asked for theirs, and most texts read (a page sent on, a trusted
+    record) are none of these."""
 
-    def __init__(self, parts, amounts):
+    __slots__ = ("parts", "keys", "_amounts", "_pieces", "_text", "_taken")
+
+    def __init__(self, parts, amounts, text=None, taken=()):
         self.parts = parts
         self.keys = frozenset(p[1] for p in parts)
-        self.amounts = amounts
+        self._amounts = amounts
         self._pieces = None
+        self._text = text
+        self._taken = taken
+
+    @property
+    def amounts(self) -> list:
+        amounts = self._amounts
+        if amounts is None:
+            # (Two threads may both read them: the same list, made twice.)
+            amounts = self._amounts = _numbers(_masked(self._text, self._taken), True)[1]
+        return amounts
 
     def pieces(self, text) -> tuple[frozenset, frozenset]:
         if self._pieces is None:
@@ -813,8 +910,10 @@ def _one_address(text: str, prose: bool) -> Analysis | None:
     found = _new_analysis(Analysis)         # (Analysis(parts, []), its fields written out)
     found.parts = [("email", key, 0, len(text))]
     found.keys = frozenset((key,))
-    found.amounts = []
+    found._amounts = []
     found._pieces = None
+    found._text = None
+    found._taken = ()
     _last_address = (text, found)
     return found
 
@@ -827,20 +926,20 @@ def _analyse_text(text: str, prose: bool) -> Analysis:
     taken: list = []
     parts = _urls(text, prose, taken)
     parts += _emails(text, prose, taken)
-    if taken:
-        masked = list(text)
-        for a, b in taken:
-            masked[a:b] = " " * (b - a)
-        rest = "".join(masked)
-    else:
-        rest = text
-    if _DIGITS.search(rest) is None:
-        more, amounts = [], []      # (no digit: no number, no amount, and no words to read)
-    else:
-        more, amounts = _numbers(rest, _words(rest))
-    parts += more
+    parts += _numbers(_masked(text, taken), False)[0]
     parts.sort(key=lambda p: p[2])
-    return Analysis(parts, amounts)
+    return Analysis(parts, None, text, taken)
+
+
+def _masked(text: str, taken) -> str:
+    """``text`` with the spans ``taken`` (links and addresses) made spaces: what numbers and
+    amounts are read from."""
+    if not taken:
+        return text
+    masked = list(text)
+    for a, b in taken:
+        masked[a:b] = " " * (b - a)
+    return "".join(masked)
 
 
 RECIPIENT_KINDS = ("email", "email?", "phone", "number", "iban", "url", "url?")
