@@ -772,3 +772,73 @@ def test_amounts_read_later_are_those_read_at_once(text, prose):
     rest = E._masked(text, [(start, end) for kind, _, start, end in analysis.parts
                             if kind in ("url", "malformed url", "email", "malformed email")])
     assert analysis.amounts == _numbers_reading_every_word(rest, E._words(rest))[1]
+
+
+def _window_step_by_step(text, at):
+    lo = at
+    while lo > 0 and not text[lo - 1].isspace():
+        lo -= 1
+    for _ in range(2):
+        k = lo
+        while k > 0 and text[k - 1].isspace():
+            k -= 1
+        if k == 0:
+            break
+        while k > 0 and not text[k - 1].isspace():
+            k -= 1
+        lo = k
+    hi = at
+    while hi < len(text) and not text[hi].isspace():
+        hi += 1
+    word_end = hi
+    for _ in range(2):
+        k = hi
+        while k < len(text) and text[k].isspace():
+            k += 1
+        if k == len(text):
+            break
+        while k < len(text) and not text[k].isspace():
+            k += 1
+        hi = k
+    return lo, hi, word_end
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 130), _GAPS), min_size=1, max_size=8), st.data())
+def test_a_window_is_the_words_around_a_digit_step_by_step(shape, data):
+    """(issue 27) _window finds, by patterns and through the reversed text, the bounds a step
+    by step reading finds: whatever the words' lengths (longer than it looks back included)
+    and whitespace."""
+    from sensevm.guard import endorse as E
+    text = "".join("w" * (length % 7) + "5" + "x" * length + gap for length, gap in shape)
+    digits = [k for k, c in enumerate(text) if c == "5"]
+    at = data.draw(st.sampled_from(digits))
+    assert E._window(text, at) == _window_step_by_step(text, at)
+
+
+def test_an_ascii_texts_digits_are_found_without_walking_it_by_pattern(monkeypatch):
+    """(issue 27) In an ASCII text the digits are 0-9, found with str.find in a copy that
+    marks them (_ASCII_DIGITS marks exactly what the patterns' \\d takes there); another text
+    is searched by the pattern. Both give the same numbers."""
+    import re
+    from sensevm.guard import endorse as E
+    assert [c for c in range(128) if E._ASCII_DIGITS[c] == "0"] == \
+        [c for c in range(128) if re.fullmatch(r"\d", chr(c))]
+    searched = []
+    real = E._DIGITS
+
+    class Counted:
+        def search(self, *args):
+            searched.append(args[0])
+            return real.search(*args)
+
+        def finditer(self, *args):
+            return real.finditer(*args)
+
+    monkeypatch.setattr(E, "_DIGITS", Counted())
+    ascii_text = "call 020 7946 0958 on day 5 about invoice 12345678"
+    wide = ascii_text.replace("day", "día")
+    assert E._numbers(ascii_text) == E._numbers_among(ascii_text, E._words(ascii_text))
+    assert searched == []
+    assert E._numbers(wide) == E._numbers_among(wide, E._words(wide))
+    assert searched and set(searched) == {wide}

@@ -448,19 +448,30 @@ def _numbers(text: str, amounts_too: bool = True) -> tuple[list, list]:
     own to _numbers_among, unless a number runs on to its last word with more words after it
     (it might run on further): then the whole text is read. Prose has few digits, and its
     words were most of the cost of reading a page."""
-    first = _DIGITS.search(text)
-    if first is None:
+    if text.isascii():
+        # (Its digits are 0-9: found in a copy with each of them a "0" and all else a space,
+        # by str.find, faster than the pattern's walk over every character.)
+        digits = text.translate(_ASCII_DIGITS)
+        at = digits.find("0")
+    else:
+        digits = None
+        first = _DIGITS.search(text)
+        at = first.start() if first is not None else -1
+    if at < 0:
         return [], []
     windows = []
-    at = first.start()
     while at >= 0:
         lo, hi, word_end = _window(text, at)
         if windows and lo <= windows[-1][1]:
             windows[-1] = (windows[-1][0], max(hi, windows[-1][1]))
         else:
             windows.append((lo, hi))
-        more = _DIGITS.search(text, word_end)       # (the next word holding a digit)
-        at = more.start() if more is not None else -1
+        # (The next word holding a digit.)
+        if digits is not None:
+            at = digits.find("0", word_end)
+        else:
+            more = _DIGITS.search(text, word_end)
+            at = more.start() if more is not None else -1
     parts: list = []
     amounts: list = []
     for lo, hi in windows:
@@ -478,8 +489,17 @@ def _numbers(text: str, amounts_too: bool = True) -> tuple[list, list]:
 def _window(text: str, at: int) -> tuple[int, int, int]:
     """The start of the second word before the word holding position ``at``, the end of the
     second word after it (or the text's first word's start, its last word's end), and the
-    end of the word itself."""
-    n = len(text)
+    end of the word itself.
+
+    Read by patterns, forward from ``at`` and forward through the reversed text before it
+    (up to _BACK_CHARS of it, which is enough unless a word is longer: then step by step)."""
+    word_end = _WORD_REST.match(text, at).end()
+    hi = _TWO_AFTER.match(text, word_end).end()
+    lo = max(0, at - _BACK_CHARS)
+    before = text[lo:at][::-1]
+    m = _TWO_BEFORE.match(before)
+    if lo == 0 or m.group(2) is not None and m.end() < len(before):
+        return at - m.end(), hi, word_end
     lo = at
     while lo > 0 and not text[lo - 1].isspace():
         lo -= 1
@@ -492,20 +512,14 @@ def _window(text: str, at: int) -> tuple[int, int, int]:
         while k > 0 and not text[k - 1].isspace():
             k -= 1
         lo = k
-    hi = at
-    while hi < n and not text[hi].isspace():
-        hi += 1
-    word_end = hi
-    for _ in range(2):
-        k = hi
-        while k < n and text[k].isspace():
-            k += 1
-        if k == n:
-            break
-        while k < n and not text[k].isspace():
-            k += 1
-        hi = k
     return lo, hi, word_end
+
+
+_WORD_REST = re.compile(r"\S*")
+_TWO_AFTER = re.compile(r"(?:\s+\S+){0,2}")
+# (Reversed: the rest of the word back to its start, then two words, each after whitespace.)
+_TWO_BEFORE = re.compile(r"\S*(\s+\S+)?(\s+\S+)?")
+_BACK_CHARS = 96
 
 
 def _numbers_among(text: str, words: list, last: bool = True,
@@ -564,6 +578,7 @@ def _numbers_among(text: str, words: list, last: bool = True,
 
 
 _DIGITS = re.compile(r"\d+")      # (\d as the patterns above read it: any decimal digit)
+_ASCII_DIGITS = {c: "0" if chr(c).isdigit() else " " for c in range(128)}
 
 
 def _holding_digits(text: str, words: list) -> list:
