@@ -666,7 +666,9 @@ def test_numbers_read_in_windows_are_those_the_whole_text_gives(text, trim):
     every word of the whole text finds, at the same offsets."""
     from sensevm.guard import endorse as E
     text = text.strip() if trim else text
-    assert E._numbers(text) == _numbers_reading_every_word(text, E._words(text))
+    every = _numbers_reading_every_word(text, E._words(text))
+    assert E._numbers(text) == every
+    assert E._numbers(text, False) == (every[0], [])      # (numbers only: windows look ahead)
 
 
 @given(st.lists(_NUMBERISH | PIECES | _ADDRESSY, max_size=10).map("".join))
@@ -708,13 +710,16 @@ def test_prose_is_read_without_a_step_a_word_it_need_not_take(monkeypatch):
     text = ("Summary for day 5: the numbers look fine, as they were last week and the week "
             "before; call +1 555 010 0000.")
     analysis = E._analyse_text(text, True)
-    # Only the words around each digit are read: two windows, not the whole text.
-    assert read == ["for day 5: the numbers", "before; call +1 555 010 0000."]
+    # Only the words from each digit on are read (two windows, not the whole text); the
+    # amounts, when asked for, look two words back too.
+    assert read == ["5: the numbers", "+1 555 010 0000."]
     assert looked == ["5:", "+1"]        # (and "+1" starts the phone number, to its end)
     assert [key for _, key, _, _ in analysis.parts] == [("phone", "+15550100000")]
     assert analysis.parts == E._numbers_among(text, real_words(text))[0]   # (offsets too)
     assert analysis.parts[0][2] == text.index("+1")
+    read.clear()
     assert analysis.amounts == [(Decimal(5), None)]
+    assert read == ["for day 5: the numbers", "before; call +1 555 010 0000."]
 
 
 def test_the_analysis_cache_lets_its_oldest_reading_go_first(monkeypatch):
@@ -774,11 +779,11 @@ def test_amounts_read_later_are_those_read_at_once(text, prose):
     assert analysis.amounts == _numbers_reading_every_word(rest, E._words(rest))[1]
 
 
-def _window_step_by_step(text, at):
+def _window_step_by_step(text, at, before=2):
     lo = at
     while lo > 0 and not text[lo - 1].isspace():
         lo -= 1
-    for _ in range(2):
+    for _ in range(before):
         k = lo
         while k > 0 and text[k - 1].isspace():
             k -= 1
@@ -814,6 +819,7 @@ def test_a_window_is_the_words_around_a_digit_step_by_step(shape, data):
     digits = [k for k, c in enumerate(text) if c == "5"]
     at = data.draw(st.sampled_from(digits))
     assert E._window(text, at) == _window_step_by_step(text, at)
+    assert E._window(text, at, 0) == _window_step_by_step(text, at, 0)
 
 
 def test_an_ascii_texts_digits_are_found_without_walking_it_by_pattern(monkeypatch):

@@ -461,7 +461,7 @@ def _numbers(text: str, amounts_too: bool = True) -> tuple[list, list]:
         return [], []
     windows = []
     while at >= 0:
-        lo, hi, word_end = _window(text, at)
+        lo, hi, word_end = _window(text, at, 2 if amounts_too else 0)
         if windows and lo <= windows[-1][1]:
             windows[-1] = (windows[-1][0], max(hi, windows[-1][1]))
         else:
@@ -486,24 +486,27 @@ def _numbers(text: str, amounts_too: bool = True) -> tuple[list, list]:
     return parts, amounts
 
 
-def _window(text: str, at: int) -> tuple[int, int, int]:
-    """The start of the second word before the word holding position ``at``, the end of the
-    second word after it (or the text's first word's start, its last word's end), and the
-    end of the word itself.
+def _window(text: str, at: int, before: int = 2) -> tuple[int, int, int]:
+    """The start of the word ``before`` (2 or 0) words before the word holding position
+    ``at``, the end of the second word after it (or the text's first word's start, its last
+    word's end), and the end of the word itself. (Amounts look two words back, for a month,
+    a day or a currency; numbers only forward.)
 
     Read by patterns, forward from ``at`` and forward through the reversed text before it
     (up to _BACK_CHARS of it, which is enough unless a word is longer: then step by step)."""
     word_end = _WORD_REST.match(text, at).end()
     hi = _TWO_AFTER.match(text, word_end).end()
+    if not before and (at == 0 or text[at - 1].isspace()):
+        return at, hi, word_end             # (the digit starts its word)
     lo = max(0, at - _BACK_CHARS)
-    before = text[lo:at][::-1]
-    m = _TWO_BEFORE.match(before)
-    if lo == 0 or m.group(2) is not None and m.end() < len(before):
+    reversed_before = text[lo:at][::-1]
+    m = (_TWO_BEFORE if before else _WORD_REST).match(reversed_before)
+    if lo == 0 or (not before or m.group(2) is not None) and m.end() < len(reversed_before):
         return at - m.end(), hi, word_end
     lo = at
     while lo > 0 and not text[lo - 1].isspace():
         lo -= 1
-    for _ in range(2):
+    for _ in range(before):
         k = lo
         while k > 0 and text[k - 1].isspace():
             k -= 1
