@@ -642,3 +642,32 @@ def test_a_check_of_strings_makes_its_digest_and_size_without_a_call_an_argument
     assert evaluation.flagged
     assert evaluation.digest == _digest_by_json("send", [to, "hello"])
     assert look._verdict_chars == len("a@corp.example") + len("hello")
+
+
+def test_a_strings_role_where_no_name_gives_one_is_found_once_a_declaration(monkeypatch):
+    """(issue 27) A labelled String whose parameter's name gives no role has the role the
+    capability gives a String (code for shell.*, else content): found once per declaration,
+    not at every check."""
+    from types import SimpleNamespace as NS
+    from sensevm.guard import endorse as E
+    from sensevm.guard import secondlook as SL
+    asked = []
+    real = E.value_role
+    monkeypatch.setattr(E, "value_role", lambda cap, v: asked.append(cap) or real(cap, v))
+    look = SL.SecondLook()
+    page = P.only(P.untrusted("page"))
+
+    def definition(capability):
+        class Definition:
+            name, params = "act", ("text",)
+            decl = NS(name="act", capability=capability, roles=())
+        return Definition
+
+    shell, mail = definition("shell.exec"), definition("email.send")
+    for i in range(3):
+        line = P.LStr(f"rm -rf /{i}", ((0, 8 + len(str(i)), page),))
+        ran = look.evaluate(NS(definition=shell, args=[line], looked=None))
+        assert [f.role for f in ran.findings] == ["code"] and ran.flagged
+        sent = look.evaluate(NS(definition=mail, args=[line], looked=None))
+        assert sent.findings == []          # (content: no address, link or number in it)
+    assert asked == ["shell.exec", "email.send"]

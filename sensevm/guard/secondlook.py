@@ -551,14 +551,18 @@ class SecondLook:
         if named is None or named[0] is not decl or named[1] != params:
             # What each parameter's declaration or name says its role is: the same for every
             # call of the declaration, found once.
+            # (And the role a String has where no name gives one: value_role reads only the
+            # value's type and the capability.)
             roles = dict(getattr(decl, "roles", ()))
             named = _NAMED[id(decl)] = (decl, params,
-                                        [E.named_role(p, roles.get(p)) for p in params])
+                                        [E.named_role(p, roles.get(p)) for p in params],
+                                        E.value_role(capability, ""))
         findings = []
         for param, role_named, value in zip(params, named[2], args):
             t = type(value)
             if t in _LABELLED:          # (a labelled scalar: its own leaf, no walk)
-                role = role_named or E.value_role(capability, P.plain(value))
+                role = role_named or (named[3] if t is _LStr
+                                      else E.value_role(capability, P.plain(value)))
                 if findings:
                     findings.extend(self._check(param, role, value, param, E))
                 else:
