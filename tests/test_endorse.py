@@ -655,8 +655,9 @@ _GAPS = st.sampled_from([" ", " ", " ", "  ", "\n", "\xa0", "\u3000", " \t"])
 @settings(max_examples=500, deadline=None)
 @given(st.lists(st.tuples(_FAR_APART, _GAPS), max_size=30).map(
     lambda pairs: "".join(word + gap for word, gap in pairs)), st.booleans())
-# A digit two words after another, whose own month is past the first one's window; an IBAN
-# whose groups of letters run on past its window (found by a random search of 200,000 texts).
+# A digit two words after another, whose own month is past the first one's window (found by
+# reading the code); an IBAN whose groups of letters run on past its window (found by a random
+# search of texts like these).
 @example("5 word 7 May", False)
 @example("0000 USD $ the\n1.2.3 EFGH\u3000NWBK DE89 EFGH\nEFGH EFGH .", False)
 def test_numbers_read_in_windows_are_those_the_whole_text_gives(text, trim):
