@@ -709,7 +709,8 @@ def test_prose_is_read_without_a_step_a_word_it_need_not_take(monkeypatch):
     monkeypatch.setattr(E, "_number_at", lambda t, w, i: looked.append(t[w[i][0]:w[i][1]])
                         or real(t, w, i))
     text = ("Summary for day 5: the numbers look fine, as they were last week and the week "
-            "before; call +1 555 010 0000.")
+            "before, and nobody on the team has asked for anything else since; call "
+            "+1 555 010 0000.")
     analysis = E._analyse_text(text, True)
     # Only the words from each digit on are read (two windows, not the whole text); the
     # amounts, when asked for, look two words back too.
@@ -720,7 +721,7 @@ def test_prose_is_read_without_a_step_a_word_it_need_not_take(monkeypatch):
     assert analysis.parts[0][2] == text.index("+1")
     read.clear()
     assert analysis.amounts == [(Decimal(5), None)]
-    assert read == ["for day 5: the numbers", "before; call +1 555 010 0000."]
+    assert read == ["for day 5: the numbers", "since; call +1 555 010 0000."]
 
 
 def test_the_analysis_cache_lets_its_oldest_reading_go_first(monkeypatch):
@@ -849,3 +850,108 @@ def test_an_ascii_texts_digits_are_found_without_walking_it_by_pattern(monkeypat
     assert searched == []
     assert E._numbers(wide) == E._numbers_among(wide, E._words(wide))
     assert searched and set(searched) == {wide}
+
+
+def _number_at_as_first_written(text, words, i):
+    """_number_at before issue 27 bounded its walks (the oracle for the bounds)."""
+    from sensevm.guard import endorse as E
+    s, e, cs, ce = words[i]
+    core = text[cs:ce]
+    if E._IBAN.fullmatch(core) and (core[:2].isupper() or E.iban_valid(core)):
+        return i, E._iban_part(text, cs, ce)
+    n = len(words)
+    if E._IBAN_HEAD.fullmatch(core) and ce == e:
+        j = i
+        while j + 1 < n and E._joined(words, j) and words[j][3] - words[j][2] == 4:
+            ns, ne, ncs, nce = words[j + 1]
+            if ncs != ns or not E._IBAN_GROUP.fullmatch(text, ncs, nce):
+                break
+            j += 1
+            if nce != ne:
+                break
+        if j > i and 15 <= len(text[cs:words[j][3]].replace(" ", "")) <= 34:
+            return j, E._iban_part(text, cs, words[j][3])
+    first = E._digit_word(text, words[i])
+    if first is None:
+        return i, None
+    start, end, clean = first
+    j = i
+    while clean and j + 1 < n and words[j + 1][0] == words[j][1] + 1 \
+            and E._short_groups(text, start, end):
+        nxt = E._digit_word(text, words[j + 1])
+        if nxt is None or nxt[0] != words[j + 1][0] or text[nxt[0]] == "+" \
+                or not E._short_groups(text, nxt[0], nxt[1]):
+            break
+        end, clean = nxt[1], nxt[2]
+        j += 1
+    group = text[start:end]
+    if j == i and not (len(group) >= 7 or any(c in group for c in "+()-.")):
+        return i, None
+    if j == i and E._looks_like_version(group):
+        return i, None
+    part = E._digits_part(group, start, end, j - i + 1)
+    return (j, part) if part is not None else (i, None)
+
+
+_GROUPS = st.sampled_from(["GB29", "NWBK", "6016", "1331", "9268", "19", "DE89", "ABCD", "A1",
+                           "1", "12", "555", "0100", "1234567", "12345678", "+1", "+44", "(555)",
+                           "010-0000", "1.2.3", "x", "GB2", "4111", "1111"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(_GROUPS, st.sampled_from([" ", " ", " ", "\n", "\xa0", "  ", ", "])),
+                min_size=1, max_size=30).map(lambda pairs: "".join(w + g for w, g in pairs)))
+def test_a_numbers_bounded_walks_find_what_the_unbounded_ones_found(text):
+    """(issue 27) _number_at walks at most _IBAN_GROUPS groups of an IBAN (more are over 34
+    characters, no IBAN) and checks a phone number's groups one at a time (a run of seven
+    digits cannot cross the blank between two): at every word, what it finds is what the
+    walks as first written found, on runs of groups longer than either bound."""
+    from sensevm.guard import endorse as E
+    words = E._words(text)
+    for i in range(len(words)):
+        assert E._number_at(text, words, i)[:2] == _number_at_as_first_written(text, words, i)
+
+
+def test_long_runs_of_groups_are_read_in_time_linear_in_their_length(monkeypatch):
+    """(issue 27) A hostile page of "GB29 GB29 ..." or "1 1 1 ..." once took minutes to read
+    (at 100 KB): every head walked every group after it, every step looked again at the whole
+    run. Counted, not timed: the pattern calls per word stay bounded as the run grows."""
+    from sensevm.guard import endorse as E
+    calls = {"group": 0, "short": 0}
+    real_group, real_short = E._IBAN_GROUP, E._short_groups
+
+    class Group:
+        def fullmatch(self, *args):
+            calls["group"] += 1
+            return real_group.fullmatch(*args)
+
+    def short(text, start, end):
+        calls["short"] += 1
+        return real_short(text, start, end)
+
+    monkeypatch.setattr(E, "_IBAN_GROUP", Group())
+    monkeypatch.setattr(E, "_short_groups", short)
+    for words in (100, 400):
+        calls.update(group=0, short=0)
+        E._analyse_text("GB29 " * words, True)
+        assert calls["group"] <= 10 * words
+        calls.update(group=0, short=0)
+        analysis = E._analyse_text("1 " * words, True)
+        assert calls["short"] <= 2 * words + 2
+        assert analysis.parts[0][1] == ("number", "1" * words)
+
+
+def test_a_text_dense_with_digits_is_read_whole(monkeypatch):
+    """(issue 27) A table or a log, a digit in every few words, is read whole, not window by
+    window (its windows would cover it, each found at a cost): an ASCII one at once, by the
+    count of its runs of digits, another after as many windows as it may have."""
+    from sensevm.guard import endorse as E
+    table = " ".join(f"x{i}" for i in range(200))
+    wide = table.replace("x", "é")
+    found = []
+    real = E._window
+    monkeypatch.setattr(E, "_window", lambda *args: found.append(args[1]) or real(*args))
+    assert E._numbers(table) == _numbers_reading_every_word(table, E._words(table))
+    assert found == []
+    assert E._numbers(wide) == _numbers_reading_every_word(wide, E._words(wide))
+    assert len(found) == len(wide) // E._DENSE

@@ -459,8 +459,17 @@ def _numbers(text: str, amounts_too: bool = True) -> tuple[list, list]:
         at = first.start() if first is not None else -1
     if at < 0:
         return [], []
+    # A text dense with digits (a table, a log) is read whole: its windows would cover it
+    # anyway, and finding each costs about what reading _DENSE of its characters does.
+    limit = len(text) // _DENSE
+    if digits is not None and digits.count(" 0") + (at == 0) > limit:
+        return _numbers_among(text, _words(text), True, amounts_too, True)
     windows = []
+    visited = 0
     while at >= 0:
+        visited += 1
+        if visited > limit:
+            return _numbers_among(text, _words(text), True, amounts_too, True)
         lo, hi, word_end = _window(text, at, 2 if amounts_too else 0)
         if windows and lo <= windows[-1][1]:
             windows[-1] = (windows[-1][0], max(hi, windows[-1][1]))
@@ -525,8 +534,8 @@ _TWO_BEFORE = re.compile(r"\S*(\s+\S+)?(\s+\S+)?")
 _BACK_CHARS = 96
 
 
-def _numbers_among(text: str, words: list, last: bool = True,
-                   amounts_too: bool = True) -> tuple[list, list] | None:
+def _numbers_among(text: str, words: list, last: bool = True, amounts_too: bool = True,
+                   dense: bool = False) -> tuple[list, list] | None:
     """IBANs, phone, card and account numbers, and (if ``amounts_too``) amounts, in the words
     of ``text``. If not ``last`` (more words follow the text), None when a number runs on to
     its last word.
@@ -537,7 +546,9 @@ def _numbers_among(text: str, words: list, last: bool = True,
     by _number_at)."""
     parts = []
     amounts = []
-    holding = _holding_digits(text, words)
+    # (``dense``: most words hold a digit, and each word is tried, as finding which do would
+    # cost more than trying those that do not.)
+    holding = range(len(words)) if dense else _holding_digits(text, words)
     if not holding:
         return parts, amounts
     used = [False] * len(words)
@@ -581,6 +592,7 @@ def _numbers_among(text: str, words: list, last: bool = True,
 
 
 _DIGITS = re.compile(r"\d+")      # (\d as the patterns above read it: any decimal digit)
+_DENSE = 24
 _ASCII_DIGITS = {c: "0" if chr(c).isdigit() else " " for c in range(128)}
 
 
@@ -608,7 +620,10 @@ def _number_at(text: str, words: list, i: int):
     if _IBAN_HEAD.fullmatch(core) and ce == e:
         # The print form, in groups of four: GB29 NWBK 6016 1331 9268 19
         j = i
-        while j + 1 < n and _joined(words, j) and words[j][3] - words[j][2] == 4:
+        # (At most _IBAN_GROUPS groups: after that many it is over 34 characters whatever
+        # follows, and no IBAN; walking on from every head of "GB29 GB29 ..." was quadratic.)
+        while j + 1 < n and j - i < _IBAN_GROUPS and _joined(words, j) \
+                and words[j][3] - words[j][2] == 4:
             ns, ne, ncs, nce = words[j + 1]
             if ncs != ns or not _IBAN_GROUP.fullmatch(text, ncs, nce):
                 break
@@ -625,8 +640,15 @@ def _number_at(text: str, words: list, i: int):
     # (+1 555 010 0000, 4111 1111 1111 1111, +91 98765 43210); a long run stands alone.
     start, end, clean = first
     j = i
-    while clean and j + 1 < n and words[j + 1][0] == words[j][1] + 1 \
-            and _short_groups(text, start, end):
+    # (A run of seven digits cannot cross the one blank between two groups: the groups are
+    # short together if each is, and each one added is checked. Looking again at all of them
+    # at every step was quadratic in a long run of "1 1 1 ...".)
+    short = None
+    while clean and j + 1 < n and words[j + 1][0] == words[j][1] + 1:
+        if short is None:
+            short = _short_groups(text, start, end)
+        if not short:
+            break
         nxt = _digit_word(text, words[j + 1])
         if nxt is None or nxt[0] != words[j + 1][0] or text[nxt[0]] == "+" \
                 or not _short_groups(text, nxt[0], nxt[1]):
@@ -644,6 +666,7 @@ def _number_at(text: str, words: list, i: int):
 
 
 _LONG_RUN = re.compile(r"\d{7}")
+_IBAN_GROUPS = 9
 _GROUP_MARKS = frozenset("+()-.")
 
 
