@@ -32,6 +32,7 @@ import re
 from _thread import allocate_lock
 from bisect import bisect_right
 from collections import deque
+from itertools import accumulate
 from decimal import Decimal, InvalidOperation
 from sensevm.guard.outbound import is_credential_name
 
@@ -175,9 +176,14 @@ def _emails(text: str, prose: bool, taken: list) -> list:
     if "@" not in text:
         return parts        # (every address has one: a page of prose most often has none)
     # Quoted local parts first: the '@' inside "alice@example.com"@evil.example is not one.
+    # (What is taken is looked up through an index of the links' spans, and of the quoted
+    # addresses' by the furthest end so far, as each starts after the last: scanning every
+    # span for every '@' was quadratic in a page of addresses.)
+    links = _span_index(taken)
+    quoted_end = 0
     for m in _QUOTED_AT.finditer(text):
         start = m.start()
-        if _inside(taken, start):
+        if start < quoted_end or _in_spans(links, start):
             continue
         end = _domain_end(text, m.end(), prose)
         domain = text[m.end():end]
@@ -186,9 +192,13 @@ def _emails(text: str, prose: bool, taken: list) -> list:
             _email_key(re.sub(r"\\(.)", r"\1", m.group(1)), True, domain)
         parts.append(_address_part(key, text, start, end))
         taken.append((start, end))
+        quoted_end = max(quoted_end, end)
+    # (An address found below ends before the next '@' looked at, so only the links' and the
+    # quoted addresses' spans can hold one.)
+    held = _span_index(taken)
     at = text.find("@")
     while at >= 0:
-        if _inside(taken, at):
+        if _in_spans(held, at):
             at = text.find("@", at + 1)
             continue
         start = at
@@ -233,11 +243,18 @@ def _address_part(key, text, start, end):
     return ("email", key, start, end)
 
 
-def _inside(spans: list, i: int) -> bool:
-    for a, b in spans:
-        if a <= i < b:
-            return True
-    return False
+def _span_index(spans: list) -> tuple[list, list]:
+    """(starts, reach) of ``spans`` in order of their starts; reach[k]: the furthest end of the
+    first k + 1."""
+    ordered = sorted(spans)
+    return [a for a, _ in ordered], list(accumulate([b for _, b in ordered], max))
+
+
+def _in_spans(index: tuple, i: int) -> bool:
+    """Is ``i`` inside a span of ``index`` (_span_index)?"""
+    starts, reach = index
+    k = bisect_right(starts, i) - 1
+    return k >= 0 and reach[k] > i
 
 
 def find_emails(text: str) -> list[str]:
