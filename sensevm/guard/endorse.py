@@ -461,10 +461,11 @@ def _numbers(text: str, amounts_too: bool = True) -> tuple[list, list]:
     A number or an amount starts at a word holding a digit (_numbers_among), and what decides
     it is at most two words either side of that word (a month, a day, a currency) and the
     words a number runs on into (_number_at). So the text is read in windows: each digit's
-    word with two words either side, windows that overlap made one. A window is a text of its
-    own to _numbers_among, unless a number runs on to its last word with more words after it
-    (it might run on further): then the whole text is read. Prose has few digits, and its
-    words were most of the cost of reading a page."""
+    word with two words after it, and two before when amounts are read too (_window), windows
+    that overlap made one. A window is a text of its own to _numbers_among, unless a number
+    runs on to its last word with more words after it (it might run on further): then the
+    whole text is read, as is a text dense with digits. Prose has few digits, and its words
+    were most of the cost of reading a page."""
     if text.isascii():
         # (Its digits are 0-9: found in a copy with each of them a "0" and all else a space,
         # by str.find, faster than the pattern's walk over every character.)
