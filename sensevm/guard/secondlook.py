@@ -190,9 +190,7 @@ def _finding_json(f: Finding) -> str:
     if credential:
         shown = _json_string(_masked(value))
         return f"{{{head}{middle}{shown}{tail}"
-    # (_preview's first case, a short String shown whole, written out)
-    shown = _json_string(repr(value) if type(value) is str and len(value) <= PREVIEW
-                         else _preview(value))
+    shown = _json_string(_preview(value))
     matched = f.matched
     if matched is not None:
         matched = _json_string(matched) if type(matched) is str else _json_value(matched)
