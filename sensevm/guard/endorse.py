@@ -519,30 +519,21 @@ def _window(text: str, at: int, before: int = 2) -> tuple[int, int, int]:
     word's end), and the end of the word itself. (Amounts look two words back, for a month,
     a day or a currency; numbers only forward.)
 
-    Read by patterns, forward from ``at`` and forward through the reversed text before it
-    (up to _BACK_CHARS of it, which is enough unless a word is longer: then step by step)."""
+    Read by patterns, forward from ``at`` and forward through the reversed text before it:
+    _BACK_CHARS of it, twice as much each time that does not reach the words' start."""
     word_end = _WORD_REST.match(text, at).end()
     hi = _TWO_AFTER.match(text, word_end).end()
     if not before and (at == 0 or text[at - 1].isspace()):
         return at, hi, word_end             # (the digit starts its word)
-    lo = max(0, at - _BACK_CHARS)
-    reversed_before = text[lo:at][::-1]
-    m = (_TWO_BEFORE if before else _WORD_REST).match(reversed_before)
-    if lo == 0 or (not before or m.group(2) is not None) and m.end() < len(reversed_before):
-        return at - m.end(), hi, word_end
-    lo = at
-    while lo > 0 and not text[lo - 1].isspace():
-        lo -= 1
-    for _ in range(before):
-        k = lo
-        while k > 0 and text[k - 1].isspace():
-            k -= 1
-        if k == 0:
-            break
-        while k > 0 and not text[k - 1].isspace():
-            k -= 1
-        lo = k
-    return lo, hi, word_end
+    back = _TWO_BEFORE if before else _WORD_REST
+    size = _BACK_CHARS
+    while True:
+        lo = max(0, at - size)
+        reversed_before = text[lo:at][::-1]
+        m = back.match(reversed_before)
+        if lo == 0 or (not before or m.group(2) is not None) and m.end() < len(reversed_before):
+            return at - m.end(), hi, word_end
+        size *= 2
 
 
 _WORD_REST = re.compile(r"\S*")
