@@ -686,6 +686,67 @@ def test_the_patterns_a_text_is_spared_need_what_it_lacks(text):
         assert _numbers_reading_every_word(text, E._words(text)) == ([], [])
 
 
+# Pieces near what makes a number: short digit groups, and the separators a phone or card
+# number's groups may have between them, a digit short of seven or one over, and what an
+# IBAN starts with (two letters, two digits) in either case, among letters and Unicode digits.
+_NEAR_NUMBER = st.sampled_from([
+    "1", "12", "123", "1234", "12345", "123456", "1234567", "+", "(", ")", "-", ".", ",", "/",
+    " ", "  ", "\n", "\xa0", "\u2003", "x", "ab", "AB", "Ab", "GB", "a1", "AB1", "٣", "١٢",
+    "²", "day", "May", "$", "'", "’", "—", "é", "\u3000", "\ud800"])
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(_NEAR_NUMBER, max_size=16).map("".join))
+@example("1 2 3 4 5 6")             # six digits in groups: no number
+@example("1 2 3 4 5 6 7")           # seven: a phone number (no country code)
+@example("12-34-56 x 7")            # seven digits, but a word between: none
+@example("ab12")                    # an IBAN's start, no IBAN
+@example("ab12cdefghijklmno")       # an IBAN (unverified, its head not upper-case)
+@example("١٢٣ ٤٥٦ ٧")               # Unicode digits are digits to a number's groups
+@example("call “+1 555\u3000010 0000” — now")      # (not ASCII: a phone number)
+@example("it’s day 12 — 3 items, Straße 45")        # (not ASCII: none)
+def test_a_text_without_seven_digits_together_or_an_ibans_start_holds_no_number(text):
+    """(issue 27) _numbers, reading numbers only, does not read the windows of a text without
+    seven digits separated by nothing but "+()-." and whitespace, or two letters and two
+    digits together: no number can start in it (the cheap test is a superset of what a number
+    needs). What it finds, both ways, is what reading every word finds."""
+    from sensevm.guard import endorse as E
+    every = _numbers_reading_every_word(text, E._words(text))
+    assert E._numbers(text, False) == (every[0], [])
+    assert E._numbers(text) == every
+    if every[0]:
+        assert _may_hold_number(text)
+
+
+def _may_hold_number(text):
+    from sensevm.guard import endorse as E
+    marks = text.encode("ascii").translate(E._MARKS) if text.isascii() else None
+    return E._may_hold_number(text, marks)
+
+
+def test_short_figures_in_prose_are_not_read_for_numbers(monkeypatch):
+    """(issue 27) A page whose digits are a day, a count and a year is not read word by word
+    for numbers (the agent pattern of provenance_content); its amounts, when asked for, are."""
+    from sensevm.guard import endorse as E
+    text = ("Notes for day 12: the supplier confirmed 3 pallets (of 40) for week 49, "
+            "and the 2026-12 order stands.")
+    monkeypatch.setattr(E, "_window", lambda *a: (_ for _ in ()).throw(AssertionError(a)))
+    monkeypatch.setattr(E, "_words", lambda t: (_ for _ in ()).throw(AssertionError(t)))
+    assert E._numbers(text, False) == ([], [])
+    assert E.analyse(text).parts == []
+    # (Not ASCII, and no digit that is not: the same.)
+    curly = text.replace("supplier confirmed", "supplier’s team — “confirmed”")
+    assert E._numbers(curly, False) == ([], [])
+    monkeypatch.undo()
+    assert E._numbers(text, False) == ([], [])
+    assert [v for v, _ in E.analyse(text).amounts] == [12, 3, 40, 49]
+    # One digit more, in a date's place, and the windows are read again: "2026-12-01" is a
+    # date, no number, which only the words around it tell.
+    dated = text.replace("2026-12 order", "2026-12-01 order")
+    assert _may_hold_number(dated)
+    assert E._numbers(dated, False) == ([], [])
+
+
 def test_prose_is_read_without_a_step_a_word_it_need_not_take(monkeypatch):
     """(issue 27) A sentence without a digit, '@' or '://' is read without its words, a
     search for links or a search for addresses; one with a number reads the word holding it,
@@ -825,13 +886,17 @@ def test_a_window_is_the_words_around_a_digit_step_by_step(shape, data):
 
 
 def test_an_ascii_texts_digits_are_found_without_walking_it_by_pattern(monkeypatch):
-    """(issue 27) In an ASCII text the digits are 0-9, found with str.find in a copy that
-    marks them (_ASCII_DIGITS marks exactly what the patterns' \\d takes there); another text
-    is searched by the pattern. Both give the same numbers."""
+    """(issue 27) In an ASCII text the digits are 0-9, found with bytes.find in a copy that
+    marks them (_MARKS marks exactly what the patterns' \\d takes there, their [A-Za-z] and
+    their \\s with "+()-." as its own, and every byte of a non-ASCII character a separator);
+    another text is searched by the pattern. Both give the same numbers."""
     import re
     from sensevm.guard import endorse as E
-    assert [c for c in range(128) if E._ASCII_DIGITS[c] == "0"] == \
-        [c for c in range(128) if re.fullmatch(r"\d", chr(c))]
+    for c in range(128):
+        mark = {b"0": r"\d", b"a": r"[A-Za-z]", b" ": r"[\s()+.\-]", b"#": r"[^\w\s()+.\-]|_"}
+        assert [m for m, pattern in mark.items()
+                if re.fullmatch(pattern, chr(c))] == [E._MARKS[c:c + 1]], chr(c)
+    assert set(E._MARKS[128:]) == {ord(" ")}
     searched = []
     real = E._DIGITS
 

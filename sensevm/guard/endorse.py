@@ -465,22 +465,26 @@ def _numbers(text: str, amounts_too: bool = True) -> tuple[list, list]:
     that overlap made one. A window is a text of its own to _numbers_among, unless a number
     runs on to its last word with more words after it (it might run on further): then the
     whole text is read, as is a text dense with digits. Prose has few digits, and its words
-    were most of the cost of reading a page."""
+    were most of the cost of reading a page; when only numbers are read, a text whose digits
+    cannot make one (_may_hold_number) has no window read at all."""
     if text.isascii():
-        # (Its digits are 0-9: found in a copy with each of them a "0" and all else a space,
-        # by str.find, faster than the pattern's walk over every character.)
-        digits = text.translate(_ASCII_DIGITS)
-        at = digits.find("0")
+        # (Its digits are 0-9: found in a copy with each character one byte of what it is to
+        # a number, by bytes.find, faster than the pattern's walk over every character.)
+        marks = text.encode("ascii").translate(_MARKS)
+        at = marks.find(b"0")
     else:
-        digits = None
+        marks = None
         first = _DIGITS.search(text)
         at = first.start() if first is not None else -1
     if at < 0:
         return [], []
+    if not amounts_too and not _may_hold_number(text, marks):
+        return [], []
     # A text dense with digits (a table, a log) is read whole: its windows would cover it
     # anyway, and finding each costs about what reading _DENSE of its characters does.
     limit = len(text) // _DENSE
-    if digits is not None and digits.count(" 0") + (at == 0) > limit:
+    if marks is not None and marks.count(b"0") > limit \
+            and marks.count(b" 0") + marks.count(b"a0") + marks.count(b"#0") + (at == 0) > limit:
         return _numbers_among(text, _words(text), True, amounts_too, True)
     windows = []
     visited = 0
@@ -494,8 +498,8 @@ def _numbers(text: str, amounts_too: bool = True) -> tuple[list, list]:
         else:
             windows.append((lo, hi))
         # (The next word holding a digit.)
-        if digits is not None:
-            at = digits.find("0", word_end)
+        if marks is not None:
+            at = marks.find(b"0", word_end)
         else:
             more = _DIGITS.search(text, word_end)
             at = more.start() if more is not None else -1
@@ -602,7 +606,35 @@ def _numbers_among(text: str, words: list, last: bool = True, amounts_too: bool 
 
 _DIGITS = re.compile(r"\d+")      # (\d as the patterns above read it: any decimal digit)
 _DENSE = 24
-_ASCII_DIGITS = {c: "0" if chr(c).isdigit() else " " for c in range(128)}
+# What a character is to a number, one byte each: "0" a digit, "a" a letter (of an IBAN),
+# " " what may stand between a phone or card number's digits ("+()-." and whitespace), "#"
+# anything else; a byte of a non-ASCII character (_may_hold_number's copy) " ".
+_MARKS = bytes(
+    ord(" ") if c >= 128 else ord("0") if chr(c).isdigit() else ord("a") if chr(c).isalpha()
+    else ord(" ") if chr(c).isspace() or chr(c) in "+()-." else ord("#") for c in range(256))
+# (On marks: seven digits with nothing but separators between them, and two letters and two
+# digits, what an IBAN starts with. The second is written to search for the rare digits first.)
+_SEVEN_DIGITS = re.compile(rb"0(?: *0){6}")
+_IBAN_START = re.compile(rb"00(?<=aa00)")
+_NON_ASCII_DIGIT = re.compile(r"[^\x00-\x7f](?<=\d)")
+
+
+def _may_hold_number(text: str, marks: bytes | None) -> bool:
+    """False if no IBAN, phone, card or account number can be in ``text`` (``marks``: its
+    _MARKS copy, if it is ASCII): none has two letters and two digits together, what an IBAN
+    starts with, nor seven digits with nothing but "+()-." and whitespace between them, as
+    every other number has (_digits_part; its words are joined by single spaces). Most prose's
+    digits are a day, a count, a short figure: nothing to read the words around them for.
+
+    A text with non-ASCII characters is looked at through its UTF-8 bytes, each byte of such
+    a character a separator (a superset of the whitespace among them), unless one of them is
+    a digit."""
+    if marks is None:
+        if _NON_ASCII_DIGIT.search(text) is not None:
+            return True
+        marks = text.encode("utf-8", "surrogatepass").translate(_MARKS)
+    return marks.count(b"0") >= 7 and _SEVEN_DIGITS.search(marks) is not None \
+        or _IBAN_START.search(marks) is not None
 
 
 def _holding_digits(text: str, words: list) -> list:
