@@ -747,6 +747,20 @@ def test_short_figures_in_prose_are_not_read_for_numbers(monkeypatch):
     assert E._numbers(dated, False) == ([], [])
 
 
+def test_a_text_without_an_at_sign_is_not_tried_as_one_address(monkeypatch):
+    """(issue 27) analyse tries a text as one plain address only if it has an '@'; what it
+    finds without one is what the full reading finds, its empty keys one shared set."""
+    from sensevm.guard import endorse as E
+    monkeypatch.setattr(E, "_one_address", lambda *a: (_ for _ in ()).throw(AssertionError(a)))
+    text = "Notes for day 9: the supplier confirmed the delivery window."
+    found = E.analyse(text)
+    assert (found.parts, found.keys) == ([], frozenset()) and found.keys is E._NO_KEYS
+    link = E.analyse("see https://x.example/a and https://y.example/b")
+    assert [p[2] for p in link.parts] == [4, 28]     # (two parts: in order)
+    monkeypatch.undo()
+    assert E.analyse("mail a@x.example").parts == [("email", ("email", "a@x.example"), 5, 16)]
+
+
 def test_prose_is_read_without_a_step_a_word_it_need_not_take(monkeypatch):
     """(issue 27) A sentence without a digit, '@' or '://' is read without its words, a
     search for links or a search for addresses; one with a number reads the word holding it,

@@ -34,6 +34,7 @@ from bisect import bisect_right
 from collections import deque
 from itertools import accumulate
 from decimal import Decimal, InvalidOperation
+from operator import itemgetter
 from sensevm.guard.outbound import is_credential_name
 
 # ----------------------------------------------------------------------------- roles
@@ -870,7 +871,7 @@ class Analysis:
 
     def __init__(self, parts, amounts, text=None, taken=()):
         self.parts = parts
-        self.keys = frozenset(p[1] for p in parts)
+        self.keys = frozenset([p[1] for p in parts]) if parts else _NO_KEYS
         self._amounts = amounts
         self._pieces = None
         self._text = text
@@ -888,6 +889,9 @@ class Analysis:
         if self._pieces is None:
             self._pieces = _pieces(text)
         return self._pieces
+
+
+_NO_KEYS: frozenset = frozenset()
 
 
 # Analyses by (text, prose): the same evidence and arguments are read at verify, at commit and
@@ -915,9 +919,10 @@ def analyse(text: str, prose: bool = True) -> Analysis:
     if found is None:
         # One plain address is read faster than it is cached, and is not: a tool hands a new
         # one to every call, and each would push an expensive reading (a page's) out.
-        found = _one_address(text, prose)
-        if found is not None:
-            return found
+        if "@" in text:
+            found = _one_address(text, prose)
+            if found is not None:
+                return found
         # An argument read as such is often read as prose next (a tool's address, evidence
         # and argument at once): the same analysis, when reading it as prose would strip
         # nothing from any part.
@@ -1009,8 +1014,12 @@ def _analyse_text(text: str, prose: bool) -> Analysis:
     parts = _urls(text, prose, taken)
     parts += _emails(text, prose, taken)
     parts += _numbers(_masked(text, taken), False)[0]
-    parts.sort(key=lambda p: p[2])
+    if len(parts) > 1:
+        parts.sort(key=_start)
     return Analysis(parts, None, text, taken)
+
+
+_start = itemgetter(2)      # (a part's start)
 
 
 def _masked(text: str, taken) -> str:
