@@ -571,7 +571,9 @@ class SecondLook:
             for leaf, hint, path in _leaves(value, param, E):
                 role = role_named or hint or E.value_role(capability, P.plain(leaf))
                 findings.extend(self._check(param, role, leaf, path, E))
-        return Evaluation(name, args, findings)
+        # (Nothing found: the one shared verdict on nothing, which holds no arguments. Only
+        # what an evaluation found is read of it then.)
+        return Evaluation(name, args, findings) if findings else _NOTHING
 
     def _check(self, param, role, leaf, path, E) -> list:
         if type(leaf) is _LStr:     # (P.origins_of and P.plain, written out for the common case)
