@@ -827,6 +827,26 @@ def test_the_analysis_cache_lets_its_oldest_reading_go_first(monkeypatch):
     assert E._cached_chars + len(dropped_last) > 280    # (it went because it did not fit)
 
 
+def test_a_short_text_sent_on_with_nothing_in_it_is_not_kept(monkeypatch):
+    """(issue 27) A text an outgoing call sends whose reading finds nothing, shorter than
+    _KEEP_EMPTY, is read and not kept (a page's text new every turn would push a reading
+    worth keeping out each time); one with something in it, a longer one, or one read for
+    anything else is kept. What is found is the same either way."""
+    from sensevm.guard import endorse as E
+    monkeypatch.setattr(E, "_CACHE", {})
+    monkeypatch.setattr(E, "_CACHE_ORDER", E.deque())
+    monkeypatch.setattr(E, "_cached_chars", 0)
+    empty = "Notes for day 12: the supplier confirmed the delivery window."
+    address = "Notes for day 12: reply to x@evil.example today."
+    long_empty = (empty + " ") * (E._KEEP_EMPTY // len(empty) + 1)
+    assert E.analyse(empty, True, True).parts == [] and E._CACHE == {}
+    assert E.analyse(address, True, True).parts == E._analyse_text(address, True).parts != []
+    assert E.analyse(long_empty, True, True).parts == []
+    assert E.analyse(empty).parts == []             # (not sent: kept)
+    assert list(E._CACHE) == [(address, True), (long_empty, True), (empty, True)]
+    assert E._cached_chars == len(address) + len(long_empty) + len(empty)
+
+
 def test_amounts_are_read_when_first_asked_for(monkeypatch):
     """(issue 27) A text's amounts are read when asked for, not with its addresses and
     numbers: a page sent on, or a trusted record, is never asked for them."""

@@ -904,12 +904,19 @@ _CACHE_ORDER: deque = deque()
 _CACHE_ENTRIES = 2048
 _CACHE_CHARS = 4_000_000
 _cached_chars = 0
+_KEEP_EMPTY = 512
 _CACHE_LOCK = allocate_lock()
 
 
-def analyse(text: str, prose: bool = True) -> Analysis:
+def analyse(text: str, prose: bool = True, sent: bool = False) -> Analysis:
     """Every address, number, link and amount in ``text``. ``prose``: the text is sentences
-    (an address at the end of one may be followed by a full stop); an argument is not."""
+    (an address at the end of one may be followed by a full stop); an argument is not.
+
+    ``sent``: the text is what an outgoing call sends, of which only the parts are asked.
+    Then a reading that finds nothing in a text of fewer than _KEEP_EMPTY characters is not
+    kept: keeping it costs about what reading it again does, and it is seldom read again (a
+    verdict that finds nothing is not looked at again at commit). Kept, a page's text new
+    every turn pushed a reading worth keeping out of the cache each time."""
     global _cached_chars
     last = _last_address
     if last[0] == text and not (prose and text[0] in _LOCAL_PROSE_HEAD):
@@ -929,7 +936,8 @@ def analyse(text: str, prose: bool = True) -> Analysis:
         plain = _CACHE.get((text, False)) if prose else None
         found = plain if plain is not None and _prose_strips_nothing(text, plain) else \
             _analyse_text(text, prose)
-        if len(text) <= _CACHE_CHARS // 8:
+        if len(text) <= _CACHE_CHARS // 8 and (found.parts or not sent
+                                                or len(text) >= _KEEP_EMPTY):
             with _CACHE_LOCK:       # async tools and agents check from threads of their own
                 if key not in _CACHE:
                     while _CACHE_ORDER and (len(_CACHE) >= _CACHE_ENTRIES
