@@ -828,23 +828,38 @@ def test_the_analysis_cache_lets_its_oldest_reading_go_first(monkeypatch):
 
 
 def test_a_short_text_sent_on_with_nothing_in_it_is_not_kept(monkeypatch):
-    """(issue 27) A text an outgoing call sends whose reading finds nothing, shorter than
-    _KEEP_EMPTY, is read and not kept (a page's text new every turn would push a reading
-    worth keeping out each time); one with something in it, a longer one, or one read for
-    anything else is kept. What is found is the same either way."""
+    """(issue 27) The parts of a text an outgoing call sends, shorter than _KEEP_EMPTY, with
+    no '@', '://' or digits that could make a number, are none, decided without reading it
+    or keeping it (a page's text new every turn would push a reading worth keeping out each
+    time); a text that could hold a part, a longer one, or one read for anything else is
+    read and kept."""
     from sensevm.guard import endorse as E
     monkeypatch.setattr(E, "_CACHE", {})
     monkeypatch.setattr(E, "_CACHE_ORDER", E.deque())
     monkeypatch.setattr(E, "_cached_chars", 0)
     empty = "Notes for day 12: the supplier confirmed the delivery window."
+    curly = "Notes for day 12: the supplier’s window — “confirmed”."
     address = "Notes for day 12: reply to x@evil.example today."
+    dated = "Notes for 2026-12-01: the supplier confirmed the delivery window."
     long_empty = (empty + " ") * (E._KEEP_EMPTY // len(empty) + 1)
-    assert E.analyse(empty, True, True).parts == [] and E._CACHE == {}
-    assert E.analyse(address, True, True).parts == E._analyse_text(address, True).parts != []
-    assert E.analyse(long_empty, True, True).parts == []
+    real = E._analyse_text
+    monkeypatch.setattr(E, "_analyse_text", lambda t, p: (_ for _ in ()).throw(AssertionError(t)))
+    assert E.sent_parts(empty) == E.sent_parts(curly) == [] and E._CACHE == {}
+    monkeypatch.setattr(E, "_analyse_text", real)
+    assert E.sent_parts(address) == E._analyse_text(address, True).parts != []
+    assert E.sent_parts(dated) == E.sent_parts(long_empty) == []
     assert E.analyse(empty).parts == []             # (not sent: kept)
-    assert list(E._CACHE) == [(address, True), (long_empty, True), (empty, True)]
-    assert E._cached_chars == len(address) + len(long_empty) + len(empty)
+    assert list(E._CACHE) == [(address, True), (dated, True), (long_empty, True), (empty, True)]
+    assert E._cached_chars == len(address) + len(dated) + len(long_empty) + len(empty)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_NEAR_NUMBER | _ADDRESSY | PIECES, max_size=12).map("".join))
+def test_the_parts_of_a_text_sent_on_are_its_analysis(text):
+    """(issue 27) sent_parts, which decides a text with nothing that could be a part without
+    reading it, gives what analyse gives."""
+    from sensevm.guard import endorse as E
+    assert E.sent_parts(text) == E._analyse_text(text, True).parts
 
 
 def test_amounts_are_read_when_first_asked_for(monkeypatch):

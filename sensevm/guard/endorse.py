@@ -908,15 +908,25 @@ _KEEP_EMPTY = 512
 _CACHE_LOCK = allocate_lock()
 
 
-def analyse(text: str, prose: bool = True, sent: bool = False) -> Analysis:
-    """Every address, number, link and amount in ``text``. ``prose``: the text is sentences
-    (an address at the end of one may be followed by a full stop); an argument is not.
+def sent_parts(text: str) -> list:
+    """``analyse(text).parts``, for a text an outgoing call sends (its parts are all that is
+    asked of it). A text of fewer than _KEEP_EMPTY characters without an '@', a '://' or
+    digits that could make a number (_may_hold_number) has none, decided without the cache:
+    keeping such a reading cost about what making it again does, and each new one (a page's
+    text, new every turn) pushed a reading worth keeping out."""
+    if len(text) < _KEEP_EMPTY and "@" not in text and "://" not in text:
+        if text.isascii():
+            marks = text.encode("ascii").translate(_MARKS)
+            if marks.find(b"0") < 0 or not _may_hold_number(text, marks):
+                return []
+        elif _DIGITS.search(text) is None or not _may_hold_number(text, None):
+            return []
+    return analyse(text).parts
 
-    ``sent``: the text is what an outgoing call sends, of which only the parts are asked.
-    Then a reading that finds nothing in a text of fewer than _KEEP_EMPTY characters is not
-    kept: keeping it costs about what reading it again does, and it is seldom read again (a
-    verdict that finds nothing is not looked at again at commit). Kept, a page's text new
-    every turn pushed a reading worth keeping out of the cache each time."""
+
+def analyse(text: str, prose: bool = True) -> Analysis:
+    """Every address, number, link and amount in ``text``. ``prose``: the text is sentences
+    (an address at the end of one may be followed by a full stop); an argument is not."""
     global _cached_chars
     last = _last_address
     if last[0] == text and not (prose and text[0] in _LOCAL_PROSE_HEAD):
@@ -936,8 +946,7 @@ def analyse(text: str, prose: bool = True, sent: bool = False) -> Analysis:
         plain = _CACHE.get((text, False)) if prose else None
         found = plain if plain is not None and _prose_strips_nothing(text, plain) else \
             _analyse_text(text, prose)
-        if len(text) <= _CACHE_CHARS // 8 and (found.parts or not sent
-                                                or len(text) >= _KEEP_EMPTY):
+        if len(text) <= _CACHE_CHARS // 8:
             with _CACHE_LOCK:       # async tools and agents check from threads of their own
                 if key not in _CACHE:
                     while _CACHE_ORDER and (len(_CACHE) >= _CACHE_ENTRIES

@@ -596,7 +596,7 @@ class SecondLook:
             if type(value) is not str or not influenced:
                 return []
             out = []
-            for kind, key, start, end in E.analyse(value, True, True).parts:
+            for kind, key, start, end in E.sent_parts(value):
                 part_origins = _origins_between(leaf, start, end)
                 if not P.is_influenced(part_origins):
                     continue
