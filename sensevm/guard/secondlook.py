@@ -582,31 +582,35 @@ class SecondLook:
             # influenced, it has no clean text of its own to vouch for itself.)
             own = len(spans) != 1
             origins = P.origins_of(leaf) if own else spans[0][2]
+            if role == "content":
+                # Recipients and links inside any text an outgoing call sends are checked too,
+                # each by the spans it came from. (Only a String holds any: read as it is,
+                # without a plain copy, which its parts' slices are.)
+                for origin in origins:          # (P.is_influenced, written out)
+                    if origin[0] == "untrusted":
+                        break
+                else:
+                    return []
+                out = []
+                for kind, key, start, end in E.sent_parts(leaf):
+                    part_origins = _origins_between(leaf, start, end)
+                    if not P.is_influenced(part_origins):
+                        continue
+                    part_role = "link" if key[0] in ("url", "url?") else "recipient"
+                    part = (kind, key, leaf[start:end])
+                    endorsed = self._endorsement(leaf, part_role, part, E, own)
+                    out.append(Finding(param, part_role, part[2], part_origins, endorsed,
+                                       "endorsed" if endorsed else "flagged", kind, path,
+                                       _compared(part)))
+                return out
             value = str.__str__(leaf)
         else:
             origins = P.origins_of(leaf)
-            if not origins:
-                return []
+            if not origins or role == "content":
+                return []       # (nothing labelled; or not a String, which holds no part)
             own = True
             value = P.plain(leaf)
         influenced = P.is_influenced(origins)
-        if role == "content":
-            # Recipients and links inside any text an outgoing call sends are checked too,
-            # each by the spans it came from.
-            if type(value) is not str or not influenced:
-                return []
-            out = []
-            for kind, key, start, end in E.sent_parts(value):
-                part_origins = _origins_between(leaf, start, end)
-                if not P.is_influenced(part_origins):
-                    continue
-                part_role = "link" if key[0] in ("url", "url?") else "recipient"
-                part = (kind, key, value[start:end])
-                endorsed = self._endorsement(leaf, part_role, part, E, own)
-                out.append(Finding(param, part_role, part[2], part_origins, endorsed,
-                                   "endorsed" if endorsed else "flagged", kind, path,
-                                   _compared(part)))
-            return out
         out = []
         for part in E.value_parts(role, value):
             kind, key, shown = part
