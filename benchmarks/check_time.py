@@ -4,10 +4,12 @@
 agent program (by default ``provenance_fresh``, whose every verify makes a new verdict,
 ``provenance_content``, whose every verify reads a new page's text and finds nothing to vouch
 for, and ``provenance_pass``, whose verdict is made once and reused) R times at N turns, each
-run in a fresh process, with a timer around ``VM.second_look_at``: the whole check of one stage
-(the evaluation, the digest, the audit record and its detail). It prints, for each stage, the
-median over the runs of the mean time a check took, and the fastest run, less the timer's own
-cost (the same wrapper around a function that does nothing, timed in the same process). A
+run in a fresh process, with a timer around the whole check of one stage: the evaluation
+(``SecondLook.evaluate``, which verify and commit call) and, when it found something,
+``VM.second_look`` (the digest, the audit record and its detail, the question). It prints, for
+each stage, the median over the runs of the mean time a check took, and the fastest run, less
+the timer's own cost (a wrapper as these are around a function that does nothing, timed in the
+same process, once for each timed call). A
 stage with no check (commit does not look again at what verify found nothing in) shows "-".
 
 The harness's rows time whole processes, in which a turn is two tool calls, a lifecycle and
@@ -35,7 +37,7 @@ STAGES = ("verify", "commit")
 
 def _child(path: str) -> None:
     """Run the built program at ``path`` once, timing every check; print the result as JSON:
-    {stage: [checks, seconds]}, and the timer's own seconds a call."""
+    {stage: [checks, seconds, timed calls]}, and the timer's own seconds a call."""
     import io
     import time
 
@@ -46,29 +48,80 @@ def _child(path: str) -> None:
         program = load_verified(fh.read())
     clock = time.perf_counter
     spent: dict = {}
-    look = V.VM.second_look_at
 
-    def timed(self, f, action, stage, line):
-        start = clock()
-        try:
-            return look(self, f, action, stage, line)
-        finally:
-            took = clock() - start
-            entry = spent.get(stage)
-            if entry is None:
-                entry = spent[stage] = [0, 0.0]
-            entry[0] += 1
-            entry[1] += took
+    def count(stage, took, checks=1):
+        # [checks, seconds, timed calls] of the stage (a check may take two timed calls)
+        entry = spent.get(stage)
+        if entry is None:
+            entry = spent[stage] = [0, 0.0, 0]
+        entry[0] += checks
+        entry[1] += took
+        entry[2] += 1
 
-    V.VM.second_look_at = timed
+    if hasattr(V.VM, "second_look_at"):
+        # (Before 2026-12: one method made the whole check of a stage.)
+        look = V.VM.second_look_at
+
+        def timed(self, f, action, stage, line):
+            start = clock()
+            try:
+                return look(self, f, action, stage, line)
+            finally:
+                count(stage, clock() - start)
+
+        V.VM.second_look_at = timed
+    else:
+        # The check is the evaluation, made by verify and commit themselves, and, when it
+        # found something, VM.second_look (the record and the question): both timed, counted
+        # as one check of the stage whose handler made the evaluation.
+        from sensevm.guard.secondlook import SecondLook
+        evaluate, found, verify, commit = (SecondLook.evaluate, V.VM.second_look,
+                                           V.VM.verify, V.VM.commit)
+        stage_now = ["verify"]
+
+        def staged(method, stage):
+            def run(self, *args, **kwargs):
+                stage_now.append(stage)
+                try:
+                    return method(self, *args, **kwargs)
+                finally:
+                    stage_now.pop()
+            return run
+
+        def timed_evaluate(self, action):
+            start = clock()
+            try:
+                return evaluate(self, action)
+            finally:
+                count(stage_now[-1], clock() - start)
+
+        def timed_found(self, f, action, stage, line, evaluation):
+            start = clock()
+            try:
+                return found(self, f, action, stage, line, evaluation)
+            finally:
+                count(stage, clock() - start, 0)
+
+        SecondLook.evaluate = timed_evaluate
+        V.VM.second_look = timed_found
+        V.VM.verify = staged(verify, "verify")
+        V.VM.commit = staged(commit, "commit")
     vm = V.VM(program, stdout=io.StringIO(), tier="auto", stdin=io.StringIO(""))
     vm.run()
-    # The timer's own cost: the same wrapper (``look`` is the name it calls), around a function
-    # that does nothing, as many times.
-    look = _nothing
-    calls = sum(entry[0] for entry in spent.values())
+    # The timer's own cost: a wrapper as these are, around a function that does nothing, as
+    # many times.
+    calls = sum(entry[2] for entry in spent.values())
+    nothing = _nothing
+
+    def timer(stage):
+        start = clock()
+        try:
+            return nothing(None, None, None, stage, None)
+        finally:
+            count(stage, clock() - start)
+
     for _ in range(calls):
-        timed(None, None, None, "(timer)", None)
+        timer("(timer)")
     own = spent.pop("(timer)")[1] / calls if calls else 0.0
     print(json.dumps({"stages": spent, "timer": own}))
 
@@ -128,10 +181,10 @@ def main(argv=None) -> None:
                     got = run_once(built[root], root, args.python)
                     timers[root].append(got["timer"])
                     for stage in STAGES:
-                        checks, seconds = got["stages"].get(stage, (0, 0.0))
+                        checks, seconds, calls = got["stages"].get(stage, (0, 0.0, 0))
                         if checks:
                             results[root][stage].append(
-                                (seconds / checks - got["timer"]) * 1e6)
+                                (seconds - got["timer"] * calls) / checks * 1e6)
             for root in roots:
                 cells = []
                 for stage in STAGES:

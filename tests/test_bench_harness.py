@@ -298,15 +298,18 @@ def test_check_time_counts_every_check_of_each_stage(tmp_path):
     from benchmarks import check_time
     built = check_time.build("provenance_fresh", 30, ROOT, sys.executable, str(tmp_path))
     got = check_time.run_once(built, ROOT, sys.executable)
-    assert {stage: checks for stage, (checks, _) in got["stages"].items()} == \
+    assert {stage: checks for stage, (checks, _, _) in got["stages"].items()} == \
         {"verify": 30, "commit": 30}
-    assert all(seconds > 0 for _, seconds in got["stages"].values())
+    assert all(seconds > 0 for _, seconds, _ in got["stages"].values())
+    # (Each check found something: its evaluation and its record, two timed calls.)
+    assert {stage: calls for stage, (_, _, calls) in got["stages"].items()} == \
+        {"verify": 60, "commit": 60}
     assert got["timer"] > 0
     # A page's text with nothing in it to vouch for is read at verify, and commit does not
     # look again (it would find nothing either).
     built = check_time.build("provenance_content", 30, ROOT, sys.executable, str(tmp_path))
     got = check_time.run_once(built, ROOT, sys.executable)
-    assert {stage: checks for stage, (checks, _) in got["stages"].items()} == {"verify": 30}
+    assert {stage: checks for stage, (checks, _, _) in got["stages"].items()} == {"verify": 30}
     proc = subprocess.run([sys.executable, "-m", "benchmarks.check_time", "--turns", "20",
                            "--runs", "1", "provenance_pass"], cwd=ROOT, capture_output=True,
                           text=True, timeout=120,

@@ -1448,7 +1448,9 @@ class VM:
                                "verified", None, pos.line,
                                () if f.clean else self.lineage(f), _now(), False))
         if self.look is not None and action.definition.outbound:
-            self.second_look_at(f, action, "verify", pos.line)
+            evaluation = self.look.evaluate(action)
+            if evaluation.findings:         # (most checks find nothing: no call then)
+                self.second_look(f, action, "verify", pos.line, evaluation)
         return action
 
     def set_request(self, text: Optional[str]) -> None:
@@ -1471,14 +1473,14 @@ class VM:
         """The second look at a commit (or a session queueing one): raises if it must ask."""
         look = self.look
         if look is not None and action.definition.outbound:
-            self.second_look_at(f, action, "commit", None)
+            evaluation = look.evaluate(action)
+            if evaluation.findings:
+                self.second_look(f, action, "commit", None, evaluation)
 
-    def second_look_at(self, f, action: PreparedAction, stage: str, line) -> None:
-        """Evaluate an outgoing action (secondlook.py), record the evaluation host-side, and at
-        commit refuse a flagged one that was not approved after the flag for these arguments."""
-        evaluation = self.look.evaluate(action)
-        if not evaluation.findings:
-            return
+    def second_look(self, f, action: PreparedAction, stage: str, line, evaluation) -> None:
+        """An outgoing action's evaluation (secondlook.py) that found something: recorded
+        host-side, and at commit a flagged one not approved after the flag for these arguments
+        is refused. (Its callers evaluate: one that finds nothing needs no call.)"""
         definition = action.definition
         self.audit.append((definition.subject, definition.name, definition.kind, "second_look",
                            evaluation.details.get(stage) or evaluation.detail(stage), line,
@@ -1556,7 +1558,9 @@ class VM:
                                      f"commit() — call {action.name}.approve() first",
                                      located=False)
         if self.look is not None and definition.outbound and action.looked is not False:
-            self.second_look_at(f, action, "commit", None)
+            evaluation = self.look.evaluate(action)
+            if evaluation.findings:
+                self.second_look(f, action, "commit", None, evaluation)
         if self.dry_run:
             self.step(action, "commit_dry_run", "committed", f, None, "dry run — body not executed")
             if action.session is not None:
