@@ -726,3 +726,18 @@ def test_a_labelled_text_sent_on_is_read_without_a_plain_copy(monkeypatch):
     assert finding.role == "recipient" and finding.verdict == "flagged"
     number = look._check("body", "content", P.label(5551234567, page), "body", E)
     assert number == [] and len(given) == 1
+
+
+def test_the_checks_functions_make_no_cells_at_each_call():
+    """(issue 27) A function whose comprehension or inner function uses its names makes a
+    cell for each of them at every call; the functions every check runs have none (the
+    roles of a declaration's parameters are found by _named, once)."""
+    from sensevm.guard import endorse as E
+    from sensevm.guard import secondlook as SL
+    from sensevm.runtime import vm as V
+    hot = [SL.SecondLook.evaluate, SL.SecondLook.evaluate_tool, SL.SecondLook._cached,
+           SL.SecondLook._evaluate, SL.SecondLook._check, SL.SecondLook._endorsement,
+           SL.SecondLook.tool_result, SL._digest, SL._finding_json, E.sent_parts, E.analyse,
+           E._analyse_text, E._numbers, E._may_hold_number, E.value_parts,
+           V.VM.verify, V.VM.commit, V.VM.second_look]
+    assert [f.__qualname__ for f in hot if f.__code__.co_cellvars] == []

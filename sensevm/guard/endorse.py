@@ -513,7 +513,8 @@ def _numbers(text: str, amounts_too: bool = True) -> tuple[list, list]:
         if found is None:
             return _numbers_among(text, _words(text), True, amounts_too)
         window_parts, window_amounts = found
-        parts += [(kind, key, start + lo, end + lo) for kind, key, start, end in window_parts]
+        for kind, key, start, end in window_parts:      # (no comprehension: see value_parts)
+            parts.append((kind, key, start + lo, end + lo))
         amounts += window_amounts
     return parts, amounts
 
@@ -1072,7 +1073,11 @@ def value_parts(role: str, value) -> list:
             if key[0] in wanted:
                 return [(k, key, text[s:e])]      # (the text itself, when it is all of it)
         else:
-            parts = [(k, key, text[s:e]) for k, key, s, e in found if key[0] in wanted]
+            # (A loop, not a comprehension: its names would be cells made at every call.)
+            parts = []
+            for k, key, s, e in found:
+                if key[0] in wanted:
+                    parts.append((k, key, text[s:e]))
             if parts:
                 return parts
     return [("text", None, text)]

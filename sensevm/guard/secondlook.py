@@ -547,14 +547,7 @@ class SecondLook:
         E = _E or _endorse()
         named = _NAMED.get(id(decl))
         if named is None or named[0] is not decl or named[1] != params:
-            # What each parameter's declaration or name says its role is: the same for every
-            # call of the declaration, found once.
-            # (And the role a String has where no name gives one: value_role reads only the
-            # value's type and the capability.)
-            roles = dict(getattr(decl, "roles", ()))
-            named = _NAMED[id(decl)] = (decl, params,
-                                        [E.named_role(p, roles.get(p)) for p in params],
-                                        E.value_role(capability, ""))
+            named = _NAMED[id(decl)] = _named(decl, params, capability, E)
         findings = []
         for param, role_named, value in zip(params, named[2], args):
             t = type(value)
@@ -660,6 +653,16 @@ class SecondLook:
                                   or _RANK.get(found[0][0], 3) < _RANK.get(best[0][0], 3)):
             best = found
         return best
+
+
+def _named(decl, params, capability, E) -> tuple:
+    """(decl, params, the role each parameter's declaration or name gives it, the role a
+    String has where no name gives one): the same for every call of the declaration, found
+    once. (value_role reads only the value's type and the capability. Found here rather than
+    in _evaluate, whose every call would make cells for this comprehension's names.)"""
+    roles = dict(getattr(decl, "roles", ()))
+    return (decl, params, [E.named_role(p, roles.get(p)) for p in params],
+            E.value_role(capability, ""))
 
 
 def _compared(part):
