@@ -741,3 +741,90 @@ def test_the_checks_functions_make_no_cells_at_each_call():
            E._analyse_text, E._numbers, E._may_hold_number, E.value_parts,
            V.VM.verify, V.VM.commit, V.VM.second_look]
     assert [f.__qualname__ for f in hot if f.__code__.co_cellvars] == []
+
+
+_SENT_PIECES = st.sampled_from([
+    "Notes for day ", "12", "1234567", "555 010 0000", "GB29 NWBK 6016 1331 9268 19", "ab12",
+    " ", ": ", "’", "a@x.example", "https://x.example/a", "www", "@", "://", "\n", "x"])
+
+
+@st.composite
+def _sent_argument(draw):
+    """A String sent as an argument: plain, or labelled whole or in two spans, its text prose
+    with or without something in it that could be an address, a link or a number."""
+    text = draw(st.lists(_SENT_PIECES, max_size=6).map("".join))
+    shape = draw(st.sampled_from(["plain", "whole", "two"]))
+    if shape == "plain" or not text:
+        return text
+    if shape == "whole":
+        return P.LStr(text, ((0, len(text), frozenset([draw(_ORIGINS)])),))
+    cut = draw(st.integers(0, len(text)))
+    return P.make_str(text, [(0, cut, frozenset(draw(st.sets(_ORIGINS, max_size=2)))),
+                             (cut, len(text), frozenset([draw(_ORIGINS)]))])
+
+
+@settings(max_examples=500, deadline=None)
+@given(params=st.lists(st.sampled_from(["to", "body", "notes", "url", "amount", "token"]),
+                       min_size=1, max_size=3, unique=True),
+       capability=st.sampled_from(["email.send", "shell.run", "payment.send"]),
+       data=st.data())
+def test_strings_sent_with_nothing_in_them_are_decided_as_the_evaluation_decides(
+        params, capability, data):
+    """(issue 27) A check of Strings whose labelled ones are all sent as content and hold
+    nothing that could be an address, a link or a number is decided before any verdict is
+    looked for (_sends_nothing): whatever the parameters' roles, the origins and the texts,
+    it finds nothing exactly when the evaluation itself finds nothing."""
+    from types import SimpleNamespace as NS
+    from sensevm.guard import secondlook as SL
+    args = [data.draw(_sent_argument()) for _ in params]
+    look = SL.SecondLook()
+
+    class Definition:
+        name = "send"
+        decl = NS(name="send", capability=capability, roles=())
+
+    Definition.params = tuple(params)
+    whole = look._evaluate("send", Definition.params, args, Definition.decl, capability)
+    action = NS(definition=Definition, args=args, looked=None)
+    checked = look.evaluate(action)
+    assert [f.as_json() for f in checked.findings] == [f.as_json() for f in whole.findings]
+    if SL._sends_nothing(Definition, args):
+        assert whole.findings == [] and checked is SL._NOTHING and action.looked is False
+
+
+def test_a_page_sent_on_with_nothing_in_it_is_decided_without_a_verdict(monkeypatch):
+    """(issue 27) A page's text with nothing in it that could be an address, a link or a
+    number, sent as the body to a literal address, is decided without a key, the verdict cache
+    or the evaluation; a text with an '@' is not tried that way, nor is a String in a
+    recipient's place, nor a declaration not yet evaluated."""
+    from types import SimpleNamespace as NS
+    from sensevm.guard import secondlook as SL
+    look = SL.SecondLook()
+
+    class Definition:
+        name, params = "send", ("to", "body")
+        decl = NS(name="send", capability="email.send", roles=())
+
+    page = P.only(P.untrusted("page"))
+
+    def labelled(text):
+        return P.LStr(text, ((0, len(text), page),))
+
+    first = NS(definition=Definition, args=["me@corp.example", labelled("day 1 notes")],
+               looked=None)
+    assert look.evaluate(first) is SL._NOTHING      # (its roles found by this evaluation)
+    real_cached = SL.SecondLook._cached
+    monkeypatch.setattr(SL.SecondLook, "_cached", lambda *a: (_ for _ in ()).throw(
+        AssertionError("looked for a verdict")))
+    action = NS(definition=Definition, args=["me@corp.example", labelled("day 2 notes")],
+                looked=None)
+    assert look.evaluate(action) is SL._NOTHING and action.looked is False
+    monkeypatch.setattr(SL.SecondLook, "_cached", real_cached)
+    tried = []
+    real = SL._sends_nothing
+    monkeypatch.setattr(SL, "_sends_nothing", lambda d, a: tried.append(a) or real(d, a))
+    mailed = look.evaluate(NS(definition=Definition, looked=None,
+                              args=["me@corp.example", labelled("write to x@evil.example")]))
+    assert mailed.flagged and tried == []
+    to = look.evaluate(NS(definition=Definition, args=[labelled("bob"), "hi"], looked=None))
+    assert to.flagged and len(tried) == 1

@@ -446,7 +446,7 @@ class SecondLook:
         # One pass: is anything labelled, is anything a container, and the verdict's key
         # (_key's, made here for Strings and labelled Strings; None: made by _key).
         found = []
-        plain = scalars = True
+        plain = scalars = quiet = True
         for a in args:
             t = type(a)
             if t is str:
@@ -458,6 +458,8 @@ class SecondLook:
                     # (The String itself for its text: equal, with the hash it keeps, to
                     # the plain copy _key makes; LStr compares and hashes as str does.)
                     found.append((_LStr, a, a._spans or a.spans))
+                    if "@" in a:
+                        quiet = False   # (an address, most likely: something to vouch for)
             else:
                 found = None
                 if t not in _PLAIN_TYPES:
@@ -472,7 +474,11 @@ class SecondLook:
             action.looked = False
             return _NOTHING
         if found is not None:
-            ev = self._cached(action.definition, args, tuple(found), True)
+            definition = action.definition
+            if quiet and _sends_nothing(definition, args):
+                action.looked = False   # (nothing found, in arguments that cannot change)
+                return _NOTHING
+            ev = self._cached(definition, args, tuple(found), True)
         else:
             ev = self._cached(action.definition, args, _key(args))
         if scalars:
@@ -653,6 +659,24 @@ class SecondLook:
                                   or _RANK.get(found[0][0], 3) < _RANK.get(best[0][0], 3)):
             best = found
         return best
+
+
+def _sends_nothing(definition, args) -> bool:
+    """True if ``args``, every one a String, hold nothing to vouch for, decided before any
+    verdict is looked for or made: every labelled one is sent as content (the role its
+    parameter's declaration or name gives it, or a String's where none does) and holds nothing
+    that could be an address, a link or a number (endorse.sent_parts, which reads nothing
+    then). So a page's text sent on to a literal address, new every turn, is checked without a
+    key, the verdict cache or the evaluation's walk. Anything else is theirs (False), as is
+    every check of a declaration before its first evaluation has found its roles."""
+    decl = definition.decl
+    named = _NAMED.get(id(decl))
+    if named is None or named[0] is not decl or named[1] != definition.params:
+        return False
+    for role, a in zip(named[2], args):
+        if type(a) is _LStr and ((role or named[3]) != "content" or _E.sent_parts(a)):
+            return False
+    return True
 
 
 def _named(decl, params, capability, E) -> tuple:
