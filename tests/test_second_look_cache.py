@@ -828,3 +828,62 @@ def test_a_page_sent_on_with_nothing_in_it_is_decided_without_a_verdict(monkeypa
     assert mailed.flagged and tried == []
     to = look.evaluate(NS(definition=Definition, args=[labelled("bob"), "hi"], looked=None))
     assert to.flagged and len(tried) == 1
+
+
+def test_a_verdicts_audit_detail_is_written_when_its_record_is_first_read(go, monkeypatch):
+    """(issue 27) Without an audit file, a second look's record keeps its verdict and writes
+    the detail's JSON only when the record is read: a run that reads none writes none. What
+    it then writes is the evaluation's JSON at that stage."""
+    from sensevm.guard import audit as A
+    from sensevm.guard import secondlook as SL
+    written = []
+    real = SL.Evaluation.detail
+    monkeypatch.setattr(SL.Evaluation, "detail",
+                        lambda self, stage: written.append(stage) or real(self, stage))
+    records = A.AuditLog.records
+    monkeypatch.setattr(A.AuditLog, "records", property(
+        lambda log: written.append("read") or records.fget(log)))
+    src = ('who = lookup_contact("Arjun")\nm = send_mail(who, "hi")\nm.verify()\n'
+           'print(m.commit())\nprint(len(audit_log()))\n')
+    out = go(src)           # (its records are read after the run)
+    assert out.error is None, out.error
+    looks = [r for r in out.records if r.event == "second_look"]
+    assert [json.loads(r.detail)["stage"] for r in looks] == ["verify", "commit"]
+    assert written == ["read", "verify", "commit"]      # (made as the records were read)
+    assert all(r.detail is None or isinstance(r.detail, str) for r in out.records)
+
+
+def test_a_deferred_detail_binds_its_digest_when_recorded_and_an_audit_file_writes_it(
+        tmp_path):
+    """(issue 27) A deferred detail's digest is the arguments' when the record was made, even
+    if an argument (a list, whose verdict is not kept) changes before the record is read; an
+    audit log with a file writes the text at once."""
+    from types import SimpleNamespace as NS
+    from sensevm.guard import secondlook as SL
+    from sensevm.guard.audit import AuditFile, AuditLog
+    look = SL.SecondLook()
+
+    class Definition:
+        name, params = "send", ("to", "body")
+        decl = NS(name="send", capability="email.send", roles=())
+
+    page = P.only(P.untrusted("page"))
+    to = [P.LStr("x@evil.example", ((0, 14, page),))]
+    for _ in range(SL._KEY_DEPTH + 1):
+        to = [to]               # (too deep to key: its verdict is not kept, nor its digest made)
+    ev = look.evaluate(NS(definition=Definition, args=[to, "hi"], looked=None))
+    assert ev.flagged
+    before = _digest("send", [to, "hi"])
+    later = ev.later("verify")
+    assert type(later) is not str and ev._digest == before
+    to.insert(0, "other@corp.example")
+    assert json.loads(str(later))["digest"] == before != _digest("send", [to, "hi"])
+    assert json.loads(str(later)) == ev.as_json("verify")
+    log = AuditLog(AuditFile(str(tmp_path / "audit.jsonl"), fsync=False))
+    log.append(("action 'send'", "send", "irreversible", "second_look", ev.later("commit"),
+                None, (), 0.0, True))
+    assert type(log.records[0].detail) is str
+    stored = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    assert [e["detail"] for e in stored if e["event"] == "second_look"] == \
+        [ev.detail("commit")]
+    log.close()

@@ -98,8 +98,9 @@ class Evaluation:
             self.flagged = [f for f in findings if f.verdict == "flagged"]
         self._digest = None
         self._findings_json = None  # detail()'s findings' JSON (the same at each stage)
-        self.details = {}           # detail()'s text by stage: one string each, however many
-        #                             records show it (a loop's audit rows share it)
+        self.details = {}           # detail()'s text by stage (or, until it is made, the
+        #                             _Detail that makes it): one each, however many records
+        #                             show it (a loop's audit rows share it)
         self._reason = None
 
     @property
@@ -115,11 +116,11 @@ class Evaluation:
         record's detail; "stage" sorts last, so the rest of the text is made once per verdict.
 
         Written out here, key by key in sorted order with json's own string escaping, rather
-        than built as dicts and encoded: it is made for every new verdict (a check of new
-        arguments), where building and encoding the dicts cost more than the rest of the check
-        (tests/test_second_look_cache.py holds the two equal)."""
+        than built as dicts and encoded: it is made for every new verdict a record of which is
+        read (each, with an audit file), where building and encoding the dicts cost more than
+        the rest of the check (tests/test_second_look_cache.py holds the two equal)."""
         text = self.details.get(stage)
-        if text is not None:
+        if type(text) is str:
             return text
         findings = self._findings_json
         if findings is None:
@@ -136,6 +137,21 @@ class Evaluation:
             f'"digest": "{self._digest or self.digest}", '
             f'"findings": [{findings}]{tail}')
         return text
+
+    def later(self, stage: str):
+        """The audit record's detail at ``stage``: its text if made already, else an object
+        that makes it when a record holding it is first read (audit._written; an audit file
+        writes it at once), kept in ``details`` until then for every record of the stage.
+        Its digest is bound now, from the arguments as they are; the rest of the text is made
+        from the findings, which hold values that cannot change. Most records of a run
+        without an audit file are never read: a check that makes a new verdict does not
+        write its JSON."""
+        later = self.details.get(stage)
+        if later is None:
+            if self._digest is None:
+                self.digest
+            later = self.details[stage] = _new_tuple(_Detail, (self, stage))
+        return later
 
     def reason(self) -> str:
         """A plain sentence naming the first flagged value and where it came from."""
@@ -166,6 +182,19 @@ class Evaluation:
         return {"stage": stage, "digest": self.digest,
                 "decision": "ask" if self.flagged else "pass",
                 "findings": [f.as_json() for f in self.findings]}
+
+
+class _Detail(tuple):
+    """(evaluation, stage): an evaluation's audit detail at a stage, written when first read
+    (Evaluation.later). Made with tuple.__new__, without an __init__ call."""
+
+    __slots__ = ()
+
+    def __str__(self) -> str:
+        return self[0].detail(self[1])
+
+
+_new_tuple = tuple.__new__
 
 
 def _finding_json(f: Finding) -> str:
