@@ -887,3 +887,33 @@ def test_a_deferred_detail_binds_its_digest_when_recorded_and_an_audit_file_writ
     assert [e["detail"] for e in stored if e["event"] == "second_look"] == \
         [ev.detail("commit")]
     log.close()
+
+
+def test_a_verdict_on_strings_makes_its_digest_when_first_asked_for(monkeypatch):
+    """(issue 27) A verdict on Strings, which cannot change, makes its digest when it is first
+    asked for (to bind an approval to a flag, or when a record of it is read), not when it is
+    made: a verdict that passes, in a run whose records no one reads, never makes one. What
+    it makes then is the digest of the arguments as they were checked."""
+    from types import SimpleNamespace as NS
+    from sensevm.guard import secondlook as SL
+    made = []
+    real = SL._digest
+    monkeypatch.setattr(SL, "_digest", lambda name, args: made.append(name) or real(name, args))
+    look = SL.SecondLook()
+    look.add_evidence(P.trusted("directory"), "a@corp.example")
+
+    class Definition:
+        name, params = "send", ("to", "body")
+        decl = NS(name="send", capability="email.send", roles=())
+
+    to = P.LStr("a@corp.example", ((0, 14, P.only(P.untrusted("inbox"))),))
+    action = NS(definition=Definition, args=[to, "notes"], looked=None)
+    passed = look.evaluate(action)
+    assert passed.findings and not passed.flagged and action.looked[0] is passed
+    later = passed.later("verify")
+    assert made == [] and passed._digest is None
+    assert json.loads(str(later))["digest"] == _digest_by_json("send", [to, "notes"])
+    assert made == ["send"]
+    evil = P.LStr("x@evil.example", ((0, 14, P.only(P.untrusted("inbox"))),))
+    flagged = look.evaluate(NS(definition=Definition, args=[evil, "notes"], looked=None))
+    assert flagged.flagged and flagged.digest == _digest_by_json("send", [evil, "notes"])

@@ -106,7 +106,9 @@ class Evaluation:
     @property
     def digest(self) -> str:
         """Made only for an evaluation that has findings (an unlabelled call has nothing to
-        bind an approval to), when the VM reads it -- at once, before an argument can change."""
+        bind an approval to): when it is made, for arguments that may change (containers);
+        when first asked for, for arguments that cannot (``args`` a tuple of Strings, or a
+        copy of scalars)."""
         if self._digest is None:
             self._digest = _digest(self.name, self.args)
         return self._digest
@@ -148,8 +150,8 @@ class Evaluation:
         write its JSON."""
         later = self.details.get(stage)
         if later is None:
-            if self._digest is None:
-                self.digest
+            if self._digest is None and type(self.args) is not tuple:
+                self.digest     # (arguments that may change: bound now; a tuple's cannot)
             later = self.details[stage] = _new_tuple(_Detail, (self, stage))
         return later
 
@@ -512,8 +514,8 @@ class SecondLook:
             ev = self._cached(action.definition, args, _key(args))
         if scalars:
             if ev.findings:
-                if ev._digest is None:
-                    ev.digest           # (bound now, from the arguments as they are)
+                # (Its digest, if not made yet, is of values that cannot change: made when
+                # first asked for.)
                 action.looked = (ev, self.grown)
             else:
                 # Labelled, but nothing to vouch for (a page's text with no address in it):
@@ -555,8 +557,13 @@ class SecondLook:
             if ev.findings:
                 ev.args = list(args)    # (its own copy, for a digest made later)
             return ev
-        ev._digest = _digest(ev.name, args)     # bound now, from the arguments as they are now
-        ev.args = None          # (the cache keeps no mutable argument alive)
+        if flat:
+            # Strings, which cannot change: the digest is made when first asked for (a flag
+            # to bind an approval to, a record read), often never (a verdict that passes).
+            ev.args = tuple(args)
+        else:
+            ev._digest = _digest(ev.name, args)     # bound now, from the arguments as they are
+            ev.args = None      # (the cache keeps no mutable argument alive)
         # (Only now: a verdict found in the cache needs none. A flat key keeps the arguments'
         # own texts, so its characters are theirs, counted without a Python call a String.)
         chars = sum(map(len, args)) if flat else _key_chars(found)
