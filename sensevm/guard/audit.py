@@ -54,19 +54,6 @@ class AuditRecord(namedtuple("AuditRecord", "subject name kind event detail line
 
 _tuple_new = tuple.__new__
 _HOST_ONLY = AuditRecord._fields.index("host_only")     # (its place in a record's fields)
-_DETAIL = AuditRecord._fields.index("detail")
-
-
-def _written(row):
-    """``row`` with its detail a String: a record's detail may be one written when first read
-    (an object whose str() is the text, made from values that cannot change: a second look's
-    verdict), which is written out here, where a record is stored or given out."""
-    detail = row[_DETAIL]
-    if detail is None or type(detail) is str:
-        return row
-    row = list(row)
-    row[_DETAIL] = str(detail)
-    return tuple(row)
 
 
 class AuditLog:
@@ -84,9 +71,6 @@ class AuditLog:
     With a sink (an ``AuditFile``) each record goes to the file and ``tail`` keeps only the
     last ``TAIL`` of them (as tuples), so memory stays bounded however long the run;
     ``lines()`` then reads this run's records back.
-
-    A record's detail may be written when first read (_written): without a sink, a second
-    look's verdict is kept, and its text made only if the record is given out.
     """
 
     TAIL = 64
@@ -119,7 +103,6 @@ class AuditLog:
 
     def append(self, row: tuple) -> None:
         """Add a record: an AuditRecord, or a plain tuple of its fields in order."""
-        row = _written(row)
         self.sink.write(_tuple_new(AuditRecord, row))
         self.tail.append(row)
 
@@ -131,7 +114,6 @@ class AuditLog:
             return
         with self._describing:
             if self.sink is not None:
-                row = _written(row)
                 self._quoted[self.sink.write(_tuple_new(AuditRecord, row))] = origins
                 self.tail.append(row)
                 return
@@ -151,7 +133,7 @@ class AuditLog:
             rows = list(self.tail)  # a snapshot: async tool bodies record from other threads
             return [_tuple_new(AuditRecord, row) for row in rows]
         fields, width = self.fields[:], self.WIDTH
-        return [_tuple_new(AuditRecord, _written(fields[at:at + width]))
+        return [_tuple_new(AuditRecord, fields[at:at + width])
                 for at in range(0, len(fields), width)]
 
     def __len__(self) -> int:

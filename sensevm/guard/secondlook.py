@@ -98,17 +98,14 @@ class Evaluation:
             self.flagged = [f for f in findings if f.verdict == "flagged"]
         self._digest = None
         self._findings_json = None  # detail()'s findings' JSON (the same at each stage)
-        self.details = {}           # detail()'s text by stage (or, until it is made, the
-        #                             _Detail that makes it): one each, however many records
-        #                             show it (a loop's audit rows share it)
+        self.details = {}           # detail()'s text by stage: one string each, however many
+        #                             records show it (a loop's audit rows share it)
         self._reason = None
 
     @property
     def digest(self) -> str:
         """Made only for an evaluation that has findings (an unlabelled call has nothing to
-        bind an approval to): when it is made, for arguments that may change (containers);
-        when first asked for, for arguments that cannot (``args`` a tuple of Strings, or a
-        copy of scalars)."""
+        bind an approval to), when the VM reads it -- at once, before an argument can change."""
         if self._digest is None:
             self._digest = _digest(self.name, self.args)
         return self._digest
@@ -118,11 +115,11 @@ class Evaluation:
         record's detail; "stage" sorts last, so the rest of the text is made once per verdict.
 
         Written out here, key by key in sorted order with json's own string escaping, rather
-        than built as dicts and encoded: it is made for every new verdict a record of which is
-        read (each, with an audit file), where building and encoding the dicts cost more than
-        the rest of the check (tests/test_second_look_cache.py holds the two equal)."""
+        than built as dicts and encoded: it is made for every new verdict (a check of new
+        arguments), where building and encoding the dicts cost more than the rest of the check
+        (tests/test_second_look_cache.py holds the two equal)."""
         text = self.details.get(stage)
-        if type(text) is str:
+        if text is not None:
             return text
         findings = self._findings_json
         if findings is None:
@@ -139,21 +136,6 @@ class Evaluation:
             f'"digest": "{self._digest or self.digest}", '
             f'"findings": [{findings}]{tail}')
         return text
-
-    def later(self, stage: str):
-        """The audit record's detail at ``stage``: its text if made already, else an object
-        that makes it when a record holding it is first read (audit._written; an audit file
-        writes it at once), kept in ``details`` until then for every record of the stage.
-        Its digest is bound now, from the arguments as they are; the rest of the text is made
-        from the findings, which hold values that cannot change. Most records of a run
-        without an audit file are never read: a check that makes a new verdict does not
-        write its JSON."""
-        later = self.details.get(stage)
-        if later is None:
-            if self._digest is None and type(self.args) is not tuple:
-                self.digest     # (arguments that may change: bound now; a tuple's cannot)
-            later = self.details[stage] = _new_tuple(_Detail, (self, stage))
-        return later
 
     def reason(self) -> str:
         """A plain sentence naming the first flagged value and where it came from."""
@@ -184,19 +166,6 @@ class Evaluation:
         return {"stage": stage, "digest": self.digest,
                 "decision": "ask" if self.flagged else "pass",
                 "findings": [f.as_json() for f in self.findings]}
-
-
-class _Detail(tuple):
-    """(evaluation, stage): an evaluation's audit detail at a stage, written when first read
-    (Evaluation.later). Made with tuple.__new__, without an __init__ call."""
-
-    __slots__ = ()
-
-    def __str__(self) -> str:
-        return self[0].detail(self[1])
-
-
-_new_tuple = tuple.__new__
 
 
 def _finding_json(f: Finding) -> str:
@@ -514,8 +483,8 @@ class SecondLook:
             ev = self._cached(action.definition, args, _key(args))
         if scalars:
             if ev.findings:
-                # (Its digest, if not made yet, is of values that cannot change: made when
-                # first asked for.)
+                if ev._digest is None:
+                    ev.digest           # (bound now, from the arguments as they are)
                 action.looked = (ev, self.grown)
             else:
                 # Labelled, but nothing to vouch for (a page's text with no address in it):
@@ -557,13 +526,8 @@ class SecondLook:
             if ev.findings:
                 ev.args = list(args)    # (its own copy, for a digest made later)
             return ev
-        if flat:
-            # Strings, which cannot change: the digest is made when first asked for (a flag
-            # to bind an approval to, a record read), often never (a verdict that passes).
-            ev.args = tuple(args)
-        else:
-            ev._digest = _digest(ev.name, args)     # bound now, from the arguments as they are
-            ev.args = None      # (the cache keeps no mutable argument alive)
+        ev._digest = _digest(ev.name, args)     # bound now, from the arguments as they are now
+        ev.args = None          # (the cache keeps no mutable argument alive)
         # (Only now: a verdict found in the cache needs none. A flat key keeps the arguments'
         # own texts, so its characters are theirs, counted without a Python call a String.)
         chars = sum(map(len, args)) if flat else _key_chars(found)
