@@ -73,27 +73,19 @@ def _child(path: str) -> None:
     else:
         # The check is the evaluation, made by verify and commit themselves, and, when it
         # found something, VM.second_look (the record and the question): both timed, counted
-        # as one check of the stage whose handler made the evaluation.
+        # as one check of the stage. An action is evaluated at commit only if verify's
+        # verdict is kept on it (``looked``): that tells the stage without a wrapper around
+        # the handlers (whose calls would allocate, and move the collector's work).
         from sensevm.guard.secondlook import SecondLook
-        evaluate, found, verify, commit = (SecondLook.evaluate, V.VM.second_look,
-                                           V.VM.verify, V.VM.commit)
-        stage_now = ["verify"]
-
-        def staged(method, stage):
-            def run(self, *args, **kwargs):
-                stage_now.append(stage)
-                try:
-                    return method(self, *args, **kwargs)
-                finally:
-                    stage_now.pop()
-            return run
+        evaluate, found = SecondLook.evaluate, V.VM.second_look
 
         def timed_evaluate(self, action):
+            stage = "commit" if action.looked else "verify"
             start = clock()
             try:
                 return evaluate(self, action)
             finally:
-                count(stage_now[-1], clock() - start)
+                count(stage, clock() - start)
 
         def timed_found(self, f, action, stage, line, evaluation):
             start = clock()
@@ -104,8 +96,6 @@ def _child(path: str) -> None:
 
         SecondLook.evaluate = timed_evaluate
         V.VM.second_look = timed_found
-        V.VM.verify = staged(verify, "verify")
-        V.VM.commit = staged(commit, "commit")
     vm = V.VM(program, stdout=io.StringIO(), tier="auto", stdin=io.StringIO(""))
     vm.run()
     # The timer's own cost: a wrapper as these are, around a function that does nothing, as
