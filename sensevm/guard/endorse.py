@@ -911,10 +911,11 @@ _CACHE_LOCK = allocate_lock()
 
 def sent_parts(text: str) -> list:
     """``analyse(text).parts``, for a text an outgoing call sends (its parts are all that is
-    asked of it; a labelled String is read as its text). A text of fewer than _KEEP_EMPTY characters without an '@', a '://' or
-    digits that could make a number (_may_hold_number) has none, decided without the cache:
-    keeping such a reading cost about what making it again does, and each new one (a page's
-    text, new every turn) pushed a reading worth keeping out."""
+    asked of it; a labelled String is read as its text). A text of fewer than _KEEP_EMPTY
+    characters without an '@', a '://' or digits that could make a number (_may_hold_number)
+    has none, decided without the cache: keeping such a reading cost about what making it
+    again does, and each new one (a page's text, new every turn) pushed a reading worth
+    keeping out."""
     if len(text) < _KEEP_EMPTY and "@" not in text and "://" not in text:
         if text.isascii():
             if not _may_hold_number(text, text.encode("ascii").translate(_MARKS)):
