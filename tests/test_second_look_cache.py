@@ -642,6 +642,7 @@ def test_a_check_of_strings_makes_its_digest_and_size_without_a_call_an_argument
 
     monkeypatch.setattr(SL, "_canon", refused)
     monkeypatch.setattr(SL, "_key_chars", refused)
+    monkeypatch.setattr(SL, "sum", refused, raising=False)     # (nor sum(map(len, ...)))
     look = SL.SecondLook()
 
     Definition = _send()
@@ -821,3 +822,54 @@ def test_a_page_sent_on_with_nothing_in_it_is_decided_without_a_verdict(monkeypa
     assert mailed.flagged and tried == []
     to = look.evaluate(NS(definition=Definition, args=[_from_page("bob"), "hi"], looked=None))
     assert to.flagged and len(tried) == 1
+
+
+class _CountingLock:
+    """A lock that counts how often it is taken (and checks it is given back)."""
+
+    def __init__(self):
+        from _thread import allocate_lock
+        self.lock = allocate_lock()
+        self.taken = 0
+
+    def acquire(self, *args):
+        self.taken += 1
+        return self.lock.acquire(*args)
+
+    def release(self):
+        self.lock.release()
+
+    def __enter__(self):
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+
+
+def test_the_verdicts_lock_is_taken_only_once_threads_run_sense_code(monkeypatch):
+    """(issue 27) Until a second thread runs Sense code (lifecycle.threaded) nobody can race
+    for the verdict cache or the evidence count, and a check and an addition of evidence take
+    no lock. From then on each takes it, and gives it back, a verdict kept as before."""
+    from types import SimpleNamespace as NS
+    from sensevm.guard import lifecycle as L, secondlook as SL
+    lock = _CountingLock()
+    monkeypatch.setattr(SL, "_VERDICT_LOCK", lock)
+    monkeypatch.setattr(L, "threaded", False)
+    look = SL.SecondLook()
+    Definition = _send()
+
+    def check(text):
+        return look.evaluate(NS(definition=Definition, args=[_from_page(text), "x"],
+                                looked=None))
+
+    assert check("a@corp.example").flagged
+    look.add_evidence(P.USER, "a@corp.example")
+    assert check("a@corp.example").findings[0].verdict == "endorsed"
+    assert lock.taken == 0 and len(look._verdicts) == 1 and look.grown == 1
+    monkeypatch.setattr(L, "threaded", True)
+    look.add_evidence(P.USER, "b@corp.example")
+    assert lock.taken == 1 and look.grown == 2
+    assert check("b@corp.example").findings[0].verdict == "endorsed"
+    assert lock.taken == 2 and not lock.lock.locked() and len(look._verdicts) == 1
+    assert check("b@corp.example") is look._verdicts[next(iter(look._verdicts))][0]

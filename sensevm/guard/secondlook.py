@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from _thread import allocate_lock
 
+from sensevm.guard import lifecycle as L
 from sensevm.guard import provenance as P
 
 _E = None
@@ -313,9 +314,13 @@ class SecondLook:
             self._grow()
 
     def _grow(self) -> None:
-        # After the addition, and under the lock: two threads adding at once must not leave
-        # it counting one, or a verdict made between them would hold after the second.
-        with _VERDICT_LOCK:
+        # After the addition, and under the lock once threads run Sense code: two threads
+        # adding at once must not leave it counting one, or a verdict made between them would
+        # hold after the second. (Until then, lifecycle.threaded, nobody can race: no lock.)
+        if L.threaded:
+            with _VERDICT_LOCK:
+                self.grown += 1
+        else:
             self.grown += 1
 
     def user_text(self, text: str):
@@ -529,9 +534,21 @@ class SecondLook:
         ev._digest = _digest(ev.name, args)     # bound now, from the arguments as they are now
         ev.args = None          # (the cache keeps no mutable argument alive)
         # (Only now: a verdict found in the cache needs none. A flat key keeps the arguments'
-        # own texts, so its characters are theirs, counted without a Python call a String.)
-        chars = sum(map(len, args)) if flat else _key_chars(found)
-        with _VERDICT_LOCK:     # agents and async tools check from threads of their own
+        # own texts, so its characters are theirs, counted by a loop: sum(map(len, args))
+        # costs more than its few additions.)
+        if flat:
+            chars = 0
+            for a in args:
+                chars += len(a)
+        else:
+            chars = _key_chars(found)
+        # Agents and async tools check from threads of their own, which lifecycle.threaded
+        # says exist (set before the first starts): until then nobody can race, and the lock
+        # (about an eighth of a microsecond) is not taken.
+        locked = L.threaded
+        if locked:
+            _VERDICT_LOCK.acquire()
+        try:
             verdicts = self._verdicts
             if self._verdicts_grown != grown:
                 if grown < self._verdicts_grown:
@@ -546,6 +563,9 @@ class SecondLook:
             if chars <= _VERDICT_CHARS:
                 verdicts[key] = (ev, chars)
                 self._verdict_chars += chars
+        finally:
+            if locked:
+                _VERDICT_LOCK.release()
         return ev
 
     def _evaluate(self, name, params, args, decl, capability) -> Evaluation:
