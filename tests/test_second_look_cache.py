@@ -452,6 +452,32 @@ def test_a_value_vouched_for_by_its_own_text_is_written_as_json_writes_it():
                 evaluation.as_json("verify"), ensure_ascii=False, sort_keys=True)
 
 
+def test_a_short_strings_finding_is_written_without_a_call_to_preview_it(monkeypatch):
+    """(issue 27) A finding whose value is a String of at most PREVIEW characters (a tool's
+    address) is shown as _preview shows it, written out in _finding_json, with the evidence
+    that is its very text shown once; longer values, and other evidence, still go through
+    _preview. Each detail is json's text for the evaluation."""
+    from sensevm.guard import secondlook as SL
+    calls = []
+    real = SL._preview
+    monkeypatch.setattr(SL, "_preview", lambda v: calls.append(v) or real(v))
+    page, crm = P.only(P.untrusted("web")), P.trusted("crm")
+    short, long_ = "Bo@x.example", "b" * 70 + "@x.example"
+    cases = [(short, (crm, short), []), (short, None, []), (short, (crm, "bo@x.example"),
+             ["bo@x.example"]), (long_, (crm, long_), [long_]), (7, (crm, "7"), [7, "7"])]
+    for value, endorsed, previewed in cases:
+        calls.clear()
+        finding = SL.Finding("to", "recipient", value, page, endorsed,
+                             "endorsed" if endorsed else "flagged", "email", "to",
+                             str(value).lower())
+        evaluation = SL.Evaluation("send", ["x"], [finding])
+        evaluation._digest = "sha256:0"
+        detail = evaluation.detail("verify")
+        assert calls == previewed, (value, endorsed, calls)
+        assert detail == json.dumps(evaluation.as_json("verify"), ensure_ascii=False,
+                                    sort_keys=True)
+
+
 def test_new_verdicts_are_written_without_a_json_encoder(go, monkeypatch):
     """(issue 27) A check of new arguments, passing or flagged, writes its record's detail and
     its digest without json's encoder: it is the hot path of an agent that sends."""

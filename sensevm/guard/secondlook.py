@@ -191,18 +191,23 @@ def _finding_json(f: Finding) -> str:
     if credential:
         shown = _json_string(_masked(value))
         return f"{{{head}{middle}{shown}{tail}"
-    shown = _json_string(_preview(value))
-    matched = f.matched
-    if matched is not None:
-        matched = _json_string(matched) if type(matched) is str else _json_value(matched)
-        head = f'"compared_as": {matched}, {head}'
+    if type(value) is str:
+        # (_preview's common case, a short String shown whole, written out; and then most
+        # often the evidence is the very text of the value: a tool's address, vouched for by
+        # the trusted record that gave it.)
+        shown = _json_string(repr(value) if len(value) <= PREVIEW else _preview(value))
+        evidence = shown if endorsed and endorsed[1] == value else None
+    else:
+        shown = _json_string(_preview(value))
+        evidence = None
     if endorsed:
-        # (Most often the very text of the value: a tool's address, vouched for by the trusted
-        # record that gave it.)
-        evidence = shown if endorsed[1] == value and type(value) is str \
-            else _json_string(_preview(endorsed[1]))
-        return f'{{{head}, "evidence": {evidence}{middle}{shown}{tail}'
-    return f"{{{head}{middle}{shown}{tail}"
+        head = f'{head}, "evidence": {evidence or _json_string(_preview(endorsed[1]))}'
+    matched = f.matched
+    if matched is None:
+        return f"{{{head}{middle}{shown}{tail}"
+    return (f'{{"compared_as": '
+            f'{_json_string(matched) if type(matched) is str else _json_value(matched)}, '
+            f'{head}{middle}{shown}{tail}')
 
 
 def _finding_shape(f: Finding) -> tuple:
