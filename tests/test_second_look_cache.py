@@ -899,3 +899,23 @@ def test_the_verdicts_lock_is_taken_only_once_threads_run_sense_code(monkeypatch
     assert check("b@corp.example").findings[0].verdict == "endorsed"
     assert lock.taken == 2 and not lock.lock.locked() and len(look._verdicts) == 1
     assert check("b@corp.example") is look._verdicts[next(iter(look._verdicts))][0]
+
+
+def test_a_labelled_strings_check_decides_whether_it_is_influenced_without_a_call(
+        monkeypatch):
+    """(issue 27) _check tells whether a labelled String is influenced by a loop over its
+    origins written out (P.is_influenced's), for every role; the verdicts are unchanged."""
+    from types import SimpleNamespace as NS
+    from sensevm.guard import secondlook as SL
+    called = []
+    real = P.is_influenced
+    monkeypatch.setattr(P, "is_influenced", lambda o: called.append(o) or real(o))
+    look = SL.SecondLook()
+    Definition = _send()
+    flagged = look.evaluate(NS(definition=Definition, looked=None,
+                               args=[_from_page("a@corp.example"), "x"]))
+    clean = look.evaluate(NS(definition=Definition, looked=None, args=[
+        P.LStr("b@corp.example", ((0, 14, P.only(P.trusted("crm"))),)), "x"]))
+    assert called == []
+    assert flagged.flagged and flagged.findings[0].verdict == "flagged"
+    assert not clean.flagged and clean.findings[0].verdict == "clean"

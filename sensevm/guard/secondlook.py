@@ -606,14 +606,16 @@ class SecondLook:
             # influenced, it has no clean text of its own to vouch for itself.)
             own = len(spans) != 1
             origins = P.origins_of(leaf) if own else spans[0][2]
+            influenced = False
+            for origin in origins:          # (P.is_influenced, written out)
+                if origin[0] == "untrusted":
+                    influenced = True
+                    break
             if role == "content":
                 # Recipients and links inside any text an outgoing call sends are checked too,
                 # each by the spans it came from. (Only a String holds any: read as it is,
                 # without a plain copy, which its parts' slices are.)
-                for origin in origins:          # (P.is_influenced, written out)
-                    if origin[0] == "untrusted":
-                        break
-                else:
+                if not influenced:
                     return []
                 out = []
                 for kind, key, start, end in E.sent_parts(leaf):
@@ -634,7 +636,7 @@ class SecondLook:
                 return []       # (nothing labelled; or not a String, which holds no part)
             own = True
             value = P.plain(leaf)
-        influenced = P.is_influenced(origins)
+            influenced = P.is_influenced(origins)
         out = []
         for part in E.value_parts(role, value):
             kind, key, shown = part
