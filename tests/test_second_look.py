@@ -91,7 +91,7 @@ def execute(source, tmp_path, *, tier="1", stdin="", request=None, second_look=T
     looks = [json.loads(r.detail) for r in records if r.event == "second_look"]
     tests = {t.name: t for t in (vm.tests if vm is not None else [])}
     return SimpleNamespace(stdout=out.getvalue(), error=error, records=records, looks=looks,
-                           tests=tests,
+                           tests=tests, vm=vm,
                            lines=[l.removeprefix("> ") for l in out.getvalue().splitlines()])
 
 

@@ -152,22 +152,28 @@ def test_the_audit_records_are_those_made_without_the_cache(go):
         P.LStr("x@evil.example", ((0, 14, P.only(P.untrusted("fetch_page"))),)), "x"])
 
 
-def test_a_cached_verdict_gives_every_record_of_a_stage_the_same_detail_text(go):
-    # (issue 27) A loop's second-look records share one detail string per stage: the log of
-    # a long run keeps one copy of the JSON, not one per record (about 0.45 kB each, most of
-    # what such a record kept).
+def test_a_cached_verdict_gives_every_record_of_a_stage_the_same_kept_detail(go):
+    # (issue 27) A loop's second-look records share one kept detail per stage, and the
+    # stages share its findings and digest: the log of a long run keeps one copy, not one
+    # per record. Read back, each is its JSON text.
+    from sensevm.guard.audit import AuditLog
     src = EXTRA + ('page = relay("a@corp.example")\nfor i in range(3):\n'
                    '    m = send_mail(page, "x")\n    m.verify()\n    m.commit()\n')
     out = go(src)
     assert out.error is None, out.error
-    details = {stage: [r.detail for r in out.records if r.event == "second_look"
-                       and json.loads(r.detail)["stage"] == stage]
-               for stage in ("verify", "commit")}
-    for stage, texts in details.items():
-        assert len(texts) == 3, stage
-        assert all(t is texts[0] for t in texts), stage
-    assert details["verify"][0] != details["commit"][0]
-    assert json.loads(details["verify"][0])["decision"] == "pass"
+    fields, width = out.vm.audit.fields, AuditLog.WIDTH
+    kept = [fields[at + 4] for at in range(0, len(fields), width)
+            if fields[at + 3] == "second_look"]
+    details = {stage: [d for d in kept if d[3] == stage] for stage in ("verify", "commit")}
+    for stage, found in details.items():
+        assert len(found) == 3, stage
+        assert all(d is found[0] for d in found), stage
+    verify, commit = details["verify"][0], details["commit"][0]
+    assert verify is not commit and len(verify) == len(commit) == 8
+    assert all(a is b for a, b in zip(verify[1:3] + verify[4:], commit[1:3] + commit[4:]))
+    texts = [json.loads(r.detail) for r in out.records if r.event == "second_look"]
+    assert [t["stage"] for t in texts] == ["verify", "commit"] * 3
+    assert all(t["decision"] == "pass" for t in texts)
 
 
 def test_commit_reuses_the_verdict_of_verify_for_arguments_that_cannot_change(go, monkeypatch):
@@ -454,7 +460,7 @@ def test_a_value_vouched_for_by_its_own_text_is_written_as_json_writes_it():
 
 def test_a_short_strings_finding_is_written_without_a_call_to_preview_it(monkeypatch):
     """(issue 27) A finding whose value is a String of at most PREVIEW characters (a tool's
-    address) is shown as _preview shows it, written out in _finding_json, with the evidence
+    address) is shown as _preview shows it, written out in _kept_finding, with the evidence
     that is its very text shown once; longer values, and other evidence, still go through
     _preview. Each detail is json's text for the evaluation."""
     from sensevm.guard import secondlook as SL
@@ -764,7 +770,8 @@ def test_the_checks_functions_make_no_cells_at_each_call():
     from sensevm.runtime import vm as V
     hot = [SL.SecondLook.evaluate, SL.SecondLook.evaluate_tool, SL.SecondLook._cached,
            SL.SecondLook._evaluate, SL.SecondLook._check, SL.SecondLook._endorsement,
-           SL.SecondLook.tool_result, SL._digest, SL._finding_json, E.sent_parts, E.analyse,
+           SL.SecondLook.tool_result, SL._digest, SL._kept_finding, SL.Evaluation.kept_detail,
+           E.sent_parts, E.analyse,
            E._analyse_text, E._numbers, E._may_hold_number, E.value_parts,
            V.VM.verify, V.VM.commit, V.VM.second_look]
     assert [f.__qualname__ for f in hot if f.__code__.co_cellvars] == []

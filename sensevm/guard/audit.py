@@ -44,6 +44,8 @@ class AuditRecord(namedtuple("AuditRecord", "subject name kind event detail line
     def describe(self) -> str:
         """``[line L] SUBJECT -> EVENT (DETAIL) (via F1 > F2)`` as spec section 13 specifies."""
         subject, _, _, event, detail, line, lineage, _, _ = self
+        if type(detail) is tuple:
+            detail = detail_text(detail)
         text = f"{subject} -> {event}" if line is None else f"[line {line}] {subject} -> {event}"
         if detail:
             text = f"{text} ({detail})"
@@ -54,6 +56,34 @@ class AuditRecord(namedtuple("AuditRecord", "subject name kind event detail line
 
 _tuple_new = tuple.__new__
 _HOST_ONLY = AuditRecord._fields.index("host_only")     # (its place in a record's fields)
+_DETAIL = AuditRecord._fields.index("detail")
+
+# A record's detail is text, None, or -- for a record made often with a long detail that is
+# seldom read (the second look's, one for every check of new arguments that finds something)
+# -- a tuple ``(kind, ...)`` of strings, numbers and tuples of them, written as text only when
+# the record is read, by the function registered for ``kind``: ``records``, the durable file,
+# a journal and describe() give the text. (Such a tuple is immutable, so its text is the same
+# whenever it is written; and the collector stops looking at it once it has seen it.)
+_WRITERS: dict = {}
+
+
+def write_details(kind: str, writer) -> None:
+    """Register ``writer``, which gives the text of a detail kept as a tuple ``(kind, ...)``."""
+    _WRITERS[kind] = writer
+
+
+def detail_text(detail):
+    """A record's detail as text (None stays None)."""
+    return _WRITERS[detail[0]](detail) if type(detail) is tuple else detail
+
+
+def _written(row) -> tuple:
+    """``row`` (a record's fields) with its detail as text."""
+    if type(row[_DETAIL]) is not tuple:
+        return row
+    row = list(row)
+    row[_DETAIL] = detail_text(row[_DETAIL])
+    return tuple(row)
 
 
 class AuditLog:
@@ -66,7 +96,9 @@ class AuditLog:
     garbage collector stops tracking once it has seen it) is seen by a young-generation
     collection first, and a loop of lifecycles keeps nothing else alive: those collections
     were most of the collector's work in such a run, and a flat list of strings, numbers and
-    None gives it nothing to look at. ``records`` gives them back as AuditRecords.
+    None gives it nothing to look at. (A detail kept as a tuple, the second look's, is flat
+    too: the first young collection stops tracking it.) ``records`` gives them back as
+    AuditRecords, each detail as text.
 
     With a sink (an ``AuditFile``) each record goes to the file and ``tail`` keeps only the
     last ``TAIL`` of them (as tuples), so memory stays bounded however long the run;
@@ -103,6 +135,8 @@ class AuditLog:
 
     def append(self, row: tuple) -> None:
         """Add a record: an AuditRecord, or a plain tuple of its fields in order."""
+        if type(row[_DETAIL]) is tuple:
+            row = _written(row)     # (the file is written now)
         self.sink.write(_tuple_new(AuditRecord, row))
         self.tail.append(row)
 
@@ -114,6 +148,7 @@ class AuditLog:
             return
         with self._describing:
             if self.sink is not None:
+                row = _written(row)
                 self._quoted[self.sink.write(_tuple_new(AuditRecord, row))] = origins
                 self.tail.append(row)
                 return
@@ -133,7 +168,7 @@ class AuditLog:
             rows = list(self.tail)  # a snapshot: async tool bodies record from other threads
             return [_tuple_new(AuditRecord, row) for row in rows]
         fields, width = self.fields[:], self.WIDTH
-        return [_tuple_new(AuditRecord, fields[at:at + width])
+        return [_tuple_new(AuditRecord, _written(fields[at:at + width]))
                 for at in range(0, len(fields), width)]
 
     def __len__(self) -> int:

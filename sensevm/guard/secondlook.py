@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from _thread import allocate_lock
 
+from sensevm.guard import audit as A
 from sensevm.guard import lifecycle as L
 from sensevm.guard import provenance as P
 
@@ -84,7 +85,7 @@ class Evaluation:
     call) and for every call with the same arguments and origins, so the cache and an action
     keep the object itself; the stage is given where it shows (``detail``, ``as_json``)."""
 
-    __slots__ = ("name", "args", "findings", "flagged", "_digest", "_findings_json", "details",
+    __slots__ = ("name", "args", "findings", "flagged", "_digest", "_kept_findings", "details",
                  "_reason")
 
     def __init__(self, name, args, findings):
@@ -98,9 +99,9 @@ class Evaluation:
         else:
             self.flagged = [f for f in findings if f.verdict == "flagged"]
         self._digest = None
-        self._findings_json = None  # detail()'s findings' JSON (the same at each stage)
-        self.details = {}           # detail()'s text by stage: one string each, however many
-        #                             records show it (a loop's audit rows share it)
+        self._kept_findings = None  # what the findings' JSON is written from (_kept_finding)
+        self.details = {}           # kept_detail()'s by stage: one each, however many records
+        #                             show it (a loop's audit rows share it)
         self._reason = None
 
     @property
@@ -111,32 +112,36 @@ class Evaluation:
             self._digest = _digest(self.name, self.args)
         return self._digest
 
-    def detail(self, stage: str) -> str:
-        """``json.dumps(self.as_json(stage), ensure_ascii=False, sort_keys=True)``, the audit
-        record's detail; "stage" sorts last, so the rest of the text is made once per verdict.
+    def kept_detail(self, stage: str) -> tuple:
+        """The audit record's detail as the record keeps it: ``(_DETAIL, decision, digest,
+        stage)`` followed by each finding's four fields (what its JSON is written from:
+        _kept_finding), written as text (_detail_text) only when the record is read
+        (audit.detail_text: its records, the durable file, a journal).
 
-        Written out here, key by key in sorted order with json's own string escaping, rather
-        than built as dicts and encoded: it is made for every new verdict (a check of new
-        arguments), where building and encoding the dicts cost more than the rest of the check
-        (tests/test_second_look_cache.py holds the two equal)."""
-        text = self.details.get(stage)
-        if text is not None:
-            return text
-        findings = self._findings_json
+        A new verdict is made at every check of new arguments, and most records are never
+        read: writing each one's JSON text (about 0.4 kB, kept as long as the log) cost more
+        than the rest of such a check. The tuple holds no argument (a finding's value is its
+        preview), and only strings, numbers, None and the shared shapes: flat, so that the
+        first collection that sees it stops tracking it (a tuple inside it would be seen
+        after it, and keep it tracked to the next). The same one for every record of a
+        stage; the stages share its strings."""
+        kept = self.details.get(stage)
+        if kept is not None:
+            return kept
+        findings = self._kept_findings
         if findings is None:
             found = self.findings
-            findings = self._findings_json = (
-                _finding_json(found[0]) if len(found) == 1
-                else ", ".join(map(_finding_json, found)))
-        tail = _STAGE_TAIL.get(stage)
-        if tail is None:
-            tail = ', "stage": ' + _json_string(stage) + "}"
-        # (The digest is sha256: and hex digits, with nothing to escape.)
-        text = self.details[stage] = (
-            f'{{"decision": "{"ask" if self.flagged else "pass"}", '
-            f'"digest": "{self._digest or self.digest}", '
-            f'"findings": [{findings}]{tail}')
-        return text
+            findings = self._kept_findings = (
+                _kept_finding(found[0]) if len(found) == 1
+                else tuple([field for f in found for field in _kept_finding(f)]))
+        kept = self.details[stage] = (_DETAIL, "ask" if self.flagged else "pass",
+                                      self._digest or self.digest, stage) + findings
+        return kept
+
+    def detail(self, stage: str) -> str:
+        """``json.dumps(self.as_json(stage), ensure_ascii=False, sort_keys=True)``: the text
+        of the audit record's detail (kept_detail)."""
+        return _detail_text(self.kept_detail(stage))
 
     def reason(self) -> str:
         """A plain sentence naming the first flagged value and where it came from."""
@@ -169,11 +174,13 @@ class Evaluation:
                 "findings": [f.as_json() for f in self.findings]}
 
 
-def _finding_json(f: Finding) -> str:
-    """``json.dumps(f.as_json(), ensure_ascii=False, sort_keys=True)``, written out. What the
-    findings of one shape share (parameter, role, kind, origins, what vouched, verdict) is
-    written once (_finding_shape); a finding adds its value, what it was compared as and the
-    evidence."""
+def _kept_finding(f: Finding) -> tuple:
+    """(shape, shown, evidence, compared as) of a finding: what its JSON is written from
+    (_finding_text). The shape is what the findings of one parameter, role, kind, origins,
+    vouching origin and verdict share, written once (_finding_shape); shown is the value's
+    preview (a credential's mask), evidence the preview of the text that vouched (the very
+    object shown, when that is the value's own text: a tool's address vouched for by the
+    trusted record that gave it), or None."""
     endorsed = f.endorsed
     path = f.path
     if path is None or path == f.param:
@@ -186,28 +193,53 @@ def _finding_json(f: Finding) -> str:
                 _SHAPES[key] = shape
     else:
         shape = _finding_shape(f)       # (a value inside a container: its path is its own)
-    credential, head, middle, tail = shape
     value = f.value
-    if credential:
-        shown = _json_string(_masked(value))
-        return f"{{{head}{middle}{shown}{tail}"
+    if shape[0]:
+        return (shape, _masked(value), None, None)
     if type(value) is str:
-        # (_preview's common case, a short String shown whole, written out; and then most
-        # often the evidence is the very text of the value: a tool's address, vouched for by
-        # the trusted record that gave it.)
-        shown = _json_string(repr(value) if len(value) <= PREVIEW else _preview(value))
-        evidence = shown if endorsed and endorsed[1] == value else None
+        # (_preview's common case, a short String shown whole, written out.)
+        shown = repr(value) if len(value) <= PREVIEW else _preview(value)
+        evidence = None if not endorsed else shown if endorsed[1] == value \
+            else _preview(endorsed[1])
     else:
-        shown = _json_string(_preview(value))
-        evidence = None
-    if endorsed:
-        head = f'{head}, "evidence": {evidence or _json_string(_preview(endorsed[1]))}'
-    matched = f.matched
+        shown = _preview(value)
+        evidence = None if not endorsed else _preview(endorsed[1])
+    return (shape, shown, evidence, f.matched)
+
+
+def _finding_text(kept: tuple) -> str:
+    """``json.dumps(f.as_json(), ensure_ascii=False, sort_keys=True)`` of the finding ``kept``
+    was made from (_kept_finding), written out key by key in sorted order with json's own
+    string escaping."""
+    (credential, head, middle, tail), shown, evidence, matched = kept
+    shown_json = _json_string(shown)
+    if credential:
+        return f"{{{head}{middle}{shown_json}{tail}"
+    if evidence is not None:
+        head = (f'{head}, "evidence": '
+                f'{shown_json if evidence is shown else _json_string(evidence)}')
     if matched is None:
-        return f"{{{head}{middle}{shown}{tail}"
+        return f"{{{head}{middle}{shown_json}{tail}"
     return (f'{{"compared_as": '
             f'{_json_string(matched) if type(matched) is str else _json_value(matched)}, '
-            f'{head}{middle}{shown}{tail}')
+            f'{head}{middle}{shown_json}{tail}')
+
+
+def _detail_text(kept: tuple) -> str:
+    """The text of a detail kept as Evaluation.kept_detail keeps it: "stage" sorts last."""
+    _, decision, digest, stage = kept[:4]
+    tail = _STAGE_TAIL.get(stage)
+    if tail is None:
+        tail = ', "stage": ' + _json_string(stage) + "}"
+    written = ", ".join([_finding_text(kept[at:at + 4]) for at in range(4, len(kept), 4)])
+    # (The digest is sha256: and hex digits, with nothing to escape.)
+    return f'{{"decision": "{decision}", "digest": "{digest}", "findings": [{written}]{tail}'
+
+
+# What an audit record's detail kept as a tuple starts with, for audit.detail_text to find
+# _detail_text by.
+_DETAIL = "second look"
+A.write_details(_DETAIL, _detail_text)
 
 
 def _finding_shape(f: Finding) -> tuple:

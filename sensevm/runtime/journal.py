@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
 from sensevm.base.errors import CATCHABLE, Pos
 from sensevm.guard import provenance as PV
+from sensevm.guard.audit import detail_text
 
 MISS = object()          # begin(): no outcome recorded; the body runs
 # What an operator may say of an action body whose outcome is unknown.
@@ -357,6 +358,7 @@ class Journal:
 
 def _plain_row(row) -> list:
     subject, name, kind, event, detail, line, lineage, stamp, host_only = tuple(row)
+    detail = detail_text(detail)
     return [str(subject), str(name), str(kind), str(event),
             None if detail is None else str(detail), line, [str(t) for t in lineage],
             stamp, bool(host_only)]

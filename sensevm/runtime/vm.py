@@ -1483,7 +1483,7 @@ class VM:
         is refused. (Its callers evaluate: one that finds nothing needs no call.)"""
         definition = action.definition
         self.audit.append((definition.subject, definition.name, definition.kind, "second_look",
-                           evaluation.details.get(stage) or evaluation.detail(stage), line,
+                           evaluation.details.get(stage) or evaluation.kept_detail(stage), line,
                            () if f is None or f.clean else self.lineage(f), _now(), True))
         if not evaluation.flagged:
             if stage == "verify":
@@ -1510,7 +1510,7 @@ class VM:
         if not evaluation.findings:
             return
         self.audit.append((tool.subject, tool.name, "tool", "second_look",
-                           evaluation.detail("call"), line, self.lineage(f), _now(), True))
+                           evaluation.kept_detail("call"), line, self.lineage(f), _now(), True))
         if not evaluation.flagged:
             return
         digest = evaluation.digest
