@@ -697,16 +697,30 @@ def test_a_kept_detail_holds_no_argument_and_gives_the_collector_nothing_to_scan
     collection after its record is made stops tracking it, so a long run's log still gives
     the collector nothing to look at."""
     import gc
-    evaluation = _kept_evaluation()
+    from types import SimpleNamespace as NS
+    from sensevm.guard import provenance as P
+    from sensevm.guard.secondlook import SecondLook
+
+    class Definition:
+        name, params = "send", ("to", "body")
+        decl = NS(name="send", capability="email.send", roles=())
+
+    look = SecondLook()
+    look.add_evidence(P.USER, "a@x.example")
+    to = P.LStr("a@x.example", ((0, 11, P.only(P.untrusted("page"))),))
+    passing = look.evaluate(NS(definition=Definition, looked=None, args=[to, "notes"]))
+    assert passing.findings and not passing.flagged and passing._digest is None
+    flagged = _kept_evaluation()
     log = AuditLog()
-    gc.collect()                # (the log and the evaluation are old, as in a long run)
-    kept = evaluation.kept_detail("verify")
-    log.append(("irreversible action 'run'", "run", "irreversible", "second_look", kept, 3, (),
-                1.7e9, True))
-    evaluation = None
-    assert gc.is_tracked(kept)
+    gc.collect()                # (the log and the evaluations are old, as in a long run)
+    kept = [flagged.kept_detail("verify"), passing.kept_detail("verify")]
+    for detail in kept:
+        log.append(("irreversible action 'run'", "run", "irreversible", "second_look", detail,
+                    3, (), 1.7e9, True))
+    flagged = passing = None
+    assert all(gc.is_tracked(detail) for detail in kept)
     gc.collect(0)
-    stack, strings = [kept], []
+    stack, strings = list(kept), []
     while stack:
         x = stack.pop()
         assert not gc.is_tracked(x), x

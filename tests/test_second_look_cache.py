@@ -169,7 +169,7 @@ def test_a_cached_verdict_gives_every_record_of_a_stage_the_same_kept_detail(go)
         assert len(found) == 3, stage
         assert all(d is found[0] for d in found), stage
     verify, commit = details["verify"][0], details["commit"][0]
-    assert verify is not commit and len(verify) == len(commit) == 8
+    assert verify is not commit and len(verify) == len(commit)
     assert all(a is b for a, b in zip(verify[1:3] + verify[4:], commit[1:3] + commit[4:]))
     texts = [json.loads(r.detail) for r in out.records if r.event == "second_look"]
     assert [t["stage"] for t in texts] == ["verify", "commit"] * 3
@@ -926,3 +926,60 @@ def test_a_labelled_strings_check_decides_whether_it_is_influenced_without_a_cal
     assert called == []
     assert flagged.flagged and flagged.findings[0].verdict == "flagged"
     assert not clean.flagged and clean.findings[0].verdict == "clean"
+
+
+@settings(max_examples=300, deadline=None)
+@given(name=_TEXT, texts=st.lists(_TEXT, min_size=1, max_size=3),
+       origins=st.lists(st.frozensets(_ORIGINS, max_size=2), min_size=3, max_size=3),
+       bools=st.booleans())
+def test_a_digest_made_later_from_its_pieces_is_the_one_made_at_once(name, texts, origins,
+                                                                     bools):
+    """(issue 27) What a passing verdict keeps instead of its digest (_digest_pieces: texts,
+    a span's offsets, its origins' names) gives, hashed later, the digest _digest gives the
+    arguments: whatever the texts (lone surrogates included), the origins (none included)
+    and offsets that are Bools (a journal read back). A String of several spans has none."""
+    from sensevm.guard.secondlook import _digest_of, _digest_pieces
+    args = []
+    for text, held in zip(texts, origins):
+        end = bool(len(text) % 2) if bools else len(text)
+        args.append(text if not held else P.LStr(text, ((False if bools else 0, end, held),)))
+        args.append(text)
+    pieces = _digest_pieces(name, args)
+    assert _digest_of(pieces) == _digest(name, args)
+    assert all(type(x) in (str, int, bool, type(None)) for x in pieces)
+    two = P.make_str("ab", [(0, 1, P.only(P.USER)), (1, 2, P.only(P.untrusted("w")))])
+    assert _digest_pieces(name, args + [two]) is None
+
+
+def test_a_passing_verdicts_digest_is_made_when_its_record_is_read(monkeypatch):
+    """(issue 27) A passing verdict on Strings is not hashed at its check: its records keep
+    what its digest is made from, and give the digest _digest gives the arguments when they
+    are read. A flagged verdict is hashed at the check (an approval is bound to it), and so
+    are arguments of more than _PIECES_CHARS characters."""
+    from types import SimpleNamespace as NS
+    from sensevm.guard import audit as A, secondlook as SL
+    hashed = []
+    real = SL._digest
+    monkeypatch.setattr(SL, "_digest", lambda name, args: hashed.append(name) or real(name, args))
+    look = SL.SecondLook()
+    look.add_evidence(P.USER, "a@corp.example")
+    Definition = _send()
+
+    def check(to, body="x"):
+        action = NS(definition=Definition, looked=None, args=[to, body])
+        return action, look.evaluate(action)
+
+    to = _from_page("a@corp.example")
+    action, passing = check(to)
+    assert passing.findings and not passing.flagged and hashed == []
+    assert action.looked[0] is passing and passing._digest is None
+    kept = passing.kept_detail("verify")
+    assert hashed == [] and kept[2] is None
+    assert json.loads(A.detail_text(kept))["digest"] == real("send", [to, "x"]) \
+        == passing.digest
+    _, flagged = check(_from_page("b@corp.example"))
+    assert flagged.flagged and hashed == ["send"] and flagged._digest is not None
+    long_body = "y" * SL._PIECES_CHARS
+    _, long_ = check(to, long_body)
+    assert not long_.flagged and hashed == ["send", "send"]
+    assert long_.digest == real("send", [to, long_body])

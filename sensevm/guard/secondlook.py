@@ -85,8 +85,8 @@ class Evaluation:
     call) and for every call with the same arguments and origins, so the cache and an action
     keep the object itself; the stage is given where it shows (``detail``, ``as_json``)."""
 
-    __slots__ = ("name", "args", "findings", "flagged", "_digest", "_kept_findings", "details",
-                 "_reason")
+    __slots__ = ("name", "args", "findings", "flagged", "_digest", "_pieces", "_kept_tail",
+                 "details", "_reason")
 
     def __init__(self, name, args, findings):
         self.name = name
@@ -99,7 +99,8 @@ class Evaluation:
         else:
             self.flagged = [f for f in findings if f.verdict == "flagged"]
         self._digest = None
-        self._kept_findings = None  # what the findings' JSON is written from (_kept_finding)
+        self._pieces = None         # what a passing verdict's digest is made from (_cached)
+        self._kept_tail = None      # kept_detail()'s findings and pieces
         self.details = {}           # kept_detail()'s by stage: one each, however many records
         #                             show it (a loop's audit rows share it)
         self._reason = None
@@ -109,33 +110,43 @@ class Evaluation:
         """Made only for an evaluation that has findings (an unlabelled call has nothing to
         bind an approval to), when the VM reads it -- at once, before an argument can change."""
         if self._digest is None:
-            self._digest = _digest(self.name, self.args)
+            pieces = self._pieces
+            self._digest = _digest(self.name, self.args) if pieces is None \
+                else _digest_of(pieces)
         return self._digest
 
     def kept_detail(self, stage: str) -> tuple:
         """The audit record's detail as the record keeps it: ``(_DETAIL, decision, digest,
-        stage)`` followed by each finding's four fields (what its JSON is written from:
-        _kept_finding), written as text (_detail_text) only when the record is read
-        (audit.detail_text: its records, the durable file, a journal).
+        stage, n)``, then each of the n findings' four fields (what its JSON is written from:
+        _kept_finding), then, for a passing verdict whose digest is not made yet, what it is
+        made from (digest None, and _digest_pieces'). Written as text (_detail_text) only
+        when the record is read (audit.detail_text: its records, the durable file, a journal).
 
         A new verdict is made at every check of new arguments, and most records are never
-        read: writing each one's JSON text (about 0.4 kB, kept as long as the log) cost more
-        than the rest of such a check. The tuple holds no argument (a finding's value is its
-        preview), and only strings, numbers, None and the shared shapes: flat, so that the
-        first collection that sees it stops tracking it (a tuple inside it would be seen
-        after it, and keep it tracked to the next). The same one for every record of a
+        read: writing each one's JSON text (about 0.4 kB, kept as long as the log) and hashing
+        its arguments cost more than the rest of such a check. The tuple holds no argument (a
+        finding's value is its preview; the pieces are Strings of at most _PIECES_CHARS
+        characters in all), and only strings, numbers, None and the shared shapes: flat, so
+        that the first collection that sees it stops tracking it (a tuple inside it would be
+        seen after it, and keep it tracked to the next). The same one for every record of a
         stage; the stages share its strings."""
         kept = self.details.get(stage)
         if kept is not None:
             return kept
-        findings = self._kept_findings
-        if findings is None:
+        tail = self._kept_tail
+        if tail is None:
             found = self.findings
-            findings = self._kept_findings = (
+            tail = (len(found),) + (
                 _kept_finding(found[0]) if len(found) == 1
                 else tuple([field for f in found for field in _kept_finding(f)]))
+            if self._digest is None:
+                if self._pieces is None:
+                    self.digest         # (made from the arguments it keeps)
+                else:
+                    tail += self._pieces
+            self._kept_tail = tail
         kept = self.details[stage] = (_DETAIL, "ask" if self.flagged else "pass",
-                                      self._digest or self.digest, stage) + findings
+                                      self._digest, stage) + tail
         return kept
 
     def detail(self, stage: str) -> str:
@@ -227,11 +238,14 @@ def _finding_text(kept: tuple) -> str:
 
 def _detail_text(kept: tuple) -> str:
     """The text of a detail kept as Evaluation.kept_detail keeps it: "stage" sorts last."""
-    _, decision, digest, stage = kept[:4]
+    _, decision, digest, stage, count = kept[:5]
+    end = 5 + 4 * count
+    if digest is None:
+        digest = _digest_of(kept[end:])
     tail = _STAGE_TAIL.get(stage)
     if tail is None:
         tail = ', "stage": ' + _json_string(stage) + "}"
-    written = ", ".join([_finding_text(kept[at:at + 4]) for at in range(4, len(kept), 4)])
+    written = ", ".join([_finding_text(kept[at:at + 4]) for at in range(5, end, 4)])
     # (The digest is sha256: and hex digits, with nothing to escape.)
     return f'{{"decision": "{decision}", "digest": "{digest}", "findings": [{written}]{tail}'
 
@@ -525,7 +539,7 @@ class SecondLook:
             ev = self._cached(action.definition, args, _key(args))
         if scalars:
             if ev.findings:
-                if ev._digest is None:
+                if ev._digest is None and ev._pieces is None:
                     ev.digest           # (bound now, from the arguments as they are)
                 action.looked = (ev, self.grown)
             else:
@@ -568,7 +582,6 @@ class SecondLook:
             if ev.findings:
                 ev.args = list(args)    # (its own copy, for a digest made later)
             return ev
-        ev._digest = _digest(ev.name, args)     # bound now, from the arguments as they are now
         ev.args = None          # (the cache keeps no mutable argument alive)
         # (Only now: a verdict found in the cache needs none. A flat key keeps the arguments'
         # own texts, so its characters are theirs, counted by a loop: sum(map(len, args))
@@ -577,7 +590,18 @@ class SecondLook:
             chars = 0
             for a in args:
                 chars += len(a)
+            # The digest binds an approval to the arguments: a flagged verdict's is made now.
+            # A passing one's is only shown in its records, and is made when one is read, from
+            # what it is made of now (Strings, kept as text and their one span's origins; a
+            # String of several spans, or long texts, are hashed now).
+            pieces = None if ev.flagged or chars > _PIECES_CHARS else _digest_pieces(ev.name,
+                                                                                   args)
+            if pieces is None:
+                ev._digest = _digest(ev.name, args)     # bound now, from the arguments now
+            else:
+                ev._pieces = pieces
         else:
+            ev._digest = _digest(ev.name, args)
             chars = _key_chars(found)
         # Agents and async tools check from threads of their own, which lifecycle.threaded
         # says exist (set before the first starts): until then nobody can race, and the lock
@@ -1005,6 +1029,50 @@ def _digest(name, args) -> str:
 
 
 _sha256 = None
+
+
+# A passing verdict's digest is made when a record shows it (Evaluation.kept_detail) from
+# Strings of at most these many characters in all; longer ones are hashed at the check, so
+# that a record keeps no more text than its detail would have held.
+_PIECES_CHARS = 256
+
+
+def _digest_pieces(name, args):
+    """``(name, text, start, end, origins, ...)``: what _digest writes of Strings, four fields
+    each (a String: its text and three None; a labelled String of one span: its plain text,
+    the span's offsets and its origins' names as the digest writes them) -- only strings,
+    numbers and None, kept instead of the digest until it is read (_digest_of makes the same
+    one); None if a labelled String has several spans (_digest writes those through _canon).
+    """
+    pieces = [name]
+    for v in args:
+        if type(v) is str:
+            pieces += (v, None, None, None)
+        else:
+            spans = v._spans or v.spans
+            if len(spans) != 1:
+                return None
+            a, b, o = spans[0]
+            pieces += (str.__str__(v), a, b, _origin_list(o))
+    return tuple(pieces)
+
+
+def _digest_of(pieces) -> str:
+    """_digest's value for the arguments ``pieces`` were made from (_digest_pieces)."""
+    written = []
+    for at in range(1, len(pieces), 4):
+        text, a, b, names = pieces[at:at + 4]
+        written.append(f'["str",{_json_string(text)},[]]' if a is None else
+                       f'["str",{_json_string(text)},[[{_digits(a)},{_digits(b)},{names}]]]')
+    text = f'[{_json_string(pieces[0])},[{",".join(written)}]]'
+    global _sha256
+    if _sha256 is None:
+        from hashlib import sha256 as _sha256
+    try:
+        data = text.encode()
+    except UnicodeEncodeError:
+        data = text.encode("utf-8", "surrogatepass")
+    return "sha256:" + _sha256(data).hexdigest()
 
 
 def _origin_list(origins) -> str:
