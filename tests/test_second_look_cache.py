@@ -983,3 +983,27 @@ def test_a_passing_verdicts_digest_is_made_when_its_record_is_read(monkeypatch):
     _, long_ = check(to, long_body)
     assert not long_.flagged and hashed == ["send", "send"]
     assert long_.digest == real("send", [to, long_body])
+
+
+def test_a_passing_verdicts_pieces_name_known_origins_without_a_call(monkeypatch):
+    """(issue 27) What a passing verdict keeps for its digest names its String's origins as
+    the digest writes them, looked up (once a set of origins is known) without a call; the
+    digest made from it is _digest's."""
+    from types import SimpleNamespace as NS
+    from sensevm.guard import secondlook as SL
+    look = SL.SecondLook()
+    look.add_evidence(P.USER, "a@corp.example b@corp.example")
+    Definition = _send()
+    first = look.evaluate(NS(definition=Definition, looked=None,
+                             args=[_from_page("a@corp.example"), "x"]))
+    assert first._pieces is not None
+
+    def refused(*args):
+        raise AssertionError("called")
+
+    monkeypatch.setattr(SL, "_origin_list", refused)
+    to = _from_page("b@corp.example")
+    second = look.evaluate(NS(definition=Definition, looked=None, args=[to, "x"]))
+    assert second._pieces is not None and not second.flagged
+    monkeypatch.undo()
+    assert second.digest == _digest("send", [to, "x"])

@@ -1053,7 +1053,8 @@ def _digest_pieces(name, args):
             if len(spans) != 1:
                 return None
             a, b, o = spans[0]
-            pieces += (str.__str__(v), a, b, _origin_list(o))
+            names = _ORIGIN_NAMES.get(o)      # (_origin_list's common case, written out)
+            pieces += (str.__str__(v), a, b, names[0] if names else _origin_list(o))
     return tuple(pieces)
 
 
