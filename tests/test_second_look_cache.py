@@ -637,6 +637,18 @@ def test_a_span_offset_of_an_int_subclass_is_written_as_its_number():
         '["str","ab",[[0,2,["untrusted:w"]]]]'
 
 
+def _strings_of_one_span(texts, origins, bools) -> list:
+    """Each text as a labelled String of one span from its origins (as itself when there are
+    none), then as a plain String; with ``bools``, the span's offsets are Bools (as a journal
+    read back could give them)."""
+    args = []
+    for text, held in zip(texts, origins):
+        end = bool(len(text) % 2) if bools else len(text)
+        args.append(text if not held else P.LStr(text, ((False if bools else 0, end, held),)))
+        args.append(text)
+    return args
+
+
 @settings(max_examples=300, deadline=None)
 @given(name=_TEXT, texts=st.lists(_TEXT, min_size=1, max_size=3),
        origins=st.lists(st.frozensets(_ORIGINS, max_size=2), min_size=3, max_size=3),
@@ -649,11 +661,7 @@ def test_the_digest_of_strings_of_one_span_is_the_json_definitions(name, texts, 
     origins (none included). Offsets that are Bools (a journal read back) are written as
     numbers, as _canon writes them (the JSON definition would write ``false``)."""
     from sensevm.guard.secondlook import _canon, _json_string
-    args = []
-    for text, held in zip(texts, origins):
-        end = bool(len(text) % 2) if bools else len(text)
-        args.append(text if not held else P.LStr(text, ((False if bools else 0, end, held),)))
-        args.append(text)
+    args = _strings_of_one_span(texts, origins, bools)
     by_canon = f'[{_json_string(name)},[{",".join(map(_canon, args))}]]'
     assert _digest(name, args) == "sha256:" + hashlib.sha256(
         by_canon.encode("utf-8", "surrogatepass")).hexdigest()
@@ -939,11 +947,7 @@ def test_a_digest_made_later_from_its_pieces_is_the_one_made_at_once(name, texts
     arguments: whatever the texts (lone surrogates included), the origins (none included)
     and offsets that are Bools (a journal read back). A String of several spans has none."""
     from sensevm.guard.secondlook import _digest_of, _digest_pieces
-    args = []
-    for text, held in zip(texts, origins):
-        end = bool(len(text) % 2) if bools else len(text)
-        args.append(text if not held else P.LStr(text, ((False if bools else 0, end, held),)))
-        args.append(text)
+    args = _strings_of_one_span(texts, origins, bools)
     pieces = _digest_pieces(name, args)
     assert _digest_of(pieces) == _digest(name, args)
     assert all(type(x) in (str, int, bool, type(None)) for x in pieces)
