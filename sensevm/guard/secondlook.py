@@ -1002,9 +1002,6 @@ def _digest(name, args) -> str:
     [[key, value], ...]]``. The text is written here directly, string by string with
     json's own escaping (the same bytes ``json.dumps`` gives: tests/test_second_look_cache.py
     holds that definition), since it is made for every outgoing call a label reaches."""
-    global _sha256
-    if _sha256 is None:
-        from hashlib import sha256 as _sha256
     # Each argument written here, by a loop rather than map(_canon, args): a function that
     # map calls from C gets a frame of its own, one called from this loop does not, and the
     # common arguments (a String, a tool's String of one span) are written without a call.
@@ -1020,7 +1017,15 @@ def _digest(name, args) -> str:
                            f'{(names or _origin_names(o))[0] if o else "[]"}]]]')
         else:
             written.append(_canon(v))
-    text = f'[{_json_string(name)},[{",".join(written)}]]'
+    return _hashed(f'[{_json_string(name)},[{",".join(written)}]]')
+
+
+def _hashed(text: str) -> str:
+    """A digest's canonical text, hashed: ``sha256:`` and the hex SHA-256 of its UTF-8 (a lone
+    surrogate as surrogatepass writes it)."""
+    global _sha256
+    if _sha256 is None:
+        from hashlib import sha256 as _sha256
     try:
         data = text.encode()        # (the same bytes, when there is no lone surrogate)
     except UnicodeEncodeError:
@@ -1065,15 +1070,7 @@ def _digest_of(pieces) -> str:
         text, a, b, names = pieces[at:at + 4]
         written.append(f'["str",{_json_string(text)},[]]' if a is None else
                        f'["str",{_json_string(text)},[[{_digits(a)},{_digits(b)},{names}]]]')
-    text = f'[{_json_string(pieces[0])},[{",".join(written)}]]'
-    global _sha256
-    if _sha256 is None:
-        from hashlib import sha256 as _sha256
-    try:
-        data = text.encode()
-    except UnicodeEncodeError:
-        data = text.encode("utf-8", "surrogatepass")
-    return "sha256:" + _sha256(data).hexdigest()
+    return _hashed(f'[{_json_string(pieces[0])},[{",".join(written)}]]')
 
 
 def _origin_list(origins) -> str:
