@@ -1011,3 +1011,26 @@ def test_a_passing_verdicts_pieces_name_known_origins_without_a_call(monkeypatch
     assert second._pieces is not None and not second.flagged
     monkeypatch.undo()
     assert second.digest == _digest("send", [to, "x"])
+
+
+def test_a_page_sent_on_with_nothing_in_it_makes_no_key():
+    """(issue 27) A check decided before any verdict is looked for (_sends_nothing) makes no
+    verdict key: the String's spans are not even read (a String grown by `+` merges its span
+    list when they are)."""
+    from types import SimpleNamespace as NS
+    from sensevm.guard import secondlook as SL
+    from sensevm.runtime import values as V
+    look = SL.SecondLook()
+    Definition = _send()
+    assert look.evaluate(NS(definition=Definition, args=["me@corp.example",
+                                                          _from_page("day 1 notes")],
+                            looked=None)) is SL._NOTHING      # (its roles found)
+    body = V.add(_from_page("day 2 notes"), ", signed")
+    assert body._spans is None and body._buf is not None
+    action = NS(definition=Definition, args=["me@corp.example", body], looked=None)
+    assert look.evaluate(action) is SL._NOTHING and action.looked is False
+    assert body._spans is None      # (no key: its spans were never merged)
+    # Where a key is made, it is made from the spans (a String in a recipient's place).
+    to = V.add(_from_page("bob@x"), ".example")
+    flagged = look.evaluate(NS(definition=Definition, args=[to, "hi"], looked=None))
+    assert flagged.flagged and to._spans is not None

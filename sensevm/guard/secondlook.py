@@ -499,25 +499,17 @@ class SecondLook:
             # changed), the same origins, no evidence or code added since.
             return looked[0]
         args = action.args
-        # One pass: is anything labelled, is anything a container, and the verdict's key
-        # (_key's, made here for Strings and labelled Strings; None: made by _key).
-        found = []
-        plain = scalars = quiet = True
+        # One pass: is anything labelled, is anything not a String, is anything a container,
+        # and might a labelled String hold something to vouch for.
+        plain = scalars = strings = quiet = True
         for a in args:
             t = type(a)
-            if t is str:
-                if found is not None:
-                    found.append(a)
-            elif t is _LStr:
+            if t is _LStr:
                 plain = False
-                if found is not None:
-                    # (The String itself for its text: equal, with the hash it keeps, to
-                    # the plain copy _key makes; LStr compares and hashes as str does.)
-                    found.append((_LStr, a, a._spans or a.spans))
-                    if "@" in a:
-                        quiet = False   # (an address, most likely: something to vouch for)
-            else:
-                found = None
+                if "@" in a:
+                    quiet = False   # (an address, most likely: something to vouch for)
+            elif t is not str:
+                strings = False
                 if t not in _PLAIN_TYPES:
                     plain = False
                     if t not in _LABELLED:
@@ -529,11 +521,18 @@ class SecondLook:
             # then does not ask).
             action.looked = False
             return _NOTHING
-        if found is not None:
+        if strings:
             definition = action.definition
             if quiet and _sends_nothing(definition, args):
                 action.looked = False   # (nothing found, in arguments that cannot change)
                 return _NOTHING
+            # The verdict's key (_key's, made here for Strings and labelled Strings): only
+            # now, as a page's text sent on with nothing in it is decided without one.
+            found = []
+            for a in args:
+                # (The String itself for its text: equal, with the hash it keeps, to the
+                # plain copy _key makes; LStr compares and hashes as str does.)
+                found.append(a if type(a) is str else (_LStr, a, a._spans or a.spans))
             ev = self._cached(definition, args, tuple(found), True)
         else:
             ev = self._cached(action.definition, args, _key(args))
