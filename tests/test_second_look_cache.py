@@ -1016,7 +1016,7 @@ def test_a_passing_verdicts_pieces_name_known_origins_without_a_call(monkeypatch
 def test_a_page_sent_on_with_nothing_in_it_makes_no_key():
     """(issue 27) A check decided before any verdict is looked for (_sends_nothing) makes no
     verdict key: the String's spans are not even read (a String grown by `+` merges its span
-    list when they are)."""
+    list when they are), and the decision walks the arguments by count, without zip."""
     from types import SimpleNamespace as NS
     from sensevm.guard import secondlook as SL
     from sensevm.runtime import values as V
@@ -1028,7 +1028,11 @@ def test_a_page_sent_on_with_nothing_in_it_makes_no_key():
     body = V.add(_from_page("day 2 notes"), ", signed")
     assert body._spans is None and body._buf is not None
     action = NS(definition=Definition, args=["me@corp.example", body], looked=None)
-    assert look.evaluate(action) is SL._NOTHING and action.looked is False
+    SL.zip = lambda *a: (_ for _ in ()).throw(AssertionError("zip"))
+    try:
+        assert look.evaluate(action) is SL._NOTHING and action.looked is False
+    finally:
+        del SL.zip
     assert body._spans is None      # (no key: its spans were never merged)
     # Where a key is made, it is made from the spans (a String in a recipient's place).
     to = V.add(_from_page("bob@x"), ".example")

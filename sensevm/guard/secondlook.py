@@ -755,20 +755,27 @@ def _sends_nothing(definition, args) -> bool:
     named = _NAMED.get(id(decl))
     if named is None or named[0] is not decl or named[1] != definition.params:
         return False
-    for role, a in zip(named[2], args):
-        if type(a) is _LStr and ((role or named[3]) != "content" or _E.sent_parts(a)):
+    sent_parts = _E.sent_parts
+    content = named[4]
+    i = 0
+    for a in args:      # (a count, not zip: a third of the loop's cost)
+        if type(a) is _LStr and (not content[i] or sent_parts(a)):
             return False
+        i += 1
     return True
 
 
 def _named(decl, params, capability, E) -> tuple:
     """(decl, params, the role each parameter's declaration or name gives it, the role a
-    String has where no name gives one): the same for every call of the declaration, found
-    once. (value_role reads only the value's type and the capability. Found here rather than
-    in _evaluate, whose every call would make cells for this comprehension's names.)"""
+    String has where no name gives one, whether each parameter's String is sent as content):
+    the same for every call of the declaration, found once. (value_role reads only the
+    value's type and the capability. Found here rather than in _evaluate, whose every call
+    would make cells for this comprehension's names.)"""
     roles = dict(getattr(decl, "roles", ()))
-    return (decl, params, [E.named_role(p, roles.get(p)) for p in params],
-            E.value_role(capability, ""))
+    named = [E.named_role(p, roles.get(p)) for p in params]
+    string_role = E.value_role(capability, "")
+    return (decl, params, named, string_role,
+            tuple((role or string_role) == "content" for role in named))
 
 
 def _compared(part):
