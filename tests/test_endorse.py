@@ -1158,3 +1158,33 @@ def test_a_page_of_addresses_is_read_in_time_linear_in_them(monkeypatch):
     analysis = E._analyse_text("a@b " * 500, True)
     assert len(analysis.parts) == 500
     assert len(looked) == 500 and max(looked) == 0       # (no link, no quoted address)
+
+
+def test_a_text_sent_on_is_decided_without_a_call_or_a_search_for_links(monkeypatch):
+    """(issue 27) sent_parts decides an ASCII text with nothing in it without calling
+    _may_hold_number (its test written out; the analysis of a text that may hold something
+    still calls it), and looks for '://' only in a text with a '/'. What it finds is still
+    the analysis's."""
+    from sensevm.guard import endorse as E
+    texts = ["Notes for day 12345: the supplier confirmed the delivery window.",
+             "Call 555 010 0000 today", "IBAN GB29 NWBK 6016 1331 9268 19",
+             "and/or at https://x.example/a", "ab12 and 1 2 3 4 5 6 7", "day 12/05 notes"]
+    expected = [E._analyse_text(t, True).parts for t in texts]
+    called = []
+    real = E._may_hold_number
+    monkeypatch.setattr(E, "_may_hold_number", lambda *a: called.append(a[0]) or real(*a))
+    searched = []
+
+    class Watched(str):
+        def __contains__(self, part):
+            searched.append(part)
+            return str.__contains__(self, part)
+
+    for text, parts in zip(texts, expected):
+        searched.clear()
+        called.clear()
+        assert E.sent_parts(Watched(text)) == parts
+        assert ("://" in searched) == ("/" in text and "@" not in text)
+        if not real(text, text.encode().translate(E._MARKS)):
+            assert called == []     # (decided by sent_parts alone)
+    assert [E.sent_parts(t) == [] for t in texts] == [True, False, False, False, False, True]
