@@ -140,3 +140,20 @@ def test_a_scalars_clean_spans_are_those_the_walk_finds_inside_an_array(value):
     """clean_spans reads a scalar (a labelled String above all) without the walk it makes
     through an Array: the same spans, origins and order."""
     assert PV.clean_spans(value) == PV.clean_spans([value])
+
+
+def test_a_string_labelled_whole_keeps_only_its_spans():
+    """(issue 27) A String labelled whole (a tool's result, PV.LStr) sets one attribute, its
+    spans: a str subclass keeps attributes in a dict of its own, and ``_buf`` (the span list a
+    String grown by `+` shares) is None by the class unless set. A grown one sets its own."""
+    from types import SimpleNamespace as NS
+    from sensevm.guard.secondlook import SecondLook
+    page = PV.only(PV.untrusted("page"))
+    whole = PV.LStr("notes", ((0, 5, page),))
+    tool = NS(decl=NS(trusted=False, name="fetch"))
+    fetched = SecondLook().tool_result(tool, "notes")
+    for s in (whole, fetched):
+        assert type(s) is PV.LStr and list(vars(s)) == ["_spans"] and s._buf is None
+    assert fetched.spans == ((0, 5, PV.only(PV.untrusted("fetch"))),)
+    grown = V.add(whole, "-")
+    assert grown._buf is not None and grown.spans == ((0, 5, page), (5, 6, PV.EMPTY))

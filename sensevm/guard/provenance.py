@@ -118,13 +118,15 @@ class LStr(str):
     from the list when first read, and kept."""
 
     type_name = "String"
+    # None unless grown by ``+`` (_grown): one attribute fewer to set on each String made
+    # whole (a str subclass keeps its attributes in a dict of its own).
+    _buf = None
 
     def __new__(cls, text: str, spans: tuple):
         if not live:
             _go_live()
         s = str.__new__(cls, text)
         s._spans = spans if type(spans) is tuple else tuple(spans)
-        s._buf = None
         return s
 
     @property

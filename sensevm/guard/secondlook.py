@@ -398,7 +398,6 @@ class SecondLook:
         if t is str and P.live:
             s = _new_str(_LStr, value)          # (LStr's __new__, written out)
             s._spans = ((0, len(value), origins),)
-            s._buf = None
             return s
         return P.label(value, origins)
 
