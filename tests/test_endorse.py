@@ -610,7 +610,7 @@ def _numbers_reading_every_word(text, words):
         if used[i]:
             continue
         s, e, cs, ce = words[i]
-        m = E._AMOUNT_WORD.fullmatch(text, cs, ce)
+        m = E._amount_reading()[2].fullmatch(text, cs, ce)
         if m is None or E._month(text, words, i - 1) or E._month(text, words, i + 1) \
                 or E._day(text, words, i - 1) and E._month(text, words, i - 2) \
                 or E._day(text, words, i + 1) and E._month(text, words, i + 2):
@@ -1188,3 +1188,48 @@ def test_a_text_sent_on_is_decided_without_a_call_or_a_search_for_links(monkeypa
         if not real(text, text.encode().translate(E._MARKS)):
             assert called == []     # (decided by sent_parts alone)
     assert [E.sent_parts(t) == [] for t in texts] == [True, False, False, False, False, True]
+
+
+_PAGE_SENT_ON = '''tool fetch_notes(day: Int) returns String requires web.fetch:
+    return "Notes for day " + str(day) + ": the supplier confirmed the window."
+
+irreversible action send(to: String, body: String) requires email.send:
+    return 1
+
+irreversible action pay(amount: String) requires payment.send:
+    return 2
+
+policy:
+    allow web.fetch
+    allow email.send
+    allow payment.send
+
+a = send("me@example.com", fetch_notes(3))
+a.verify()
+print(a.commit())
+'''
+_PAYING = '''b = pay(fetch_notes(1200))
+b.verify()
+print(2)
+'''
+
+
+@pytest.mark.parametrize("amount", [False, True])
+def test_a_run_that_reads_no_amount_does_not_import_decimal(tmp_path, amount):
+    """(issue 27) The decimal module and an amount's patterns, a few milliseconds of a run's
+    start-up, are made at the first amount read: a run whose second look reads a page's text
+    sent on (nothing in it) never imports decimal; one that reads an amount does, and reads
+    it as before."""
+    from conftest import ROOT, run_script
+    program = tmp_path / "page.sns"
+    program.write_text(_PAGE_SENT_ON + (_PAYING if amount else ""), encoding="utf-8")
+    probe = ("import sys, runpy\n"
+             "sys.argv = ['sensevm', 'run', *sys.argv[1:]]\n"
+             "try:\n"
+             "    runpy.run_module('sensevm', run_name='__main__')\n"
+             "except SystemExit as e:\n"
+             "    print('EXIT', e.code)\n"
+             "print('LOADED', 'sensevm.guard.endorse' in sys.modules, 'decimal' in sys.modules)\n")
+    proc = run_script(probe, [str(program)], ROOT, "_SENSEVM_COMPLETE", no_site=True)
+    assert proc.stdout == ("1\n2\n" if amount else "1\n") + \
+        f"EXIT 0\nLOADED True {amount}\n", proc.stderr

@@ -33,7 +33,6 @@ from _thread import allocate_lock
 from bisect import bisect_right
 from collections import deque
 from itertools import accumulate
-from decimal import Decimal, InvalidOperation
 from operator import itemgetter
 from sensevm.guard.outbound import is_credential_name
 
@@ -416,10 +415,26 @@ _WORDS = {"usd": "USD", "dollar": "USD", "dollars": "USD", "eur": "EUR", "euro":
           "mxn": "MXN", "brl": "BRL", "zar": "ZAR", "sgd": "SGD", "hkd": "HKD", "nzd": "NZD"}
 _NUMBER = (r"[+-]?(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d{1,2}(?:,\d{2})+,\d{3}(?:\.\d+)?"
            r"|\d+(?:\.\d+)?)")
-_AMOUNT_WORD = re.compile(r"(?P<pre>[$€£₹¥])?(?P<num>" + _NUMBER + r")(?P<post>[$€£₹¥])?")
-_AMOUNT_VALUE = re.compile(
+# An amount's patterns and the decimal module take a few milliseconds to make and import, a
+# tenth of a run's start-up, and most runs read no amount (a page's text sent on has none to
+# read): made at the first amount read, by _amount_reading.
+_AMOUNT_WORD_PATTERN = r"(?P<pre>[$€£₹¥])?(?P<num>" + _NUMBER + r")(?P<post>[$€£₹¥])?"
+_AMOUNT_VALUE_PATTERN = (
     r"(?:(?P<pre>[$€£₹¥])\s?|(?P<code>[A-Za-z]{2,3}\.?)\s)?(?P<num>" + _NUMBER + r")"
     r"(?:\s?(?P<post>[$€£₹¥])|\s(?P<word>[A-Za-z]+\.?))?")
+_amounts_read = None
+
+
+def _amount_reading() -> tuple:
+    """(Decimal, InvalidOperation, the pattern of an amount word, the pattern of an amount
+    argument), made once, at the first amount read. (Two threads may both make them: equal
+    patterns, one module.)"""
+    global _amounts_read
+    if _amounts_read is None:
+        from decimal import Decimal, InvalidOperation
+        _amounts_read = (Decimal, InvalidOperation, re.compile(_AMOUNT_WORD_PATTERN),
+                         re.compile(_AMOUNT_VALUE_PATTERN))
+    return _amounts_read
 _MONTHS = frozenset(
     "jan feb mar apr may jun jul aug sep sept oct nov dec january february march april june "
     "july august september october november december".split())
@@ -430,9 +445,10 @@ _TRAIL = ")]}\"'`*.,;:!?"
 
 
 def _decimal(text: str) -> Decimal | None:
+    decimal, invalid = (_amounts_read or _amount_reading())[:2]
     try:
-        return Decimal(text.replace(",", ""))
-    except InvalidOperation:
+        return decimal(text.replace(",", ""))
+    except invalid:
         return None
 
 
@@ -582,15 +598,17 @@ def _numbers_among(text: str, words: list, last: bool = True, amounts_too: bool 
         s, e, cs, ce = words[i]
         if j == i and amounts_too and text[cs:ce].isdigit():
             # Seven digits or more with nothing around them: an account number, or an amount.
-            amounts.append((Decimal(text[cs:ce]), _currency_near(text, words, i), i))
+            decimal = (_amounts_read or _amount_reading())[0]
+            amounts.append((decimal(text[cs:ce]), _currency_near(text, words, i), i))
         after = j + 1
     if not amounts_too:
         return parts, amounts
+    amount_word = (_amounts_read or _amount_reading())[2]
     for i in holding:
         if used[i]:
             continue
         s, e, cs, ce = words[i]
-        m = _AMOUNT_WORD.fullmatch(text, cs, ce)
+        m = amount_word.fullmatch(text, cs, ce)
         # A day or a year beside a month's name is a date (1 April 2022, April 1, 2022).
         if m is None or _month(text, words, i - 1) or _month(text, words, i + 1) \
                 or _day(text, words, i - 1) and _month(text, words, i - 2) \
@@ -772,16 +790,17 @@ def find_amounts(text: str) -> list[tuple[Decimal, str | None]]:
 
 def as_amount(value) -> tuple[Decimal, str | None] | None:
     """An amount argument (Int, Float, or a String such as ``"$1,200"``) as a decimal."""
+    decimal, _, _, amount_value = _amounts_read or _amount_reading()
     t = type(value)
     if t is int:
-        return Decimal(value), None
+        return decimal(value), None
     if t is float:
         if value != value or value in (float("inf"), float("-inf")):
             return None
-        return Decimal(repr(value)), None
+        return decimal(repr(value)), None
     if t is not str:
         return None
-    m = _AMOUNT_VALUE.fullmatch(value.strip())
+    m = amount_value.fullmatch(value.strip())
     if m is not None:
         number = _decimal(m.group("num"))
         symbol = m.group("pre") or m.group("post")
