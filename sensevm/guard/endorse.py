@@ -435,6 +435,8 @@ def _amount_reading() -> tuple:
         _amounts_read = (Decimal, InvalidOperation, re.compile(_AMOUNT_WORD_PATTERN),
                          re.compile(_AMOUNT_VALUE_PATTERN))
     return _amounts_read
+
+
 _MONTHS = frozenset(
     "jan feb mar apr may jun jul aug sep sept oct nov dec january february march april june "
     "july august september october november december".split())
