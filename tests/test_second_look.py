@@ -379,6 +379,24 @@ def test_changing_an_argument_after_the_approval_asks_again(go):
     assert out.lines[-3:] == ["verified", "invited 2", "committed"]
 
 
+def test_an_array_holding_itself_is_checked_and_its_approval_bound(go):
+    """An Array that holds itself (push(guests, guests)) is checked like any other (the page's
+    address inside it flagged), its digest made without end: the approval covers it, and a
+    change after the approval asks again. (The digest recursed without end: a verify of such an
+    Array failed with "maximum recursion depth exceeded".)"""
+    src = ('page = fetch_page("u")\nguests = [page]\npush(guests, guests)\n'
+           'inv = invite(guests)\nprint(attempt(inv))\ninv.approve()\ninv.commit()\n'
+           'print(inv.state)\nagain = invite(guests)\nagain.verify()\nagain.approve()\n'
+           'push(guests, "c@corp.example")\ntest "changed":\n    again.commit()\n'
+           'print(again.state)\n')
+    out = go(src, page="x@evil.example")
+    assert out.error is None, out.error
+    assert out.lines == ["verified", "invited 2", "committed", "verified"]
+    assert [f["preview"] for f in out.looks[0]["findings"] if f["verdict"] == "flagged"] \
+        == ["'x@evil.example'"]
+    assert isinstance(out.tests["changed"].error, SenseApprovalError)
+
+
 def test_an_approval_before_the_flag_does_not_count(go):
     src = ('m = send_mail(fetch_page("u"), "x")\nm.approve()\nprint(attempt(m))\n'
            'm.approve()\nm.commit()\nprint(m.state)\n')

@@ -292,11 +292,13 @@ def _digest_by_json(name, args) -> str:
     import hashlib
     import json
 
-    def canon(v):
+    def canon(v, path=()):
+        if type(v) in (list, dict) and id(v) in path:     # (stop 56: a value inside itself)
+            return ["cycle", len(path) - path.index(id(v))]
         if type(v) is list:
-            return ["list", [canon(x) for x in v]]
+            return ["list", [canon(x, path + (id(v),)) for x in v]]
         if type(v) is dict:
-            return ["map", [[canon(k), canon(x)] for k, x in v.items()]]
+            return ["map", [[canon(k), canon(x, path + (id(v),))] for k, x in v.items()]]
         origins = sorted(P.origin_text(o) for o in P.origins_of(v))
         if type(v) is P.LStr:
             origins = [[a, b, sorted(P.origin_text(o) for o in o_)] for a, b, o_ in v.spans]
@@ -1038,3 +1040,30 @@ def test_a_page_sent_on_with_nothing_in_it_makes_no_key():
     to = V.add(_from_page("bob@x"), ".example")
     flagged = look.evaluate(NS(definition=Definition, args=[to, "hi"], looked=None))
     assert flagged.flagged and to._spans is not None
+
+
+def test_the_digest_of_values_holding_themselves():
+    """(stop 56) A value that holds itself is written once, each way back to itself as how
+    many levels up it was entered: the digest is json's definition, made without end, and
+    tells apart the ways a value can hold itself (and a value shared without a cycle)."""
+    page = _from_page("x@evil.example")
+    one = [page]
+    one.append(one)                               # [page, <one>]
+    two = [page, [page]]
+    two[1].append(two)                            # [page, [page, <two>]]
+    inner = [page]
+    three = [page, inner]
+    inner.append(inner)                           # [page, [page, <inner>]]
+    shared = [page]
+    four = [page, [page, shared]]                 # no cycle: shared written out
+    mapped = {"to": page}
+    mapped["self"] = mapped
+    mapped["list"] = [mapped, one]
+    values = [one, two, three, four, mapped]
+    digests = [_digest("invite", [v]) for v in values]
+    assert digests == [_digest_by_json("invite", [v]) for v in values]
+    assert len(set(digests)) == len(digests)
+    assert _digest("invite", [[page, [page, [page]]]]) == _digest_by_json(
+        "invite", [[page, [page, [page]]]])
+    one.append("more")
+    assert _digest("invite", [one]) not in digests

@@ -1106,7 +1106,12 @@ def _origin_names(origins) -> tuple[str, str]:
 _digits = int.__repr__
 
 
-def _canon(v) -> str:
+def _canon(v, path: tuple = ()) -> str:
+    """``v``'s canonical text (see _digest). ``path``: the ids of the Arrays and Maps it is
+    inside, outermost first. An Array or a Map met again inside itself (``push(a, a)``) is
+    written ``["cycle",k]``, k the number of levels up it was entered: a value holding
+    itself is written once, and the text still tells apart every way of holding itself. (A
+    value shared without a cycle is written out each time, as it always was.)"""
     # (f-strings: one piece of text made at once, where + makes one per step.)
     t = type(v)
     if t is _LStr:
@@ -1118,11 +1123,19 @@ def _canon(v) -> str:
         return f'["str",{_json_string(v)},[{spans}]]'
     if t is str:
         return f'["str",{_json_string(v)},[]]'
-    if t is list:
-        return f'["list",[{",".join(map(_canon, v))}]]'
-    if t is dict:
-        return '["map",[' + ",".join([f"[{_canon(k)},{_canon(x)}]"
-                                       for k, x in v.items()]) + "]]"
+    if t is list or t is dict:
+        at = id(v)
+        if at in path:
+            return f'["cycle",{len(path) - path.index(at)}]'
+        inside = path + (at,)
+        written = []
+        if t is list:
+            for x in v:
+                written.append(_canon(x, inside))
+            return f'["list",[{",".join(written)}]]'
+        for k, x in v.items():      # (a key is a scalar: nothing inside it)
+            written.append(f"[{_canon(k)},{_canon(x, inside)}]")
+        return f'["map",[{",".join(written)}]]'
     origins = _origin_list(P.origins_of(v))
     p = P.plain(v)
     tp = type(p)
