@@ -14,7 +14,10 @@ scale, so both runs make it and it cancels (below it, the larger run alone would
 ``strings``' outer loop turns once a line, about one for seven steps: its S makes over 10,000
 lines (at 40,000, the larger run alone made its code again, some 110M instructions).
 ``fib`` has no loop (its calls of itself are direct); the agent rows run at the sizes where
-their one loop stays below HOT_TURNS in both runs.
+their one loop stays below HOT_TURNS in both runs, in its general version. At ``--scale 6``
+(S=12,000) both runs make that loop again at turn 10,000 and the difference is turns of the
+code a full-size run (30,000 or 60,000 turns) spends most of its turns in: there the second
+look is a larger part of a turn, as tier 2 shortens the loop around it and not the look.
 
 ``--root`` measures another checkout (a ``git worktree`` of an older commit, say) with this
 one's Python: the runs start in that directory, whose ``sensevm`` is the one imported. It
