@@ -651,10 +651,15 @@ def _strings_of_one_span(texts, origins, bools) -> list:
     return args
 
 
+# The inputs of _strings_of_one_span, for the property tests of the digest it feeds.
+_ONE_SPAN_CASES = given(name=_TEXT, texts=st.lists(_TEXT, min_size=1, max_size=3),
+                        origins=st.lists(st.frozensets(_ORIGINS, max_size=2), min_size=3,
+                                         max_size=3),
+                        bools=st.booleans())
+
+
 @settings(max_examples=300, deadline=None)
-@given(name=_TEXT, texts=st.lists(_TEXT, min_size=1, max_size=3),
-       origins=st.lists(st.frozensets(_ORIGINS, max_size=2), min_size=3, max_size=3),
-       bools=st.booleans())
+@_ONE_SPAN_CASES
 def test_the_digest_of_strings_of_one_span_is_the_json_definitions(name, texts, origins,
                                                                   bools):
     """(issue 27) _digest writes a String, and a labelled String of one span (a tool's
@@ -939,9 +944,7 @@ def test_a_labelled_strings_check_decides_whether_it_is_influenced_without_a_cal
 
 
 @settings(max_examples=300, deadline=None)
-@given(name=_TEXT, texts=st.lists(_TEXT, min_size=1, max_size=3),
-       origins=st.lists(st.frozensets(_ORIGINS, max_size=2), min_size=3, max_size=3),
-       bools=st.booleans())
+@_ONE_SPAN_CASES
 def test_a_digest_made_later_from_its_pieces_is_the_one_made_at_once(name, texts, origins,
                                                                      bools):
     """(issue 27) What a passing verdict keeps instead of its digest (_digest_pieces: texts,
