@@ -202,31 +202,49 @@ def test_a_file_that_does_not_compile_is_not_submitted(sense, tmp_path):
     assert proc.returncode == 1 and "bad.sns" in proc.stderr and proc.stdout == ""
 
 
-# The counting comes before the commit: the kill lands in it, never with the commit in flight
-# (that case is the crash matrix's).
-SLOW = PROGRAM.replace('    print("clerk heard", answer)\n', '''    print("clerk heard", answer)
+# The segment after the answer waits inside gate() until the test opens it: the worker is
+# killed there, mid-segment, wherever the machine's speed would have put a timed kill. The
+# next attempt finds the gate open and goes on: it counts, then commits.
+GATE_PY = '''import os, time
+def gate():
+    with open(os.environ["SENSE_TEST_GATE"] + ".entered", "a") as fh:
+        fh.write("entered\\n")
+    while not os.path.exists(os.environ["SENSE_TEST_GATE"] + ".open"):
+        time.sleep(0.05)
+    return "open"
+'''
+
+GATED = ("policy: allow python.import\nfrom python \"gate\" import gate\n"
+         + PROGRAM.replace('    print("clerk heard", answer)\n', '''    print("clerk heard", answer)
+    gate()
     n = 0
-    for i in range(6000000):
+    for i in range(100000):
         n = n + 1
     print("counted", n)
-''')
+'''))
 
 
 def test_a_worker_killed_mid_segment_is_replaced_and_nothing_is_printed_twice(sense, tmp_path):
-    (tmp_path / "slow.sns").write_text(SLOW)
-    first = sense.worker()
-    sense("submit", "slow.sns", "--id", "slow-1", "--heartbeat-timeout", "5")
-    _wait_state(sense, "slow-1", "waiting")
-    sense("answer", "slow-1", "clerk", "bob")
-    time.sleep(1.0)                 # the segment after the answer counts for seconds
+    (tmp_path / "gate.py").write_text(GATE_PY)
+    (tmp_path / "gated.sns").write_text(GATED)
+    gate = tmp_path / "gate"
+    entered, opened = tmp_path / "gate.entered", tmp_path / "gate.open"
+    env = {"PYTHONPATH": os.pathsep.join([ROOT, str(tmp_path)]), "SENSE_TEST_GATE": str(gate)}
+    first = sense.worker(env)
+    sense("submit", "gated.sns", "--id", "gated-1", "--heartbeat-timeout", "5")
+    _wait_state(sense, "gated-1", "waiting")
+    sense("answer", "gated-1", "clerk", "bob")
+    _wait(entered.exists, "the segment after the answer to reach the gate")
     first.send_signal(signal.SIGKILL)
     first.wait()
-    assert sense.state("slow-1")["state"] == "running"      # killed before it ended
-    sense.worker()                  # retried here once the heartbeat timeout (5 s) passes
-    _wait_state(sense, "slow-1", "completed", timeout=120)
+    assert sense.state("gated-1")["state"] == "running"     # killed before it ended
+    opened.touch()
+    sense.worker(env)               # retried here once the heartbeat timeout (5 s) passes
+    _wait_state(sense, "gated-1", "completed", timeout=120)
+    assert entered.read_text() == "entered\n" * 2          # the segment ran again, whole
     # The killed attempt contributed nothing: each line once, in order.
-    assert sense("output", "slow-1").stdout == EXPECTED.replace(
-        "clerk heard bob\n", "clerk heard bob\ncounted 6000000\n")
+    assert sense("output", "gated-1").stdout == EXPECTED.replace(
+        "clerk heard bob\n", "clerk heard bob\ncounted 100000\n")
 
 
 # ----------------------------------------------------------------------------- the crash matrix
