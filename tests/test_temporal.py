@@ -247,6 +247,47 @@ def test_a_worker_killed_mid_segment_is_replaced_and_nothing_is_printed_twice(se
         "clerk heard bob\n", "clerk heard bob\ncounted 100000\n")
 
 
+TWO_QUESTIONS = '''policy: allow python.import
+from python "gate" import gate
+agent clerk:
+    "asks twice"
+    first = ask_human("first?")
+    gate()
+    second = ask_human("second?")
+    print("first", first, "second", second)
+start(clerk)
+'''
+
+
+@pytest.mark.parametrize("history", [[], ["--history-events", "1"]], ids=["one-run",
+                                                                         "continued"])
+def test_an_answer_on_its_way_to_the_agent_is_not_taken_twice(sense, tmp_path, history):
+    """While the segment that delivers an answer runs, the agent is not waiting: a second
+    answer is refused, not kept for the agent's next question, which nobody has seen yet.
+    The same when the run continued as new between the answer and its segment."""
+    (tmp_path / "gate.py").write_text(GATE_PY)
+    (tmp_path / "two.sns").write_text(TWO_QUESTIONS)
+    entered, opened = tmp_path / "gate.entered", tmp_path / "gate.open"
+    sense.worker({"PYTHONPATH": os.pathsep.join([ROOT, str(tmp_path)]),
+                  "SENSE_TEST_GATE": str(tmp_path / "gate")})
+    run_id = f"two-{len(history)}"
+    sense("submit", "two.sns", "--id", run_id, *history)
+    _wait_state(sense, run_id, "waiting")
+    sense("answer", run_id, "clerk", "one")
+    _wait(entered.exists, "the segment after the first answer to reach the gate")
+    running = sense.state(run_id)
+    assert running["state"] == "running" and running["waiting"] == []
+    again = sense("answer", run_id, "clerk", "two", check=False)
+    assert again.returncode == 1 and "agent 'clerk' has been answered already" in \
+        again.stderr
+    opened.touch()
+    waiting = _wait_state(sense, run_id, "waiting")
+    assert waiting["waiting"] == [{"agent": "clerk", "question": "second?"}]
+    sense("answer", run_id, "clerk", "three")
+    _wait_state(sense, run_id, "completed")
+    assert sense("output", run_id).stdout == "first one second three\n"
+
+
 # ----------------------------------------------------------------------------- the crash matrix
 # A run with a tool, a reversible action, an irreversible one, an ask_human and a session; a
 # worker killed (as SIGKILL would: os._exit) at each step, another worker started; outcome,

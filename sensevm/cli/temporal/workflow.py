@@ -64,6 +64,7 @@ class SenseRun:
         self.state = RUNNING
         self.waiting: dict[str, str] = {}       # agent -> its question
         self.answers: list[dict] = []           # accepted, not yet delivered
+        self.delivering = None                   # the answer the running segment delivers
         self.output: list[str] = []             # each segment's stdout, in order
         self.errors: list[str] = []             # each segment's stderr that said something
         self.audit = ""                          # the run's audit log (JSON lines, one chain)
@@ -94,6 +95,7 @@ class SenseRun:
             for name in CARRIED:
                 setattr(self, name, carried[name])
             resume, self.continued = carried["resume"], carried["continued"]
+            self.delivering = resume
         while True:
             # Never before a segment of its own: a run continued from one already past the
             # budget (a small budget, a large input) would otherwise only ever continue.
@@ -155,6 +157,7 @@ class SenseRun:
             self.states = result["states"]
             if resume is not None:
                 self.waiting.pop(resume["agent"], None)
+            self.delivering = None
             for paused in result["paused"]:
                 self.waiting[paused["agent"]] = paused["question"]
             if result["status"] != 0:
@@ -168,7 +171,7 @@ class SenseRun:
             self.state = WAITING
             self._publish()
             await workflow.wait_condition(lambda: bool(self.answers))
-            resume = self.answers.pop(0)
+            resume = self.delivering = self.answers.pop(0)
             self.state = RUNNING
         self._publish()
         return self.describe()
@@ -196,7 +199,10 @@ class SenseRun:
         workflow.upsert_memo({MEMO: self._memo()})
 
     def _answered(self, agent: str) -> bool:
-        return any(a["agent"] == agent for a in self.answers)
+        # Until the segment that delivers an answer has ended, its agent still has its
+        # question in ``waiting``; the answer on its way counts as given.
+        return any(a["agent"] == agent for a in self.answers) or (
+            self.delivering is not None and self.delivering["agent"] == agent)
 
     @workflow.update(name="answer")
     def answer(self, given: dict) -> str:
