@@ -214,6 +214,15 @@ def gate():
     return "open"
 '''
 
+
+def _gate(tmp_path):
+    """gate.py written beside the program: (the environment of a worker that imports it, the
+    file that says the gate was entered, the file that opens it)."""
+    (tmp_path / "gate.py").write_text(GATE_PY)
+    env = {"PYTHONPATH": os.pathsep.join([ROOT, str(tmp_path)]),
+           "SENSE_TEST_GATE": str(tmp_path / "gate")}
+    return env, tmp_path / "gate.entered", tmp_path / "gate.open"
+
 GATED = ("policy: allow python.import\nfrom python \"gate\" import gate\n"
          + PROGRAM.replace('    print("clerk heard", answer)\n', '''    print("clerk heard", answer)
     gate()
@@ -225,11 +234,8 @@ GATED = ("policy: allow python.import\nfrom python \"gate\" import gate\n"
 
 
 def test_a_worker_killed_mid_segment_is_replaced_and_nothing_is_printed_twice(sense, tmp_path):
-    (tmp_path / "gate.py").write_text(GATE_PY)
+    env, entered, opened = _gate(tmp_path)
     (tmp_path / "gated.sns").write_text(GATED)
-    gate = tmp_path / "gate"
-    entered, opened = tmp_path / "gate.entered", tmp_path / "gate.open"
-    env = {"PYTHONPATH": os.pathsep.join([ROOT, str(tmp_path)]), "SENSE_TEST_GATE": str(gate)}
     first = sense.worker(env)
     sense("submit", "gated.sns", "--id", "gated-1", "--heartbeat-timeout", "5")
     _wait_state(sense, "gated-1", "waiting")
@@ -265,11 +271,9 @@ def test_an_answer_on_its_way_to_the_agent_is_not_taken_twice(sense, tmp_path, h
     """While the segment that delivers an answer runs, the agent is not waiting: a second
     answer is refused, not kept for the agent's next question, which nobody has seen yet.
     The same when the run continued as new between the answer and its segment."""
-    (tmp_path / "gate.py").write_text(GATE_PY)
+    env, entered, opened = _gate(tmp_path)
     (tmp_path / "two.sns").write_text(TWO_QUESTIONS)
-    entered, opened = tmp_path / "gate.entered", tmp_path / "gate.open"
-    sense.worker({"PYTHONPATH": os.pathsep.join([ROOT, str(tmp_path)]),
-                  "SENSE_TEST_GATE": str(tmp_path / "gate")})
+    sense.worker(env)
     run_id = f"two-{len(history)}"
     sense("submit", "two.sns", "--id", run_id, *history)
     _wait_state(sense, run_id, "waiting")
